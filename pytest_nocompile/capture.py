@@ -1,0 +1,230 @@
+"""The one module that touches torch internals.
+
+It switches dynamo's ``recompiles`` logging artifact on without printing
+anything, hands each recompile message (and each recompile-limit warning) to a
+sink, and puts every piece of torch state it changed back as it was. A torch
+upgrade that moves these internals should need changes here and nowhere else.
+
+Why not ``torch._logging.set_logs``: it clears all of torch's log state and is
+ignored when ``TORCH_LOGS`` is set. Instead we add the artifact to
+``log_state`` directly (dynamo builds the message only when it is enabled),
+attach our handler, and silence only the logger we switched on ourselves, so a
+user's own ``TORCH_LOGS=recompiles`` output stays intact.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import sysconfig
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Optional
+
+from .events import CodeLocation
+
+MIN_TORCH = (2, 11)
+RECOMPILES_ARTIFACT = "recompiles"
+VERBOSE_ARTIFACT = "recompiles_verbose"
+RECOMPILES_LOGGER = "torch._dynamo.guards.__recompiles"
+VERBOSE_LOGGER = "torch._dynamo.guards.__recompiles_verbose"
+# dynamo warns here when a frame hits recompile_limit; after that it logs no recompiles for it.
+LIMIT_LOGGER = "torch._dynamo.convert_frame"
+
+RecompileSink = Callable[[str, Optional[str], Optional[CodeLocation]], None]
+LimitSink = Callable[[str], None]
+
+
+@lru_cache(maxsize=None)
+def torch_problem() -> str | None:
+    """Why torch cannot be used by the plugin, or None when it can."""
+    try:
+        import torch
+        import torch._dynamo  # noqa: F401
+    except Exception as error:  # ImportError, or a broken install raising anything
+        return f"torch cannot be imported ({type(error).__name__}: {error})"
+    version = _parse_version(torch.__version__)
+    if version < MIN_TORCH:
+        needed = ".".join(map(str, MIN_TORCH))
+        return f"torch {torch.__version__} is too old; pytest-nocompile needs torch>={needed}"
+    return None
+
+
+def _parse_version(text: str) -> tuple[int, int]:
+    major, _, rest = text.partition(".")
+    minor = "".join(ch for ch in rest.partition(".")[0] if ch.isdigit())
+    return int(major), int(minor or 0)
+
+
+def reset_dynamo() -> None:
+    """Clear dynamo's code caches and automatic-dynamic state (about 0.2 ms)."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+
+
+@dataclass
+class _LoggerState:
+    logger: logging.Logger
+    level: int
+    propagate: bool
+
+    @classmethod
+    def save(cls, name: str) -> "_LoggerState":
+        logger = logging.getLogger(name)
+        return cls(logger, logger.level, logger.propagate)
+
+    def restore(self) -> None:
+        self.logger.setLevel(self.level)
+        self.logger.propagate = self.propagate
+
+
+class _SinkHandler(logging.Handler):
+    def __init__(self, level: int, emit: Callable[[logging.LogRecord], None]) -> None:
+        super().__init__(level)
+        self._emit = emit
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._emit(record)
+
+
+class _SinkFilter(logging.Filter):
+    """Sees each record before any handler; drops it unless the user asked for it.
+
+    A filter rather than a handler: pytest attaches its log-capture handler to
+    every non-propagating logger, so only a filter keeps a record we enabled
+    for ourselves out of "Captured log" sections.
+    """
+
+    def __init__(self, emit: Callable[[logging.LogRecord], None], keep: bool) -> None:
+        super().__init__()
+        self._emit = emit
+        self.keep = keep
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self._emit(record)
+        return self.keep
+
+
+class RecompileCapture:
+    """Routes dynamo's recompile messages to a sink while started.
+
+    ``on_recompile(message, compile_id, user_code)`` runs in the thread that
+    recompiles, once per recompile; ``on_limit(message)`` once per
+    recompile-limit warning. ``stop()`` restores torch's logging state.
+    """
+
+    def __init__(self, on_recompile: RecompileSink, on_limit: LimitSink) -> None:
+        self._on_recompile = on_recompile
+        self._on_limit = on_limit
+        self._recompile_filter = _SinkFilter(self._handle_recompile, keep=True)
+        self._limit_handler = _SinkHandler(logging.WARNING, self._handle_limit)
+        self._saved: list[_LoggerState] = []
+        self._enabled_in: object | None = None
+        self.active = False
+
+    def start(self) -> None:
+        # Import first: guards.py configures its artifact loggers on import and
+        # would turn propagation back on for an artifact we already enabled.
+        import torch._dynamo.convert_frame  # noqa: F401
+        import torch._dynamo.guards  # noqa: F401
+        import torch._logging._internal as torch_logging
+
+        state = torch_logging.log_state  # read each time: torch rebinds it
+        user_enabled = {name for name in (RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT) if state.is_artifact_enabled(name)}
+        self._saved = [_LoggerState.save(name) for name in (RECOMPILES_LOGGER, VERBOSE_LOGGER)]
+        self._recompile_filter.keep = bool(user_enabled)
+        if not user_enabled:
+            state.enable_artifact(RECOMPILES_ARTIFACT)
+            self._enabled_in = state
+            silenced = logging.getLogger(RECOMPILES_LOGGER)
+            silenced.setLevel(logging.DEBUG)
+            silenced.propagate = False
+        for saved in self._saved:
+            saved.logger.addFilter(self._recompile_filter)
+        logging.getLogger(LIMIT_LOGGER).addHandler(self._limit_handler)
+        self.active = True
+
+    def stop(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        logging.getLogger(LIMIT_LOGGER).removeHandler(self._limit_handler)
+        for saved in self._saved:
+            saved.logger.removeFilter(self._recompile_filter)
+            saved.restore()
+        self._saved = []
+        if self._enabled_in is not None:
+            self._enabled_in.artifact_names.discard(RECOMPILES_ARTIFACT)  # type: ignore[attr-defined]
+            self._enabled_in = None
+
+    def _handle_recompile(self, record: logging.LogRecord) -> None:
+        self._on_recompile(record.getMessage(), _current_compile_id(), find_user_code(sys._getframe(1)))
+
+    def _handle_limit(self, record: logging.LogRecord) -> None:
+        self._on_limit(record.getMessage())
+
+
+def _current_compile_id() -> str | None:
+    try:
+        from torch._guards import CompileContext
+
+        compile_id = CompileContext.current_compile_id()
+    except Exception:  # the API moved: the id is a nicety, the count is not
+        return None
+    return str(compile_id) if compile_id is not None else None
+
+
+@dataclass(frozen=True)
+class _Roots:
+    packages: tuple[str, ...]  # torch, pytest, pluggy, this plugin: never user code
+    stdlib: tuple[str, ...]
+    sites: tuple[str, ...]  # may sit inside stdlib; installed user packages live here
+
+
+@lru_cache(maxsize=None)
+def _library_roots() -> _Roots:
+    import _pytest
+    import pluggy
+    import torch
+
+    def folder(path: str) -> str:
+        return os.path.join(os.path.dirname(os.path.abspath(path)), "")
+
+    paths = sysconfig.get_paths()
+    return _Roots(
+        packages=tuple(folder(module.__file__ or "") for module in (torch, pluggy, _pytest)) + (folder(__file__),),
+        stdlib=tuple(os.path.join(paths[key], "") for key in ("stdlib", "platstdlib")),
+        sites=tuple(os.path.join(paths[key], "") for key in ("purelib", "platlib")),
+    )
+
+
+def _is_user_file(filename: str, roots: _Roots) -> bool:
+    if filename.startswith("<"):
+        return False
+    if filename.startswith(roots.packages):
+        return False
+    if filename.startswith(roots.stdlib):
+        return filename.startswith(roots.sites)
+    return True
+
+
+def find_user_code(frame) -> CodeLocation | None:  # type: ignore[no-untyped-def]
+    """The innermost frame outside torch, pytest, pluggy, the stdlib and this plugin."""
+    import linecache
+
+    roots = _library_roots()
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if _is_user_file(filename, roots):
+            code = linecache.getline(filename, frame.f_lineno).strip() or None
+            return CodeLocation(_display_path(filename), frame.f_lineno, frame.f_code.co_name, code)
+        frame = frame.f_back
+    return None
+
+
+def _display_path(filename: str) -> str:
+    relative = os.path.relpath(filename) if os.path.isabs(filename) else filename
+    return filename if relative.startswith("..") else relative
+

@@ -1,0 +1,203 @@
+"""Recompile events as plain data, and the parser for dynamo's recompile messages.
+
+This module never imports torch: it is unit-tested on recorded messages from
+several torch versions, so a change of message format shows up in our tests.
+
+The message dynamo logs for one recompile looks like this (torch 2.13)::
+
+    Recompiling function step in .../torch/optim/adam.py:214
+        triggered by the following guard failure(s):
+        - 2/0: self.param_groups[0]['lr'] == 0.0033   # for group in ...  # optim/adam.py:229 in step
+        - User stack trace:
+        -   File ".../torch/optim/adam.py", line 229, in step
+        -     for group in self.param_groups:
+
+Older torch has no ``N/M:`` compile-id prefix and no source comment;
+``recompiles_verbose`` groups the reasons under ``guard i failures:``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+Phase = Literal["setup", "call", "teardown"]
+
+_HEADER = re.compile(r"^Recompiling function (?P<function>\S+) in (?P<filename>.+):(?P<line>\d+)\s*$")
+_COMPILE_ID = re.compile(r"^(?P<compile_id>\d+/\d+(?:_\d+)?):\s*(?P<rest>.*)$")
+_STACK_FILE = re.compile(r'^\s*File "(?P<filename>.+)", line (?P<line>\d+), in (?P<function>.+)$')
+_SOURCE_SEPARATOR = re.compile(r"\s{2,}# ")
+
+
+@dataclass(frozen=True)
+class CodeLocation:
+    """A line of Python code: where a guard came from or where user code ran."""
+
+    filename: str
+    line: int
+    function: str
+    code: str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.filename}:{self.line} in {self.function}"
+        return f"{where}: {self.code}" if self.code else where
+
+
+@dataclass(frozen=True)
+class GuardFailure:
+    """One reason dynamo gave for a cache entry not matching.
+
+    ``compile_id`` is the ``frame/attempt`` id of the cache entry whose guard
+    failed (None before torch 2.5), ``guard`` the failed guard or torch's
+    description of it, ``source`` torch's trailing source comment, and
+    ``location`` the last frame of torch's "User stack trace", if given.
+    """
+
+    guard: str
+    compile_id: str | None = None
+    source: str | None = None
+    location: CodeLocation | None = None
+
+    def __str__(self) -> str:
+        prefix = f"{self.compile_id}: " if self.compile_id else ""
+        return f"{prefix}{self.guard}"
+
+
+@dataclass(frozen=True)
+class RecompileEvent:
+    """One dynamo recompilation of a frame that already had a cache entry.
+
+    ``function``, ``filename`` and ``line`` name the code object dynamo
+    recompiled; ``reasons`` are the guard failures it logged; ``phase`` is the
+    test phase it happened in; ``compile_id`` is the id of the new compile;
+    ``user_code`` is the innermost frame outside torch, pytest and this plugin
+    that was running when dynamo recompiled (the user's line that triggered it).
+    """
+
+    function: str
+    filename: str
+    line: int
+    reasons: tuple[GuardFailure, ...]
+    message: str = field(repr=False)
+    phase: Phase = "call"
+    compile_id: str | None = None
+    user_code: CodeLocation | None = None
+
+    @property
+    def guards(self) -> tuple[str, ...]:
+        """The failed guard expressions, newest cache entry first."""
+        return tuple(reason.guard for reason in self.reasons)
+
+
+class UnrecognisedMessage(ValueError):
+    """The text is not a dynamo recompile message this parser understands."""
+
+
+def parse_recompile_message(message: str) -> tuple[str, str, int, tuple[GuardFailure, ...]]:
+    """Split a dynamo recompile message into function, filename, line and reasons."""
+    lines = message.splitlines()
+    header = _HEADER.match(lines[0].strip()) if lines else None
+    if header is None:
+        raise UnrecognisedMessage(f"not a recompile message: {message[:80]!r}")
+    reasons = _parse_reasons(lines[1:])
+    return header["function"], header["filename"], int(header["line"]), tuple(reasons)
+
+
+def event_from_message(
+    message: str,
+    phase: Phase = "call",
+    compile_id: str | None = None,
+    user_code: CodeLocation | None = None,
+) -> RecompileEvent:
+    """Build a :class:`RecompileEvent` from one dynamo recompile message."""
+    function, filename, line, reasons = parse_recompile_message(message)
+    return RecompileEvent(function, filename, line, reasons, message, phase, compile_id, user_code)
+
+
+@dataclass(frozen=True)
+class RecompileLimitHit:
+    """Dynamo reached ``recompile_limit`` for a frame and stopped compiling it.
+
+    After this, dynamo runs the frame uncompiled and logs no further recompiles
+    of it, so any recompile count is a lower bound.
+    """
+
+    limit_name: str
+    limit: int
+    function: str
+    message: str = field(repr=False)
+    phase: Phase = "call"
+
+
+_LIMIT_HEADER = re.compile(r"hit config\.(?P<name>\w+) \((?P<limit>\d+)\)")
+_LIMIT_FUNCTION = re.compile(r"function: (?P<function>.+)")
+
+
+def parse_limit_warning(message: str, phase: Phase = "call") -> RecompileLimitHit | None:
+    """Parse dynamo's "hit config.recompile_limit" warning; None for any other text."""
+    header = _LIMIT_HEADER.search(message)
+    if header is None:
+        return None
+    function = _LIMIT_FUNCTION.search(message)
+    return RecompileLimitHit(
+        limit_name=header["name"],
+        limit=int(header["limit"]),
+        function=function["function"].strip() if function else "?",
+        message=message,
+        phase=phase,
+    )
+
+
+def _parse_reasons(lines: list[str]) -> list[GuardFailure]:
+    reasons: list[GuardFailure] = []
+    stack: list[str] = []
+    in_stack = False
+
+    def attach_stack() -> None:
+        if reasons and stack:
+            reasons[-1] = _with_location(reasons[-1], stack)
+        stack.clear()
+
+    for raw in lines:
+        text = raw.strip()
+        if not text.startswith("- "):
+            # Headers ("triggered by ...", "guard 0 failures:") and blank lines.
+            continue
+        item = text[2:]
+        if item.strip() == "User stack trace:":
+            in_stack = True
+            continue
+        if in_stack and item.startswith("  "):
+            stack.append(item)
+            continue
+        attach_stack()
+        in_stack = False
+        reasons.append(_parse_reason(item))
+    attach_stack()
+    return reasons
+
+
+def _parse_reason(item: str) -> GuardFailure:
+    compile_id = None
+    match = _COMPILE_ID.match(item)
+    if match:
+        compile_id, item = match["compile_id"], match["rest"]
+    parts = _SOURCE_SEPARATOR.split(item, maxsplit=1)
+    guard = parts[0].rstrip()
+    source = parts[1].strip() if len(parts) == 2 else None
+    return GuardFailure(guard=guard, compile_id=compile_id, source=source)
+
+
+def _with_location(reason: GuardFailure, stack: list[str]) -> GuardFailure:
+    """Attach the innermost frame of torch's user stack trace to a reason."""
+    location = None
+    for index, line in enumerate(stack):
+        frame = _STACK_FILE.match(line)
+        if frame:
+            following = stack[index + 1].strip() if index + 1 < len(stack) else ""
+            code = following if following and not _STACK_FILE.match(stack[index + 1]) else None
+            location = CodeLocation(frame["filename"], int(frame["line"]), frame["function"], code)
+    if location is None:
+        return reason
+    return GuardFailure(reason.guard, reason.compile_id, reason.source, location)
