@@ -32,7 +32,8 @@ VERBOSE_LOGGER = "torch._dynamo.guards.__recompiles_verbose"
 # dynamo warns here when a frame hits recompile_limit; after that it logs no recompiles for it.
 LIMIT_LOGGER = "torch._dynamo.convert_frame"
 
-RecompileSink = Callable[[str, Optional[str], Optional[CodeLocation]], None]
+# (message, compile id, user code, thread name when not the main thread)
+RecompileSink = Callable[[str, Optional[str], Optional[CodeLocation], Optional[str]], None]
 LimitSink = Callable[[str], None]
 
 
@@ -110,7 +111,7 @@ class _SinkFilter(logging.Filter):
 class RecompileCapture:
     """Routes dynamo's recompile messages to a sink while started.
 
-    ``on_recompile(message, compile_id, user_code)`` runs in the thread that
+    ``on_recompile(message, compile_id, user_code, thread)`` runs in the thread that
     recompiles, once per recompile; ``on_limit(message)`` once per
     recompile-limit warning. ``stop()`` restores torch's logging state.
     """
@@ -160,7 +161,8 @@ class RecompileCapture:
             self._enabled_in = None
 
     def _handle_recompile(self, record: logging.LogRecord) -> None:
-        self._on_recompile(record.getMessage(), _current_compile_id(), find_user_code(sys._getframe(1)))
+        thread = None if record.threadName == "MainThread" else record.threadName
+        self._on_recompile(record.getMessage(), _current_compile_id(), find_user_code(sys._getframe(1)), thread)
 
     def _handle_limit(self, record: logging.LogRecord) -> None:
         self._on_limit(record.getMessage())
@@ -219,12 +221,7 @@ def find_user_code(frame) -> CodeLocation | None:  # type: ignore[no-untyped-def
         filename = frame.f_code.co_filename
         if _is_user_file(filename, roots):
             code = linecache.getline(filename, frame.f_lineno).strip() or None
-            return CodeLocation(_display_path(filename), frame.f_lineno, frame.f_code.co_name, code)
+            return CodeLocation(filename, frame.f_lineno, frame.f_code.co_name, code)
         frame = frame.f_back
     return None
-
-
-def _display_path(filename: str) -> str:
-    relative = os.path.relpath(filename) if os.path.isabs(filename) else filename
-    return filename if relative.startswith("..") else relative
 

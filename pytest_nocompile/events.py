@@ -18,6 +18,7 @@ Older torch has no ``N/M:`` compile-id prefix and no source comment;
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -40,8 +41,16 @@ class CodeLocation:
     code: str | None = None
 
     def __str__(self) -> str:
-        where = f"{self.filename}:{self.line} in {self.function}"
+        where = f"{display_path(self.filename)}:{self.line} in {self.function}"
         return f"{where}: {self.code}" if self.code else where
+
+
+def display_path(filename: str) -> str:
+    """A path as users read it: relative to the working directory when inside it."""
+    if not os.path.isabs(filename):
+        return filename
+    relative = os.path.relpath(filename)
+    return filename if relative.startswith("..") else relative
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,8 @@ class RecompileEvent:
     recompiled; ``reasons`` are the guard failures it logged; ``phase`` is the
     test phase it happened in; ``compile_id`` is the id of the new compile;
     ``user_code`` is the innermost frame outside torch, pytest and this plugin
-    that was running when dynamo recompiled (the user's line that triggered it).
+    that was running when dynamo recompiled (the user's line that triggered it);
+    ``thread`` names the thread that recompiled when it was not the main thread.
     """
 
     function: str
@@ -83,6 +93,7 @@ class RecompileEvent:
     phase: Phase = "call"
     compile_id: str | None = None
     user_code: CodeLocation | None = None
+    thread: str | None = None
 
     @property
     def guards(self) -> tuple[str, ...]:
@@ -109,10 +120,11 @@ def event_from_message(
     phase: Phase = "call",
     compile_id: str | None = None,
     user_code: CodeLocation | None = None,
+    thread: str | None = None,
 ) -> RecompileEvent:
     """Build a :class:`RecompileEvent` from one dynamo recompile message."""
     function, filename, line, reasons = parse_recompile_message(message)
-    return RecompileEvent(function, filename, line, reasons, message, phase, compile_id, user_code)
+    return RecompileEvent(function, filename, line, reasons, message, phase, compile_id, user_code, thread)
 
 
 @dataclass(frozen=True)

@@ -57,12 +57,14 @@ class RecompileRecord:
         self.limit_hits: list[RecompileLimitHit] = []
         self.log = RecompileLog(self.events)
 
-    def add_recompile(self, message: str, compile_id: str | None, user_code: CodeLocation | None) -> None:
+    def add_recompile(
+        self, message: str, compile_id: str | None, user_code: CodeLocation | None, thread: str | None
+    ) -> None:
         try:
-            event = event_from_message(message, self.phase, compile_id, user_code)
+            event = event_from_message(message, self.phase, compile_id, user_code, thread)
         except UnrecognisedMessage:
             # Count it anyway: a recompile we cannot parse is still a recompile.
-            event = RecompileEvent("<unparsed>", "?", 0, (), message, self.phase, compile_id, user_code)
+            event = RecompileEvent("<unparsed>", "?", 0, (), message, self.phase, compile_id, user_code, thread)
         self.events.append(event)
 
     def add_limit_warning(self, message: str) -> None:

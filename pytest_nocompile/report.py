@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from .events import RecompileEvent, RecompileLimitHit
+from .events import RecompileEvent, RecompileLimitHit, display_path
 
 SECTION_TITLE = "nocompile recompiles"
 
@@ -24,7 +24,7 @@ def budget_headline(count: int, allowed: int, budget: str, exact: bool = False) 
 
 def format_event(index: int, total: int, event: RecompileEvent) -> list[str]:
     """The lines for one recompile: what recompiled, which guards failed, whose code."""
-    lines = [f"[{index}/{total}] recompiled {event.function} ({event.filename}:{event.line})"]
+    lines = [f"[{index}/{total}] recompiled {event.function} ({display_path(event.filename)}:{event.line})"]
     for reason in event.reasons or ():
         lines.append(f"    guard failed: {reason}")
         if reason.location is not None:
@@ -35,6 +35,8 @@ def format_event(index: int, total: int, event: RecompileEvent) -> list[str]:
         lines.append("    guard failed: (torch gave no reason)")
     if event.user_code is not None:
         lines.append(f"    triggered by: {event.user_code}")
+    if event.thread is not None:
+        lines.append(f"    in thread: {event.thread}")
     return lines
 
 
