@@ -95,17 +95,17 @@ class _SinkFilter(logging.Filter):
 
     A filter rather than a handler: pytest attaches its log-capture handler to
     every non-propagating logger, so only a filter keeps a record we enabled
-    for ourselves out of "Captured log" sections.
+    for ourselves out of "Captured log" sections. A logger that propagates is
+    one the user (TORCH_LOGS, set_logs) switched on, even mid-test: keep those.
     """
 
-    def __init__(self, emit: Callable[[logging.LogRecord], None], keep: bool) -> None:
+    def __init__(self, emit: Callable[[logging.LogRecord], None]) -> None:
         super().__init__()
         self._emit = emit
-        self.keep = keep
 
     def filter(self, record: logging.LogRecord) -> bool:
         self._emit(record)
-        return self.keep
+        return logging.getLogger(record.name).propagate
 
 
 class RecompileCapture:
@@ -119,7 +119,7 @@ class RecompileCapture:
     def __init__(self, on_recompile: RecompileSink, on_limit: LimitSink) -> None:
         self._on_recompile = on_recompile
         self._on_limit = on_limit
-        self._recompile_filter = _SinkFilter(self._handle_recompile, keep=True)
+        self._recompile_filter = _SinkFilter(self._handle_recompile)
         self._limit_handler = _SinkHandler(logging.WARNING, self._handle_limit)
         self._saved: list[_LoggerState] = []
         self._enabled_in: object | None = None
@@ -135,7 +135,6 @@ class RecompileCapture:
         state = torch_logging.log_state  # read each time: torch rebinds it
         user_enabled = {name for name in (RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT) if state.is_artifact_enabled(name)}
         self._saved = [_LoggerState.save(name) for name in (RECOMPILES_LOGGER, VERBOSE_LOGGER)]
-        self._recompile_filter.keep = bool(user_enabled)
         if not user_enabled:
             state.enable_artifact(RECOMPILES_ARTIFACT)
             self._enabled_in = state

@@ -1,0 +1,186 @@
+"""Scenario 3: Adam written with ``foreach_map``, compiled into one fused update.
+
+``torch._higher_order_ops.foreach_map(fn, *lists)`` applies a pointwise ``fn``
+to every tensor of some lists; under ``torch.compile`` inductor fuses the whole
+``fn`` vertically and the lists horizontally, so one Adam step can be one kernel
+launch over all parameters. This version differs from the tutorial's on purpose:
+
+- One ``foreach_map`` call returns the new param, exp_avg and exp_avg_sq
+  together. Inductor then emits one kernel that reads param, grad, exp_avg and
+  exp_avg_sq once and writes param, exp_avg and exp_avg_sq once: the seven
+  accesses per element any Adam needs. (The tutorial calls ``foreach_map`` once
+  per output, and its parameter update reads back the states the two earlier
+  calls just wrote.)
+- The results go back with ``torch._foreach_copy_`` into the inputs. A
+  higher-order op may not mutate its inputs, but inductor turns "copy a freshly
+  computed buffer into an input" into the kernel storing straight into the input
+  (``TORCH_LOGS=output_code`` shows one kernel and no copies).
+- The step count is one 0-dim float32 tensor on the parameters' device, shared
+  by all parameters (they are always stepped together). The bias corrections
+  ``1 - beta**step`` are computed from it on the device: no Python number that
+  changes every step for dynamo to specialise on, no host sync, no per-parameter
+  CPU step tensors (the tutorial borrows ``torch.optim.Adam``'s, which live on
+  the CPU).
+- The hyperparameters are Python floats fixed at construction (a frozen
+  dataclass): dynamo folds them into the kernel as constants behind one guard.
+
+It supports what the scenarios use: no weight decay, no amsgrad, one parameter group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+if __package__ in (None, ""):  # run as `python examples/foreach_map_adam.py`: resolve `examples.*` as pytest does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+
+from examples.compiled_optimizer import LEARNING_RATE
+from examples.workload import (
+    Workload,
+    add_workload_arguments,
+    build_model,
+    clone_model,
+    max_abs_difference,
+    parameters_of,
+    train,
+    workload_from_arguments,
+)
+
+try:
+    from torch._higher_order_ops.foreach_map import foreach_map
+except ImportError:  # torch < 2.7
+    foreach_map = None
+
+FOREACH_MAP_MISSING = f"torch {torch.__version__} has no torch._higher_order_ops.foreach_map (added in torch 2.7)"
+
+
+def foreach_map_available() -> bool:
+    return foreach_map is not None
+
+
+@dataclass(frozen=True)
+class AdamHyperparameters:
+    lr: float = LEARNING_RATE
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+
+
+def foreach_map_adam_step(
+    params: Sequence[torch.Tensor],
+    exp_avgs: Sequence[torch.Tensor],
+    exp_avg_sqs: Sequence[torch.Tensor],
+    step: torch.Tensor,
+    hyper: AdamHyperparameters,
+) -> None:
+    """One Adam step over ``params`` (using their ``.grad``), updating everything in place.
+
+    Meant to run under ``torch.compile`` (see :data:`compiled_foreach_map_adam_step`).
+    The formula is ``torch.optim.Adam``'s (without weight decay or amsgrad).
+    """
+    beta1, beta2, eps = hyper.beta1, hyper.beta2, hyper.eps
+    with torch.no_grad():  # a `with`, not the decorator: dynamo then reports this function by its name
+        grads = [p.grad for p in params]
+        step.add_(1)
+        # 0-dim device tensors, computed once per step and shared by every element.
+        step_size = hyper.lr / (1 - beta1**step)
+        bias_correction2_sqrt = (1 - beta2**step).sqrt()
+
+        def update(param, grad, exp_avg, exp_avg_sq, step_size, bias_correction2_sqrt):
+            exp_avg = torch.lerp(exp_avg, grad, 1 - beta1)
+            exp_avg_sq = exp_avg_sq * beta2 + (1 - beta2) * grad * grad
+            denom = exp_avg_sq.sqrt() / bias_correction2_sqrt + eps
+            return param - step_size * (exp_avg / denom), exp_avg, exp_avg_sq
+
+        updated = foreach_map(update, params, grads, exp_avgs, exp_avg_sqs, step_size, bias_correction2_sqrt)
+        torch._foreach_copy_(params, [new[0] for new in updated])
+        torch._foreach_copy_(exp_avgs, [new[1] for new in updated])
+        torch._foreach_copy_(exp_avg_sqs, [new[2] for new in updated])
+
+
+# One compiled function for every instance: optimizers with the same
+# hyperparameters and parameter shapes share its compiled code.
+compiled_foreach_map_adam_step = torch.compile(foreach_map_adam_step, fullgraph=True)
+
+
+class ForeachMapAdam:
+    """Adam whose step is :func:`foreach_map_adam_step`, compiled.
+
+    Attributes mirror ``torch.optim.Adam``'s state: ``exp_avgs[i]`` and
+    ``exp_avg_sqs[i]`` belong to ``params[i]``; ``step_count`` is every
+    parameter's ``state["step"]``.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float = LEARNING_RATE,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
+        if foreach_map is None:
+            raise RuntimeError(FOREACH_MAP_MISSING)
+        self.params = list(params)
+        if not self.params:
+            raise ValueError("ForeachMapAdam got no parameters")
+        self.hyperparameters = AdamHyperparameters(lr=float(lr), beta1=float(betas[0]), beta2=float(betas[1]), eps=float(eps))
+        self.exp_avgs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+        self.exp_avg_sqs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+        self.step_count = torch.zeros((), dtype=torch.float32, device=self.params[0].device)
+
+    def step(self) -> None:
+        compiled_foreach_map_adam_step(self.params, self.exp_avgs, self.exp_avg_sqs, self.step_count, self.hyperparameters)
+
+
+def optimizer_params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """Every parameter of ``optimizer``, in order."""
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
+def adam_state(optimizer: torch.optim.Adam, key: str) -> list[torch.Tensor]:
+    """``optimizer.state[p][key]`` for every parameter, in parameter order."""
+    return [optimizer.state[p][key] for p in optimizer_params(optimizer)]
+
+
+def train_foreach_map_and_torch_adam(workload: Workload, steps: int) -> tuple[ForeachMapAdam, torch.optim.Adam]:
+    """Both optimizers after ``steps`` steps from the same weights on the same gradients."""
+    model = build_model(workload)
+    reference_model = clone_model(model)
+    ours = ForeachMapAdam(parameters_of(model))
+    hyper = ours.hyperparameters
+    reference = torch.optim.Adam(
+        reference_model.parameters(), lr=hyper.lr, betas=(hyper.beta1, hyper.beta2), eps=hyper.eps
+    )
+    train(ours.params, ours.step, steps)
+    train(parameters_of(reference_model), reference.step, steps)
+    return ours, reference
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_workload_arguments(parser)
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args(argv)
+    if not foreach_map_available():
+        sys.exit(FOREACH_MAP_MISSING)
+    workload = workload_from_arguments(args)
+
+    ours, reference = train_foreach_map_and_torch_adam(workload, args.steps)
+    print(f"{workload.describe()}: {args.steps} steps, foreach_map Adam vs torch.optim.Adam")
+    for what, mine, theirs in [
+        ("params", ours.params, optimizer_params(reference)),
+        ("exp_avg", ours.exp_avgs, adam_state(reference, "exp_avg")),
+        ("exp_avg_sq", ours.exp_avg_sqs, adam_state(reference, "exp_avg_sq")),
+    ]:
+        print(f"largest {what} difference: {max_abs_difference(mine, theirs):.2e}")
+    print(f"step: {float(ours.step_count):g} (torch.optim.Adam: {sorted({float(s) for s in adam_state(reference, 'step')})})")
+
+
+if __name__ == "__main__":
+    main()

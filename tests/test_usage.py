@@ -1,0 +1,175 @@
+"""How the marker behaves for users: bad input, scopes, xfail/skip/parametrize, real failures, strictness."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import expect_lines
+
+ACCEPTED = "use @pytest.mark.max_recompiles(N) or max_recompiles(N, isolate=False), N an int >= 0"
+
+BAD_MARKERS = {
+    "test_no_argument": ("max_recompiles()", "max_recompiles(): expected exactly one positional N, got 0"),
+    "test_negative": ("max_recompiles(-1)", "max_recompiles(-1): expected an int >= 0, got -1"),
+    "test_float": ("max_recompiles(1.5)", "max_recompiles(1.5): expected an int >= 0, got 1.5 (float)"),
+    "test_string": ('max_recompiles("0")', "max_recompiles('0'): expected an int >= 0, got '0' (str)"),
+    "test_bool": ("max_recompiles(True)", "max_recompiles(True): expected an int >= 0, got True (bool)"),
+    "test_extra_positional": ("max_recompiles(0, 1)", "max_recompiles(0, 1): expected exactly one positional N, got 2"),
+    "test_unknown_keyword": ("max_recompiles(0, limit=3)", "max_recompiles(0, limit=3): unknown keyword limit"),
+    "test_bad_isolate": ('max_recompiles(0, isolate="no")', "max_recompiles(0, isolate='no'): isolate must be True or False, got 'no'"),
+}
+
+
+def test_bad_marker_input_is_an_error_of_that_test_naming_it(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    body = ["import pytest", ""]
+    for name, (marker, _) in BAD_MARKERS.items():
+        body += [f"@pytest.mark.{marker}", f"def {name}():", "    pass", ""]
+    body += ["@pytest.mark.max_recompiles(0)", "def test_good():", "    pass"]
+    pytester.makepyfile(test_bad="\n".join(body))
+    result = run("--strict-markers")
+    result.assert_outcomes(passed=1, errors=len(BAD_MARKERS))
+    assert "INTERNALERROR" not in result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    for name, (_, problem) in BAD_MARKERS.items():
+        expect_lines(result, [f"*ERROR at setup of {name}*", f"invalid max_recompiles marker on test_bad.py::{name}: {problem}; {ACCEPTED}"])
+
+
+SCOPES = '''
+import pytest, torch
+
+pytestmark = pytest.mark.max_recompiles(0)
+
+def scale(x, n):
+    return x * n
+
+def recompile_once():
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), 2)
+    f(torch.ones(2), 3)
+
+def test_module_budget():
+    recompile_once()
+
+@pytest.mark.max_recompiles(1)
+class TestClassBudget:
+    def test_class_budget_allows_one(self):
+        recompile_once()
+
+    @pytest.mark.max_recompiles(0)
+    def test_function_marker_wins(self):
+        recompile_once()
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_parametrized(n):
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), n)
+    f(torch.ones(2), n)
+
+@pytest.mark.xfail(strict=True, reason="recompiles by design")
+def test_expected_recompile():
+    recompile_once()
+
+@pytest.mark.xfail(strict=True, reason="should recompile")
+def test_xfail_strict_without_recompile_is_xpass_strict():
+    pass
+
+@pytest.mark.skip(reason="not today")
+def test_skipped():
+    recompile_once()
+'''
+
+
+def test_marker_scopes_xfail_skip_parametrize(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_scopes=SCOPES)
+    result = run("-rA", "-p", "no:logging")
+    result.assert_outcomes(passed=3, failed=3, skipped=1, xfailed=1)
+    result.stdout.fnmatch_lines([
+        "FAILED test_scopes.py::test_module_budget - Failed: 1 recompile*",
+        "FAILED test_scopes.py::TestClassBudget::test_function_marker_wins - Failed: 1*",
+        "FAILED test_scopes.py::test_xfail_strict_without_recompile_is_xpass_strict*",
+    ], consecutive=False)
+    expect_lines(result, ["*_ test_module_budget _*", "1 recompile > max_recompiles(0)"])
+    expect_lines(result, ["*_ TestClassBudget.test_function_marker_wins _*", "1 recompile > max_recompiles(0)"])
+    result.stdout.fnmatch_lines(["PASSED test_scopes.py::TestClassBudget::test_class_budget_allows_one"])
+    result.stdout.fnmatch_lines(["PASSED test_scopes.py::test_parametrized[[]2]", "PASSED test_scopes.py::test_parametrized[[]3]"])
+    result.stdout.fnmatch_lines(["XFAIL test_scopes.py::test_expected_recompile - recompiles by design"])
+
+
+OWN_FAILURE = '''
+import pytest, torch
+
+def scale(x, n):
+    return x * n
+
+@pytest.fixture
+def warmed():
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), 2)
+    f(torch.ones(2), 3)  # a setup recompile: shown, not counted
+    return f
+
+@pytest.mark.max_recompiles(0)
+def test_fails_for_its_own_reason():
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), 2)
+    f(torch.ones(2), 3)
+    assert 1 + 1 == 3, "the test's own failure"
+
+@pytest.mark.max_recompiles(0)
+def test_setup_recompile_not_counted(warmed):
+    warmed(torch.ones(2), 4)
+
+@pytest.mark.max_recompiles(0)
+def test_setup_shown_when_call_fails(warmed):
+    f = torch.compile(lambda x: x + 1, backend="eager")
+    f(torch.ones(2))
+    f(torch.ones(3))
+'''
+
+
+def test_own_failure_is_kept_and_recompiles_go_in_a_section(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_own=OWN_FAILURE)
+    result = run("-p", "no:logging")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["E       AssertionError: the test's own failure"])
+    expect_lines(result, [
+        "*- nocompile recompiles -*",
+        "1 recompile recorded",
+        "(call) [1/1] recompiled scale (test_own.py:*)",
+        "    guard failed: 0/0: n == 2",
+    ])
+    expect_lines(result, [
+        "1 recompile > max_recompiles(0)",
+        "[1/1] recompiled <lambda> (test_own.py:*)",
+        "    guard failed: 1/0: tensor 'x' size mismatch at index 0. expected 2, actual 3",
+        "    triggered by: test_own.py:* in test_setup_shown_when_call_fails: f(torch.ones(3))",
+        "not counted (outside the call phase): 1 recompile",
+        "(setup) [1/1] recompiled scale (test_own.py:*)",
+        "    guard failed: 0/0: n == 2",
+        "      guarded at: test_own.py:* in scale: return x * n",
+        "    triggered by: test_own.py:* in warmed: f(torch.ones(2), 3)  # a setup recompile: shown, not counted",
+    ])
+    result.stdout.fnmatch_lines(["FAILED test_own.py::test_fails_for_its_own_reason - AssertionError*"])
+
+
+def test_markers_are_listed_and_strict_markers_with_warnings_as_errors_are_clean(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    result = run("--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.max_recompiles(N, isolate=True): fail the test when its call phase has more than N*"])
+    pytester.makepyfile('''
+        import pytest, torch
+
+        @pytest.mark.max_recompiles(0)
+        def test_clean(nocompile_recompiles):
+            f = torch.compile(lambda x: x * 2, backend="eager")
+            f(torch.ones(2))
+            f(torch.ones(2))
+            assert len(nocompile_recompiles) == 0
+    ''')
+    result = run("--strict-markers", "-W", "error")
+    result.assert_outcomes(passed=1)
+    assert "warnings summary" not in result.stdout.str()
+
+
+def test_help_documents_the_options(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    result = run("--help")
+    result.stdout.fnmatch_lines(["torch.compile recompile budgets (pytest-nocompile):", "*--nocompile-no-isolate*"])
+    result.stdout.fnmatch_lines(["  nocompile_isolate (bool):", "*reset dynamo's caches before each watched test (default:"])
