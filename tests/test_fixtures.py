@@ -1,0 +1,85 @@
+"""The nocompile_recompiles and nocompile_assert_max_recompiles fixtures."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import expect_lines
+
+FIXTURES = '''
+import pytest, torch
+from pytest_nocompile import AssertMaxRecompiles, RecompileBudgetExceeded, RecompileEvent, RecompileLog
+
+def scale(x, n):
+    return x * n
+
+def test_events_are_structured(nocompile_recompiles: RecompileLog):
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), 2)
+    assert len(nocompile_recompiles) == 0
+    f(torch.ones(2), 3)
+    (event,) = nocompile_recompiles
+    assert isinstance(event, RecompileEvent)
+    assert (event.function, event.line, event.phase) == ("scale", 4, "call")
+    assert event.filename.endswith("test_fixtures_user.py")
+    assert event.guards == ("n == 2",)
+    assert event.reasons[0].compile_id == "0/0"
+    assert event.user_code.function == "test_events_are_structured"
+    assert nocompile_recompiles.in_phase("setup") == []
+
+def test_block_within_budget(nocompile_assert_max_recompiles: AssertMaxRecompiles):
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), 2)
+    with nocompile_assert_max_recompiles(1) as block:
+        f(torch.ones(2), 3)
+    assert [e.guards for e in block] == [("n == 2",)]
+    with nocompile_assert_max_recompiles(0):
+        f(torch.ones(2), 3)
+
+def test_block_over_budget(nocompile_assert_max_recompiles):
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), 2)
+    with nocompile_assert_max_recompiles(0):
+        f(torch.ones(2), 3)
+
+def test_block_exact(nocompile_assert_max_recompiles):
+    f = torch.compile(scale, backend="eager")
+    with nocompile_assert_max_recompiles(1, exact=True):
+        f(torch.ones(2), 2)
+
+def test_block_exception_wins(nocompile_assert_max_recompiles):
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), 2)
+    with nocompile_assert_max_recompiles(0):
+        f(torch.ones(2), 3)
+        raise KeyError("the block's own error")
+
+def test_block_bad_argument(nocompile_assert_max_recompiles):
+    with pytest.raises(ValueError, match=r"nocompile_assert_max_recompiles\\(-2\\): expected an int >= 0, got -2"):
+        with nocompile_assert_max_recompiles(-2):
+            pass
+
+def test_block_failure_is_an_assertion_error(nocompile_assert_max_recompiles):
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), 2)
+    with pytest.raises(AssertionError):
+        with nocompile_assert_max_recompiles(0):
+            f(torch.ones(2), 3)
+    assert issubclass(RecompileBudgetExceeded, AssertionError)
+'''
+
+
+def test_fixtures(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_fixtures_user=FIXTURES)
+    result = run("-p", "no:logging")
+    result.assert_outcomes(passed=4, failed=3)
+    expect_lines(result, [
+        "E       pytest_nocompile.assertions.RecompileBudgetExceeded: 1 recompile > nocompile_assert_max_recompiles(0)",
+        "E       [1/1] recompiled scale (test_fixtures_user.py:4)",
+        "E           guard failed: 0/0: n == 2",
+        "E             guarded at: test_fixtures_user.py:5 in scale: return x * n",
+        "E           triggered by: test_fixtures_user.py:* in test_block_over_budget: f(torch.ones(2), 3)",
+    ])
+    expect_lines(result, ["E       pytest_nocompile.assertions.RecompileBudgetExceeded: 0 recompiles != nocompile_assert_max_recompiles(1, exact=True)"])
+    result.stdout.fnmatch_lines(["E *KeyError: \"the block's own error\""])
+    # The traceback points at the user's with-block, not into the plugin.
+    result.stdout.fnmatch_lines(["test_fixtures_user.py:*: RecompileBudgetExceeded"])
