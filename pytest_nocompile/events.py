@@ -162,43 +162,38 @@ def parse_limit_warning(message: str, phase: Phase = "call") -> RecompileLimitHi
 
 
 def _parse_reasons(lines: list[str]) -> list[GuardFailure]:
-    reasons: list[GuardFailure] = []
-    stack: list[str] = []
+    # Every reason line, the headers ("triggered by ...", "guard 0 failures:") left out.
+    items = [text.strip()[2:] for text in lines if text.strip().startswith("- ")]
+    # With compile ids (torch >= 2.5) a line without one continues the guard above:
+    # torch 2.11 prints an optimizer's multi-line repr inside ___check_obj_id guards.
+    has_ids = any(_COMPILE_ID.match(item) for item in items)
+    groups: list[tuple[list[str], list[str]]] = []  # (guard lines, user stack lines)
     in_stack = False
-
-    def attach_stack() -> None:
-        if reasons and stack:
-            reasons[-1] = _with_location(reasons[-1], stack)
-        stack.clear()
-
-    for raw in lines:
-        text = raw.strip()
-        if not text.startswith("- "):
-            # Headers ("triggered by ...", "guard 0 failures:") and blank lines.
-            continue
-        item = text[2:]
+    for item in items:
         if item.strip() == "User stack trace:":
             in_stack = True
             continue
-        if in_stack and item.startswith("  "):
-            stack.append(item)
+        if in_stack and groups and item.startswith("  "):
+            groups[-1][1].append(item)
             continue
-        attach_stack()
         in_stack = False
-        reasons.append(_parse_reason(item))
-    attach_stack()
-    return reasons
+        if not groups or not has_ids or _COMPILE_ID.match(item):
+            groups.append(([item], []))
+        else:
+            groups[-1][0].append(item)
+    return [_with_location(_parse_reason(guard_lines), stack) for guard_lines, stack in groups]
 
 
-def _parse_reason(item: str) -> GuardFailure:
+def _parse_reason(guard_lines: list[str]) -> GuardFailure:
+    first, *more = guard_lines
     compile_id = None
-    match = _COMPILE_ID.match(item)
+    match = _COMPILE_ID.match(first)
     if match:
-        compile_id, item = match["compile_id"], match["rest"]
-    parts = _SOURCE_SEPARATOR.split(item, maxsplit=1)
-    guard = parts[0].rstrip()
-    source = parts[1].strip() if len(parts) == 2 else None
-    return GuardFailure(guard=guard, compile_id=compile_id, source=source)
+        compile_id, first = match["compile_id"], match["rest"]
+    *body, last = [first, *more]
+    guard_tail, *source = _SOURCE_SEPARATOR.split(last, maxsplit=1)
+    guard = "\n".join([*body, guard_tail.rstrip()])
+    return GuardFailure(guard=guard, compile_id=compile_id, source=source[0].strip() if source else None)
 
 
 def _with_location(reason: GuardFailure, stack: list[str]) -> GuardFailure:

@@ -26,7 +26,8 @@ def format_event(index: int, total: int, event: RecompileEvent) -> list[str]:
     """The lines for one recompile: what recompiled, which guards failed, whose code."""
     lines = [f"[{index}/{total}] recompiled {event.function} ({display_path(event.filename)}:{event.line})"]
     for reason in event.reasons or ():
-        lines.append(f"    guard failed: {reason}")
+        # Multi-line guards (an object's repr) stay inside the reason's indentation.
+        lines.append("    guard failed: " + str(reason).replace("\n", "\n                  "))
         if reason.location is not None:
             lines.append(f"      guarded at: {reason.location}")
         elif reason.source:

@@ -1,42 +1,23 @@
-"""Helpers for pytest-nocompile's own tests: run a user's test file, read recorded messages."""
+"""The ``run`` fixture: pytest with the plugin on a user's test file, in a subprocess."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-DATA = Path(__file__).parent / "data"
-
-
-def recorded_messages(name: str) -> list[str]:
-    """Messages from a file in tests/data: blocks separated by '=====' lines, '#' header lines."""
-    blocks: list[list[str]] = []
-    for line in (DATA / name).read_text().splitlines():
-        if line == "=====":
-            blocks.append([])
-        elif blocks:
-            blocks[-1].append(line)
-    return ["\n".join(block) for block in blocks]
-
-
-def literal(line: str) -> str:
-    """An fnmatch pattern that matches ``line`` exactly, but for '*' wildcards kept as such."""
-    return line.replace("[", "[[]").replace("?", "[?]")
-
-
-def expect_lines(result: pytest.RunResult, lines: list[str]) -> None:
-    """Assert the output holds these lines, consecutively ('*' is a wildcard)."""
-    result.stdout.fnmatch_lines([literal(line) for line in lines], consecutive=True)
 
 
 @pytest.fixture
-def run(pytester: pytest.Pytester):
+def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     """Run pytest with the plugin on the files written to ``pytester``.
 
     Always in a subprocess: pytester's in-process mode drops the modules a run
     imported, and torch does not survive being imported twice in one process.
+    Only this plugin is loaded (``-p nocompile`` with autoload off), and the
+    outer run's xdist variables are dropped, so other installed plugins cannot
+    change what the inner run prints.
     """
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
 
     def run_pytest(*args: str) -> pytest.RunResult:
         return pytester.runpytest_subprocess("-p", "nocompile", "-p", "no:cacheprovider", *args)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import expect_lines
+from nocompile_testing import expect_lines
 
 # An inner conftest that snapshots every torch global the plugin could touch
 # around each test (outermost wrapper) and writes any difference to a file.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 import pytest
-from conftest import DATA, recorded_messages
+from nocompile_testing import DATA, recorded_messages
 
 from pytest_nocompile import GuardFailure, parse_recompile_message
 from pytest_nocompile.events import UnrecognisedMessage, event_from_message, parse_limit_warning
@@ -73,6 +73,20 @@ def test_every_2_11_message_parses_with_compile_ids() -> None:
         assert reasons and all(r.compile_id for r in reasons), message
     guards = [r.guard for m in messages for r in parse_recompile_message(m)[3]]
     assert any("param_groups[0]['lr']" in guard for guard in guards)
+
+
+def test_multi_line_guard_2_11_is_one_reason() -> None:
+    messages = recorded_messages("torch-2.11-recompiles.txt")
+    (wrapper,) = [m for m in messages if m.startswith("Recompiling function wrapper") and "deallocated" not in m]
+    _, _, _, reasons = parse_recompile_message(wrapper)
+    assert len(reasons) == 1
+    (reason,) = reasons
+    assert reason.compile_id == "3/0"
+    assert reason.guard.startswith("___check_obj_id(args[0], ")
+    assert reason.guard.splitlines()[1:3] == ["Parameter Group 0", "    amsgrad: False"]
+    assert reason.guard.endswith("\n)")
+    assert reason.source == "self = cast(Optimizer, self)  # optim/optimizer.py:515 in wrapper"
+    assert reason.location is not None and reason.location.code == "self = cast(Optimizer, self)"
 
 
 def test_every_recorded_message_parses() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import expect_lines
+from nocompile_testing import expect_lines
 
 FIXTURES = '''
 import pytest, torch

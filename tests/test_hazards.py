@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import expect_lines
+from nocompile_testing import expect_lines
 
 HAZARDS = '''
 import threading

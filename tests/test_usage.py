@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import expect_lines
+from nocompile_testing import expect_lines
 
 ACCEPTED = "use @pytest.mark.max_recompiles(N) or max_recompiles(N, isolate=False), N an int >= 0"
 
