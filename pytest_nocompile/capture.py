@@ -18,23 +18,33 @@ import logging
 import os
 import sys
 import sysconfig
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from .events import CodeLocation
 
 MIN_TORCH = (2, 11)
 RECOMPILES_ARTIFACT = "recompiles"
 VERBOSE_ARTIFACT = "recompiles_verbose"
+GRAPH_BREAKS_ARTIFACT = "graph_breaks"
 RECOMPILES_LOGGER = "torch._dynamo.guards.__recompiles"
 VERBOSE_LOGGER = "torch._dynamo.guards.__recompiles_verbose"
+# symbolic_convert logs one record per graph break it traces; the other two
+# modules log graph breaks that end a frame before tracing starts.
+GRAPH_BREAK_LOGGERS = (
+    "torch._dynamo.symbolic_convert.__graph_breaks",
+    "torch._dynamo.convert_frame.__graph_breaks",
+    "torch._dynamo.exc.__graph_breaks",
+)
 # dynamo warns here when a frame hits recompile_limit; after that it logs no recompiles for it.
 LIMIT_LOGGER = "torch._dynamo.convert_frame"
 
 # (message, compile id, user code, thread name when not the main thread)
 RecompileSink = Callable[[str, Optional[str], Optional[CodeLocation], Optional[str]], None]
 LimitSink = Callable[[str], None]
+GraphBreakSink = Callable[[str], None]
 
 
 @lru_cache(maxsize=None)
@@ -108,42 +118,77 @@ class _SinkFilter(logging.Filter):
         return logging.getLogger(record.name).propagate
 
 
-class RecompileCapture:
-    """Routes dynamo's recompile messages to a sink while started.
+class _ArtifactTap:
+    """One logging artifact switched on silently, its records sent to a sink, then restored."""
 
-    ``on_recompile(message, compile_id, user_code, thread)`` runs in the thread that
-    recompiles, once per recompile; ``on_limit(message)`` once per
-    recompile-limit warning. ``stop()`` restores torch's logging state.
-    """
-
-    def __init__(self, on_recompile: RecompileSink, on_limit: LimitSink) -> None:
-        self._on_recompile = on_recompile
-        self._on_limit = on_limit
-        self._recompile_filter = _SinkFilter(self._handle_recompile)
-        self._limit_handler = _SinkHandler(logging.WARNING, self._handle_limit)
+    def __init__(self, artifacts: tuple[str, ...], loggers: tuple[str, ...], emit: Callable[[logging.LogRecord], None]) -> None:
+        self._artifacts = artifacts  # the first is the one we enable; any of them enabled by the user counts
+        self._loggers = loggers
+        self._filter = _SinkFilter(emit)
         self._saved: list[_LoggerState] = []
         self._enabled_in: object | None = None
+
+    def start(self, state: object) -> None:
+        self._saved = [_LoggerState.save(name) for name in self._loggers]
+        if not any(state.is_artifact_enabled(name) for name in self._artifacts):  # type: ignore[attr-defined]
+            state.enable_artifact(self._artifacts[0])  # type: ignore[attr-defined]
+            self._enabled_in = state
+            for saved in self._saved:
+                if saved.logger.name != VERBOSE_LOGGER:
+                    saved.logger.setLevel(logging.DEBUG)
+                    saved.logger.propagate = False
+        for saved in self._saved:
+            saved.logger.addFilter(self._filter)
+
+    def stop(self) -> None:
+        for saved in self._saved:
+            saved.logger.removeFilter(self._filter)
+            saved.restore()
+        self._saved = []
+        if self._enabled_in is not None:
+            self._enabled_in.artifact_names.discard(self._artifacts[0])  # type: ignore[attr-defined]
+            self._enabled_in = None
+
+
+class RecompileCapture:
+    """Routes dynamo's recompile and graph-break messages to sinks while started.
+
+    ``on_recompile(message, compile_id, user_code, thread)`` runs in the thread
+    that recompiles, once per recompile; ``on_limit(message)`` once per
+    recompile-limit warning; ``on_graph_break(message)`` once per graph break
+    dynamo traces. ``stop()`` restores torch's logging state.
+    """
+
+    def __init__(
+        self, on_recompile: RecompileSink, on_limit: LimitSink, on_graph_break: GraphBreakSink | None = None
+    ) -> None:
+        self._on_recompile = on_recompile
+        self._on_limit = on_limit
+        self._taps = [
+            _ArtifactTap((RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT), (RECOMPILES_LOGGER, VERBOSE_LOGGER), self._handle_recompile)
+        ]
+        if on_graph_break is not None:
+            self._taps.append(
+                _ArtifactTap((GRAPH_BREAKS_ARTIFACT,), GRAPH_BREAK_LOGGERS, lambda record: on_graph_break(record.getMessage()))
+            )
+        self._limit_handler = _SinkHandler(logging.WARNING, self._handle_limit)
+        self._frames_at_start = 0
         self.active = False
 
     def start(self) -> None:
-        # Import first: guards.py configures its artifact loggers on import and
-        # would turn propagation back on for an artifact we already enabled.
+        # Import first: these modules configure their artifact loggers on import
+        # and would turn propagation back on for an artifact we already enabled.
         import torch._dynamo.convert_frame  # noqa: F401
+        import torch._dynamo.exc  # noqa: F401
         import torch._dynamo.guards  # noqa: F401
+        import torch._dynamo.symbolic_convert  # noqa: F401
         import torch._logging._internal as torch_logging
 
         state = torch_logging.log_state  # read each time: torch rebinds it
-        user_enabled = {name for name in (RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT) if state.is_artifact_enabled(name)}
-        self._saved = [_LoggerState.save(name) for name in (RECOMPILES_LOGGER, VERBOSE_LOGGER)]
-        if not user_enabled:
-            state.enable_artifact(RECOMPILES_ARTIFACT)
-            self._enabled_in = state
-            silenced = logging.getLogger(RECOMPILES_LOGGER)
-            silenced.setLevel(logging.DEBUG)
-            silenced.propagate = False
-        for saved in self._saved:
-            saved.logger.addFilter(self._recompile_filter)
+        for tap in self._taps:
+            tap.start(state)
         logging.getLogger(LIMIT_LOGGER).addHandler(self._limit_handler)
+        self._frames_at_start = _frames_compiled()
         self.active = True
 
     def stop(self) -> None:
@@ -151,13 +196,12 @@ class RecompileCapture:
             return
         self.active = False
         logging.getLogger(LIMIT_LOGGER).removeHandler(self._limit_handler)
-        for saved in self._saved:
-            saved.logger.removeFilter(self._recompile_filter)
-            saved.restore()
-        self._saved = []
-        if self._enabled_in is not None:
-            self._enabled_in.artifact_names.discard(RECOMPILES_ARTIFACT)  # type: ignore[attr-defined]
-            self._enabled_in = None
+        for tap in reversed(self._taps):
+            tap.stop()
+
+    def frames_compiled(self) -> int:
+        """Frames dynamo compiled since start (first compiles and recompiles)."""
+        return _frames_compiled() - self._frames_at_start
 
     def _handle_recompile(self, record: logging.LogRecord) -> None:
         thread = None if record.threadName == "MainThread" else record.threadName
@@ -165,6 +209,21 @@ class RecompileCapture:
 
     def _handle_limit(self, record: logging.LogRecord) -> None:
         self._on_limit(record.getMessage())
+
+
+def _frames_compiled() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters["frames"]["ok"])
+
+
+@contextmanager
+def raising_on_recompile() -> Iterator[None]:
+    """Make dynamo raise RecompileError at the recompiling call (first compiles still pass)."""
+    import torch._dynamo.config
+
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        yield
 
 
 def _current_compile_id() -> str | None:

@@ -198,6 +198,14 @@ def _parse_reason(guard_lines: list[str]) -> GuardFailure:
 
 def _with_location(reason: GuardFailure, stack: list[str]) -> GuardFailure:
     """Attach the innermost frame of torch's user stack trace to a reason."""
+    location = _innermost_frame(stack)
+    if location is None:
+        return reason
+    return GuardFailure(reason.guard, reason.compile_id, reason.source, location)
+
+
+def _innermost_frame(stack: list[str]) -> CodeLocation | None:
+    """The last ``File "...", line N, in f`` frame of a traceback, with its code line."""
     location = None
     for index, line in enumerate(stack):
         frame = _STACK_FILE.match(line)
@@ -205,6 +213,50 @@ def _with_location(reason: GuardFailure, stack: list[str]) -> GuardFailure:
             following = stack[index + 1].strip() if index + 1 < len(stack) else ""
             code = following if following and not _STACK_FILE.match(stack[index + 1]) else None
             location = CodeLocation(frame["filename"], int(frame["line"]), frame["function"], code)
-    if location is None:
-        return reason
-    return GuardFailure(reason.guard, reason.compile_id, reason.source, location)
+    return location
+
+
+@dataclass(frozen=True)
+class GraphBreakEvent:
+    """One graph break dynamo traced: where in user code, and why.
+
+    ``reason`` is the first line of dynamo's reason (e.g. "Failed to trace
+    builtin operator"), ``explanation`` its "Explanation:" line when given.
+    """
+
+    filename: str
+    line: int
+    reason: str
+    explanation: str | None = None
+    message: str = field(default="", repr=False)
+    phase: Phase = "call"
+    user_code: CodeLocation | None = None
+
+
+_GRAPH_BREAK_HEADER = re.compile(r"^Graph break\b.*? in user code at (?P<filename>.+):(?P<line>\d+)\s*$")
+_REASON_LABEL = "Graph Break Reason:"
+
+
+def parse_graph_break_message(message: str, phase: Phase = "call") -> GraphBreakEvent:
+    """Parse one record of dynamo's ``graph_breaks`` artifact."""
+    lines = message.splitlines()
+    header = _GRAPH_BREAK_HEADER.match(lines[0].strip()) if lines else None
+    if header is None:
+        raise UnrecognisedMessage(f"not a graph break message: {message[:80]!r}")
+    reason_lines: list[str] = []
+    traceback: list[str] = []
+    for line in lines[1:]:
+        if traceback or line.strip().startswith("User code traceback:"):
+            traceback.append(line)
+            continue
+        if line.startswith(_REASON_LABEL):
+            line = line[len(_REASON_LABEL):]
+        if line.strip():
+            reason_lines.append(line.strip())
+    # Recent torch opens with "Encountered graph break when attempting to trace X:"; the cause follows.
+    if len(reason_lines) > 1 and reason_lines[0].startswith("Encountered graph break"):
+        reason_lines = reason_lines[1:]
+    reason = reason_lines[0] if reason_lines else "(torch gave no reason)"
+    explanation = next((line[len("Explanation:"):].strip() for line in reason_lines if line.startswith("Explanation:")), None)
+    user_code = _innermost_frame(traceback[1:])
+    return GraphBreakEvent(header["filename"], int(header["line"]), reason, explanation, message, phase, user_code)

@@ -1,25 +1,49 @@
 """pytest hooks, options, markers and fixtures of pytest-nocompile.
 
 The only module that talks to pytest. torch is imported lazily, and only for
-tests that are watched: tests with a ``max_recompiles`` marker or a nocompile
-fixture. Every other test runs with no work from this plugin.
+watched tests: tests with a budget (marker, ``--max-recompiles``, ini key), a
+nocompile fixture, or every test when a report is asked for. Other tests run
+with no work from this plugin.
 """
 
 from __future__ import annotations
 
+import argparse
+from contextlib import nullcontext
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import Generator, Optional
+from typing import Any, Generator, Optional
 
 import pytest
 
 from . import capture
 from .assertions import AssertMaxRecompiles, block_assertion
-from .budget import MARKER_HELP, MARKER_NAME, BudgetUsageError, RecompileBudget, budget_from_marker
+from .baseline import BaselineError, Comparison, baseline_document, compare, load_baseline
+from .budget import (
+    GRAPH_BREAKS,
+    MARKER_HELP,
+    RECOMPILES,
+    BudgetUsageError,
+    MarkerBudget,
+    RecompileBudget,
+    budget_from_marker,
+    parse_option_count,
+    resolve,
+)
 from .record import RecompileLog, RecompileRecord
-from .report import SECTION_TITLE, budget_headline, format_failure, format_section
+from .report import SECTION_TITLE, format_budget_failure, format_section
+from .summary import (
+    check_writable,
+    count_properties,
+    entry_from_record,
+    json_document,
+    outcome_of,
+    summary_lines,
+    write_json_atomically,
+)
 
 FIXTURE_NAMES = ("nocompile_recompiles", "nocompile_assert_max_recompiles")
+ENTRY_ATTRIBUTE = "nocompile_entry"  # on teardown reports; JSON-able, so xdist carries it
 
 
 @dataclass
@@ -27,32 +51,54 @@ class _Watch:
     """A watched test's plan: its record, or why its marker is unusable."""
 
     record: RecompileRecord
-    usage_error: Optional[BudgetUsageError] = None
+    usage_error: Optional[str] = None
     budget_failed: bool = False
 
 
 WATCH_KEY = pytest.StashKey[_Watch]()
 
 
+def _count_argument(option: str):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> int:
+        try:
+            return parse_option_count(text, option)
+        except BudgetUsageError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("nocompile", "torch.compile recompile budgets (pytest-nocompile)")
-    group.addoption(
-        "--nocompile-no-isolate",
-        action="store_true",
-        default=None,
-        help="do not call torch._dynamo.reset() before each watched test; "
-        "counts then depend on which tests ran before (ini: nocompile_isolate)",
-    )
-    parser.addini(
-        "nocompile_isolate",
-        type="bool",
-        default=True,
-        help="reset dynamo's caches before each watched test (default: true) [pytest-nocompile]",
-    )
+    group.addoption("--max-recompiles", type=_count_argument("--max-recompiles"), default=None, metavar="N",
+                    help="default recompile budget for every test (ini: max_recompiles); a marker overrides it")
+    group.addoption("--max-graph-breaks", type=_count_argument("--max-graph-breaks"), default=None, metavar="N",
+                    help="default graph-break budget for every test (ini: max_graph_breaks); a marker overrides it")
+    group.addoption("--nocompile-no-isolate", action="store_true", default=None,
+                    help="do not call torch._dynamo.reset() before each watched test; "
+                    "counts then depend on which tests ran before (ini: nocompile_isolate)")
+    group.addoption("--nocompile-strict", action="store_true", default=None,
+                    help="raise at the recompiling call in tests with a recompile budget "
+                    "(dynamo's error_on_recompile), so the traceback points into your code")
+    group.addoption("--nocompile-report", action="store_true", default=None,
+                    help="watch every test and show the nocompile summary table even when no test is budgeted")
+    group.addoption("--nocompile-json", metavar="PATH", default=None,
+                    help="write a JSON report of every test's compiles, recompiles and graph breaks")
+    group.addoption("--nocompile-save", metavar="PATH", default=None,
+                    help="write a baseline of per-test recompile and graph-break counts")
+    group.addoption("--nocompile-compare", metavar="PATH", default=None,
+                    help="fail the run when a test's recompiles or graph breaks rose against this baseline")
+    parser.addini("max_recompiles", type="string", default=None,
+                  help="default recompile budget for every test (an int >= 0) [pytest-nocompile]")
+    parser.addini("max_graph_breaks", type="string", default=None,
+                  help="default graph-break budget for every test (an int >= 0) [pytest-nocompile]")
+    parser.addini("nocompile_isolate", type="bool", default=True,
+                  help="reset dynamo's caches before each watched test (default: true) [pytest-nocompile]")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", MARKER_HELP)
+    for help_text in MARKER_HELP.values():
+        config.addinivalue_line("markers", help_text)
     config.pluginmanager.register(NocompileSession(config), "nocompile-session")
 
 
@@ -68,16 +114,55 @@ def _distribution_version(name: str) -> str:
         return "not installed"
 
 
+def _ini_count(config: pytest.Config, key: str) -> Optional[int]:
+    text = config.getini(key)
+    if text in (None, ""):
+        return None
+    try:
+        return parse_option_count(str(text), f"ini key {key}")
+    except BudgetUsageError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
 class NocompileSession:
-    """Per-run state: which test is being recorded and how isolation is set."""
+    """Per-run state: defaults from options and ini, the test being recorded, the results."""
 
     def __init__(self, config: pytest.Config) -> None:
+        self.config = config
         self.isolate_by_default = not config.getoption("nocompile_no_isolate") and config.getini("nocompile_isolate")
+        self.strict_by_default = bool(config.getoption("nocompile_strict"))
+        self.default_recompiles = resolve(_ini_count(config, "max_recompiles"), config.getoption("max_recompiles"), None)
+        self.default_graph_breaks = resolve(_ini_count(config, "max_graph_breaks"), config.getoption("max_graph_breaks"), None)
+        self.json_path: Optional[str] = config.getoption("nocompile_json")
+        self.save_path: Optional[str] = config.getoption("nocompile_save")
+        self.compare_path: Optional[str] = config.getoption("nocompile_compare")
+        self.report_requested = bool(config.getoption("nocompile_report"))
+        self.watch_every_test = bool(self.report_requested or self.json_path or self.save_path or self.compare_path)
+        self.is_worker = hasattr(config, "workerinput")
+        self.baseline: Optional[dict[str, dict[str, int]]] = None
+        self.comparison: Optional[Comparison] = None
+        self.results: dict[str, dict[str, Any]] = {}
+        self._outcomes: dict[str, list[tuple[str, str, bool]]] = {}
         self._capture: capture.RecompileCapture | None = None
+        if not self.is_worker:
+            self._check_output_paths()
+
+    def _check_output_paths(self) -> None:
+        for option, path in (("--nocompile-json", self.json_path), ("--nocompile-save", self.save_path)):
+            problem = path and check_writable(path)
+            if problem:
+                raise pytest.UsageError(f"{option}={path}: cannot write there: {problem}")
+        if self.compare_path:
+            try:
+                self.baseline = load_baseline(self.compare_path)
+            except BaselineError as error:
+                raise pytest.UsageError(f"--nocompile-compare: {error}") from None
+
+    # -- running one test -------------------------------------------------
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
-        watch = _plan_watch(item)
+        watch = self._plan_watch(item)
         if watch is not None:
             item.stash[WATCH_KEY] = watch
         try:
@@ -97,38 +182,67 @@ class NocompileSession:
         watch = item.stash.get(WATCH_KEY, None)
         if watch is None:
             return (yield)
-        watch.record.phase = "call"
+        record = watch.record
+        record.phase = "call"
+        strict = record.budget.max_recompiles is not None and (
+            record.budget.strict if record.budget.strict is not None else self.strict_by_default
+        )
         try:
-            result = yield
+            with capture.raising_on_recompile() if strict else nullcontext():
+                result = yield
         finally:
-            watch.record.phase = "teardown"
-        if watch.record.exceeds_budget():
+            record.phase = "teardown"
+            if self._capture is not None:
+                record.compiles = self._capture.frames_compiled()
+        if record.exceeds_budget():
             watch.budget_failed = True
-            pytest.fail(_budget_failure(watch.record), pytrace=False)
+            pytest.fail(format_budget_failure(record), pytrace=False)
         return result
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         watch = item.stash.get(WATCH_KEY, None)
-        if watch is not None and not watch.budget_failed:
-            _add_section(report, watch.record, call.when)
+        if watch is not None and watch.usage_error is None:
+            if not watch.budget_failed:
+                _add_section(report, watch.record, call.when)
+            if call.when == "teardown":
+                entry = entry_from_record(watch.record)
+                setattr(report, ENTRY_ATTRIBUTE, entry)
+                report.user_properties.extend(count_properties(entry))
         return report
 
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self._stop_capture()
+    def _plan_watch(self, item: pytest.Item) -> _Watch | None:
+        markers: dict[str, Optional[MarkerBudget]] = {}
+        try:
+            for name in (RECOMPILES, GRAPH_BREAKS):
+                marker = item.get_closest_marker(name)
+                markers[name] = None if marker is None else budget_from_marker(marker.args, marker.kwargs, name)
+        except BudgetUsageError as error:
+            return _Watch(RecompileRecord(), usage_error=f"invalid {name} marker on {item.nodeid}: {error}")
+        recompile_marker = markers[RECOMPILES]
+        budget = RecompileBudget(
+            max_recompiles=resolve(None, self.default_recompiles, recompile_marker),
+            max_graph_breaks=resolve(None, self.default_graph_breaks, markers[GRAPH_BREAKS]),
+            isolate=recompile_marker.isolate if recompile_marker else None,
+            strict=recompile_marker.strict if recompile_marker else None,
+        )
+        uses_fixture = any(name in getattr(item, "fixturenames", ()) for name in FIXTURE_NAMES)
+        if budget.budgeted or uses_fixture or self.watch_every_test:
+            return _Watch(RecompileRecord(budget))
+        return None
 
     def _begin(self, item: pytest.Item, watch: _Watch) -> None:
         if watch.usage_error is not None:
-            pytest.fail(f"invalid {MARKER_NAME} marker on {item.nodeid}: {watch.usage_error}", pytrace=False)
+            pytest.fail(watch.usage_error, pytrace=False)
         problem = capture.torch_problem()
         if problem is not None:
             pytest.fail(f"pytest-nocompile cannot watch {item.nodeid}: {problem}", pytrace=False)
         budget = watch.record.budget
-        isolate = budget.isolate if budget is not None and budget.isolate is not None else self.isolate_by_default
-        if isolate:
+        if budget.isolate if budget.isolate is not None else self.isolate_by_default:
             capture.reset_dynamo()
-        self._capture = capture.RecompileCapture(watch.record.add_recompile, watch.record.add_limit_warning)
+        record = watch.record
+        self._capture = capture.RecompileCapture(record.add_recompile, record.add_limit_warning, record.add_graph_break)
         self._capture.start()
 
     def _stop_capture(self) -> None:
@@ -136,26 +250,47 @@ class NocompileSession:
             self._capture.stop()
             self._capture = None
 
+    # -- the run's results (on the xdist controller too) ----------------------
 
-def _plan_watch(item: pytest.Item) -> _Watch | None:
-    marker = item.get_closest_marker(MARKER_NAME)
-    uses_fixture = any(name in getattr(item, "fixturenames", ()) for name in FIXTURE_NAMES)
-    if marker is None and not uses_fixture:
-        return None
-    if marker is None:
-        return _Watch(RecompileRecord(None))
-    try:
-        return _Watch(RecompileRecord(budget_from_marker(marker.args, marker.kwargs)))
-    except BudgetUsageError as error:
-        return _Watch(RecompileRecord(None), usage_error=error)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._outcomes.setdefault(report.nodeid, []).append((report.when, report.outcome, hasattr(report, "wasxfail")))
+        entry = getattr(report, ENTRY_ATTRIBUTE, None)
+        if entry is not None:
+            self.results[report.nodeid] = {"outcome": outcome_of(self._outcomes[report.nodeid]), **entry}
 
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self._stop_capture()
+        if self.is_worker:
+            return
+        if self.json_path:
+            write_json_atomically(self.json_path, json_document(self.results, {
+                "plugin_version": _distribution_version("pytest-nocompile"),
+                "torch_version": _distribution_version("torch"),
+            }))
+        if self.save_path:
+            write_json_atomically(self.save_path, baseline_document(self.results))
+        if self.baseline is not None:
+            self.comparison = compare(self.baseline, self.results)
+            if self.comparison.regressed and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-def _budget_failure(record: RecompileRecord) -> str:
-    budget: RecompileBudget = record.budget  # type: ignore[assignment]  # exceeds_budget() checked it
-    counted = record.in_phase("call")
-    headline = budget_headline(len(counted), budget.max_recompiles, budget.describe())
-    limit_hits = [hit for hit in record.limit_hits if hit.phase == "call"]
-    return format_failure(headline, counted, limit_hits, record.in_phase("setup"))
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.is_worker:
+            return
+        budgeted = any(entry["verdict"] != "no budget" for entry in self.results.values())
+        if self.report_requested or budgeted:
+            terminalreporter.write_sep("=", "nocompile")
+            for line in summary_lines(self.results):
+                terminalreporter.write_line(line)
+        if self.comparison is not None:
+            terminalreporter.write_sep("=", f"nocompile baseline {self.compare_path}")
+            for line in self.comparison.lines():
+                terminalreporter.write_line(line)
+            if self.comparison.regressed:
+                terminalreporter.write_line(f"nocompile: {len(self.comparison.increased)} count(s) rose against the baseline", red=True)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self._stop_capture()
 
 
 def _add_section(report: pytest.TestReport, record: RecompileRecord, when: str) -> None:
@@ -187,4 +322,3 @@ def _record_of(request: pytest.FixtureRequest) -> RecompileRecord:
     if watch is None:
         pytest.fail(f"pytest-nocompile fixtures work in test functions only (requested by {request.node.nodeid})", pytrace=False)
     return watch.record
-

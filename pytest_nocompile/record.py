@@ -7,11 +7,13 @@ from typing import Iterator, Sequence, overload
 from .budget import RecompileBudget
 from .events import (
     CodeLocation,
+    GraphBreakEvent,
     Phase,
     RecompileEvent,
     RecompileLimitHit,
     UnrecognisedMessage,
     event_from_message,
+    parse_graph_break_message,
     parse_limit_warning,
 )
 
@@ -50,11 +52,13 @@ class RecompileLog(Sequence[RecompileEvent]):
 class RecompileRecord:
     """Everything recorded for one test; kept in the item's stash."""
 
-    def __init__(self, budget: RecompileBudget | None) -> None:
-        self.budget = budget
+    def __init__(self, budget: RecompileBudget | None = None) -> None:
+        self.budget = budget or RecompileBudget()
         self.phase: Phase = "setup"
         self.events: list[RecompileEvent] = []
         self.limit_hits: list[RecompileLimitHit] = []
+        self.graph_breaks: list[GraphBreakEvent] = []
+        self.compiles = 0
         self.log = RecompileLog(self.events)
 
     def add_recompile(
@@ -72,12 +76,32 @@ class RecompileRecord:
         if hit is not None:
             self.limit_hits.append(hit)
 
+    def add_graph_break(self, message: str) -> None:
+        try:
+            event = parse_graph_break_message(message, self.phase)
+        except UnrecognisedMessage:
+            event = GraphBreakEvent("?", 0, message.splitlines()[0] if message else "<unparsed>", None, message, self.phase)
+        self.graph_breaks.append(event)
+
     def in_phase(self, phase: Phase) -> list[RecompileEvent]:
         return self.log.in_phase(phase)
 
-    def exceeds_budget(self) -> bool:
-        """True when the call phase recompiled more than allowed or hit dynamo's limit."""
-        if self.budget is None:
+    def graph_breaks_in(self, phase: Phase) -> list[GraphBreakEvent]:
+        return [event for event in self.graph_breaks if event.phase == phase]
+
+    def limit_hits_in(self, phase: Phase) -> list[RecompileLimitHit]:
+        return [hit for hit in self.limit_hits if hit.phase == phase]
+
+    def recompiles_over_budget(self) -> bool:
+        """The call phase recompiled more than allowed, or hit dynamo's limit, under a recompile budget."""
+        allowed = self.budget.max_recompiles
+        if allowed is None:
             return False
-        over = len(self.in_phase("call")) > self.budget.max_recompiles
-        return over or any(hit.phase == "call" for hit in self.limit_hits)
+        return len(self.in_phase("call")) > allowed or bool(self.limit_hits_in("call"))
+
+    def graph_breaks_over_budget(self) -> bool:
+        allowed = self.budget.max_graph_breaks
+        return allowed is not None and len(self.graph_breaks_in("call")) > allowed
+
+    def exceeds_budget(self) -> bool:
+        return self.recompiles_over_budget() or self.graph_breaks_over_budget()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-from .events import RecompileEvent, RecompileLimitHit, display_path
+from .events import GraphBreakEvent, RecompileEvent, RecompileLimitHit, display_path
+
+if TYPE_CHECKING:
+    from .record import RecompileRecord
 
 SECTION_TITLE = "nocompile recompiles"
 
@@ -83,3 +86,33 @@ def _format_with_phase(events: Sequence[RecompileEvent]) -> list[str]:
         first, *rest = format_event(index, len(events), event)
         lines += [f"({event.phase}) {first}", *rest]
     return lines
+
+
+def graph_break_headline(count: int, allowed: int) -> str:
+    return f"{plural(count, 'graph break')} > max_graph_breaks({allowed})"
+
+
+def format_graph_breaks(events: Sequence[GraphBreakEvent]) -> list[str]:
+    lines: list[str] = []
+    for index, event in enumerate(events, start=1):
+        lines.append(f"[{index}/{len(events)}] graph break at {display_path(event.filename)}:{event.line}")
+        lines.append(f"    reason: {event.reason}")
+        if event.explanation:
+            lines.append(f"    explanation: {event.explanation}")
+        if event.user_code is not None:
+            lines.append(f"    user code: {event.user_code}")
+    return lines
+
+
+def format_budget_failure(record: "RecompileRecord") -> str:
+    """The failure text of a test over its marker, CLI or ini budget."""
+    parts: list[str] = []
+    budget = record.budget
+    if record.recompiles_over_budget():
+        counted = record.in_phase("call")
+        headline = budget_headline(len(counted), budget.max_recompiles or 0, budget.describe())
+        parts.append(format_failure(headline, counted, record.limit_hits_in("call"), record.in_phase("setup")))
+    if record.graph_breaks_over_budget():
+        breaks = record.graph_breaks_in("call")
+        parts.append("\n".join([graph_break_headline(len(breaks), budget.max_graph_breaks or 0), *format_graph_breaks(breaks)]))
+    return "\n\n".join(parts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from nocompile_testing import expect_lines
 
-ACCEPTED = "use @pytest.mark.max_recompiles(N) or max_recompiles(N, isolate=False), N an int >= 0"
+ACCEPTED = "use @pytest.mark.max_recompiles(N), N an int >= 0 or None, with optional isolate=True/False and strict=True/False"
 
 BAD_MARKERS = {
     "test_no_argument": ("max_recompiles()", "max_recompiles(): expected exactly one positional N, got 0"),
@@ -153,7 +153,8 @@ def test_own_failure_is_kept_and_recompiles_go_in_a_section(pytester: pytest.Pyt
 
 def test_markers_are_listed_and_strict_markers_with_warnings_as_errors_are_clean(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
     result = run("--markers")
-    result.stdout.fnmatch_lines(["@pytest.mark.max_recompiles(N, isolate=True): fail the test when its call phase has more than N*"])
+    result.stdout.fnmatch_lines(["@pytest.mark.max_recompiles(N, isolate=True, strict=False): fail the test when its call phase has more than N*"])
+    result.stdout.fnmatch_lines(["@pytest.mark.max_graph_breaks(N): fail the test when its call phase has more than N*"])
     pytester.makepyfile('''
         import pytest, torch
 
