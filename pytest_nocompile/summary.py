@@ -72,8 +72,8 @@ def count_properties(entry: dict[str, Any]) -> list[tuple[str, int]]:
 
 
 def summary_lines(results: dict[str, dict[str, Any]]) -> list[str]:
-    """The terminal table: tests that compiled or had a budget, worst first."""
-    shown = [(nodeid, entry) for nodeid, entry in results.items() if entry["compiles"] or entry["verdict"] != "no budget"]
+    """The terminal table: tests that compiled (or went over budget), worst first."""
+    shown = [(nodeid, entry) for nodeid, entry in results.items() if entry["compiles"] or entry["verdict"] == "over budget"]
     if not shown:
         return [f"no test compiled ({len(results)} watched)"]
 

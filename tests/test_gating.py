@@ -1,0 +1,303 @@
+"""CI gating: graph-break budgets, run-wide budgets and their precedence, reports, baselines, xdist, strict mode."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+from nocompile_testing import expect_lines
+
+GRAPH_BREAKS = '''
+import pytest, torch
+
+def chatty(x):
+    x = x + 1
+    print("side effect")
+    return x * 2
+
+@pytest.mark.max_graph_breaks(0)
+def test_graph_break():
+    torch.compile(chatty, backend="eager")(torch.ones(2))
+
+@pytest.mark.max_graph_breaks(1)
+def test_one_break_allowed():
+    torch.compile(chatty, backend="eager")(torch.ones(2))
+'''
+
+
+def test_graph_break_budget_names_reason_and_user_code(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_breaks=GRAPH_BREAKS)
+    result = run("-p", "no:logging")
+    result.assert_outcomes(passed=1, failed=1)
+    expect_lines(result, [
+        "1 graph break > max_graph_breaks(0)",
+        "[1/1] graph break at test_breaks.py:5",
+        "    reason: Failed to trace builtin operator",
+        "    explanation: Dynamo does not know how to trace builtin operator `print` *",
+        "    user code: test_breaks.py:5 in chatty: print(\"side effect\")",
+    ])
+
+
+def test_graph_break_count_agrees_with_dynamo_counters(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile('''
+        import json, torch
+        from torch._dynamo.utils import counters
+
+        def two_breaks(x):
+            x = x + 1
+            print("one")
+            x = x * 2
+            y = x.sum().item()
+            return x + y
+
+        def test_breaks(nocompile_recompiles):
+            before = sum(counters["graph_break"].values())
+            torch.compile(two_breaks, backend="eager")(torch.ones(2))
+            with open("dynamo-count.txt", "w") as out:
+                out.write(str(sum(counters["graph_break"].values()) - before))
+    ''')
+    run("-p", "no:logging", "--nocompile-json=report.json").assert_outcomes(passed=1)
+    (entry,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert entry["graph_breaks"] == int((pytester.path / "dynamo-count.txt").read_text()) == 2
+
+
+PRECEDENCE = '''
+import pytest, torch
+
+def scale(x, n):
+    return x * n
+
+def recompile_once():
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), 2)
+    f(torch.ones(2), 3)
+
+def test_default():
+    recompile_once()
+
+@pytest.mark.max_recompiles(1)
+def test_marker_allows_one():
+    recompile_once()
+
+@pytest.mark.max_recompiles(None)
+def test_opted_out():
+    recompile_once()
+
+def test_no_compile():
+    pass
+'''
+
+
+@pytest.mark.parametrize(
+    "ini, cli, expected",
+    [
+        (None, None, dict(passed=4)),                        # no run-wide budget
+        ("0", None, dict(passed=3, failed=1)),               # ini budget applies to test_default
+        ("5", "0", dict(passed=3, failed=1)),                # CLI beats ini
+        ("0", "5", dict(passed=4)),                          # CLI beats ini, the other way
+    ],
+    ids=["none", "ini", "cli-over-ini", "cli-loosens-ini"],
+)
+def test_precedence_ini_cli_marker(pytester: pytest.Pytester, run, ini, cli, expected) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_precedence=PRECEDENCE)
+    if ini is not None:
+        pytester.makeini(f"[pytest]\nmax_recompiles = {ini}\n")
+    args = ["-p", "no:logging"] + ([f"--max-recompiles={cli}"] if cli is not None else [])
+    result = run(*args)
+    result.assert_outcomes(**expected)
+    if expected.get("failed"):
+        expect_lines(result, ["*_ test_default _*", "1 recompile > max_recompiles(0)"])
+
+
+@pytest.mark.parametrize("value", ["-1", "1.5", "many"])
+def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester, run, value: str) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile("def test_a(): pass")
+    result = run(f"--max-recompiles={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*argument --max-recompiles: --max-recompiles: expected an int >= 0, got *"])
+    pytester.makeini(f"[pytest]\nmax_graph_breaks = {value}\n")
+    result = run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: ini key max_graph_breaks: expected an int >= 0, got *"])
+
+
+def test_summary_table_worst_first_and_one_line_when_nothing_compiled(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_precedence=PRECEDENCE)
+    result = run("-p", "no:logging", "--max-recompiles=0")
+    result.stdout.fnmatch_lines([
+        "*= nocompile =*",
+        "compiles  recompiles  graph breaks  budget         verdict        test",
+        "       2           1             0  recompiles<=0  over budget    test_precedence.py::test_default",
+        "       2           1             0  recompiles<=1  within budget  test_precedence.py::test_marker_allows_one",
+    ], consecutive=True)
+    table = result.stdout.str().split("= nocompile =")[1]
+    assert "test_no_compile" not in table  # compiled nothing
+    assert "test_opted_out" not in table  # max_recompiles(None): not watched at all
+    pytester.makepyfile(test_precedence="def test_a(): pass")
+    result = run("--nocompile-report")
+    result.stdout.fnmatch_lines(["*= nocompile =*", "no test compiled (1 watched)"])
+
+
+def test_json_report_and_junit_properties(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_precedence=PRECEDENCE)
+    result = run("-p", "no:logging", "--max-recompiles=0", "--nocompile-json=out/report.json", "--junitxml=junit.xml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # folder out/ does not exist
+    result.stderr.fnmatch_lines(["ERROR: --nocompile-json=out/report.json: cannot write there: folder */out does not exist"])
+    result = run("-p", "no:logging", "--max-recompiles=0", "--nocompile-json=report.json", "--junitxml=junit.xml")
+    document = json.loads((pytester.path / "report.json").read_text())
+    assert document["format"] == "pytest-nocompile-report/1"
+    assert document["torch_version"].startswith("2.") and document["plugin_version"] == "0.1.0"
+    tests = {entry["nodeid"]: entry for entry in document["tests"]}
+    assert set(tests) == {f"test_precedence.py::{name}" for name in ("test_default", "test_marker_allows_one", "test_opted_out", "test_no_compile")}
+    default = tests["test_precedence.py::test_default"]
+    assert (default["outcome"], default["compiles"], default["recompiles"], default["max_recompiles"], default["verdict"]) == ("failed", 2, 1, 0, "over budget")
+    (event,) = default["recompile_events"]
+    assert (event["function"], event["phase"], event["reasons"][0]["guard"], event["reasons"][0]["compile_id"]) == ("scale", "call", "n == 2", "0/0")
+    assert event["user_code"] == "test_precedence.py:9 in recompile_once: f(torch.ones(2), 3)"
+    assert tests["test_precedence.py::test_opted_out"]["max_recompiles"] is None
+    assert not list(pytester.path.glob(".nocompile-*"))  # no temporary file left behind
+    cases = {case.get("name"): case for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase")}
+    properties = {prop.get("name"): prop.get("value") for prop in cases["test_default"].iter("property")}
+    assert properties == {"nocompile_compiles": "2", "nocompile_recompiles": "1", "nocompile_graph_breaks": "0"}
+
+
+def test_baseline_save_then_compare(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_base='''
+        import torch
+        def scale(x, n):
+            return x * n
+        def test_stable():
+            f = torch.compile(scale, backend="eager")
+            f(torch.ones(2), 2)
+        def test_improves():
+            f = torch.compile(scale, backend="eager")
+            f(torch.ones(2), 2)
+            f(torch.ones(2), 3)
+        def test_removed():
+            pass
+    ''')
+    run("--nocompile-save=baseline.json").assert_outcomes(passed=3)
+    saved = json.loads((pytester.path / "baseline.json").read_text())
+    assert saved["format"] == "pytest-nocompile-baseline/1"
+    assert saved["tests"]["test_base.py::test_improves"] == {"recompiles": 1, "graph_breaks": 0}
+    pytester.makepyfile(test_base='''
+        import torch
+        def scale(x, n):
+            return x * n
+        def test_stable():
+            f = torch.compile(scale, backend="eager")
+            f(torch.ones(2), 2)
+            f(torch.ones(2), 3)
+        def test_improves():
+            f = torch.compile(scale, backend="eager")
+            f(torch.ones(2), 2)
+        def test_new():
+            pass
+    ''')
+    result = run("--nocompile-compare=baseline.json")
+    result.assert_outcomes(passed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "*= nocompile baseline baseline.json =*",
+        "test_base.py::test_stable: recompiles rose 0 -> 1",
+        "test_base.py::test_improves: recompiles fell 1 -> 0",
+        "new test (not in baseline): test_base.py::test_new",
+        "removed test (only in baseline): test_base.py::test_removed",
+        "nocompile: 1 count(s) rose against the baseline",
+    ])
+    # Without the rise, the same comparison passes.
+    pytester.makepyfile(test_base="import torch\ndef test_improves():\n    torch.compile(lambda x: x, backend='eager')(torch.ones(1))\n")
+    assert run("--nocompile-compare=baseline.json").ret == pytest.ExitCode.OK
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (None, "baseline baseline.json does not exist (write one with --nocompile-save=baseline.json)"),
+        ("{not json", "baseline baseline.json is not readable JSON: *"),
+        ('{"format": "pytest-nocompile-baseline/0", "tests": {}}', "baseline baseline.json has format 'pytest-nocompile-baseline/0', expected 'pytest-nocompile-baseline/1'"),
+        ('{"format": "pytest-nocompile-baseline/1", "tests": {"t": {"recompiles": "1"}}}', "baseline baseline.json is corrupt: *"),
+    ],
+    ids=["missing", "corrupt-json", "wrong-version", "corrupt-counts"],
+)
+def test_bad_baselines_are_usage_errors(pytester: pytest.Pytester, run, content, problem) -> None:  # type: ignore[no-untyped-def]
+    if content is not None:
+        (pytester.path / "baseline.json").write_text(content)
+    pytester.makepyfile("def test_a(): pass")
+    result = run("--nocompile-compare=baseline.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --nocompile-compare: {problem}"])
+
+
+XDIST = '''
+import os, pytest, torch
+
+def scale(x, n):
+    return x * n
+
+@pytest.mark.parametrize("case", range(6))
+@pytest.mark.max_recompiles(0)
+def test_case(case):
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), 2)
+    if case % 2:
+        f(torch.ones(2), 3)
+
+def test_worker_crash():
+    os._exit(1)
+'''
+
+
+def test_xdist_budgets_summary_json_and_compare(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_xdist=XDIST)
+    result = run("-p", "xdist", "-n", "2", "-p", "no:logging", "--nocompile-json=report.json", "--nocompile-save=baseline.json")
+    result.assert_outcomes(passed=3, failed=4)  # 3 odd cases over budget, and the crashed test
+    expect_lines(result, ["1 recompile > max_recompiles(0)"])
+    tests = {entry["nodeid"]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
+    assert sorted(tests) == sorted(f"test_xdist.py::test_case[{case}]" for case in range(6))
+    assert [tests[f"test_xdist.py::test_case[{case}]"]["recompiles"] for case in range(6)] == [0, 1, 0, 1, 0, 1]
+    result.stdout.fnmatch_lines(["*= nocompile =*", "*over budget*test_xdist.py::test_case[[]*]"])
+    pytester.makepyfile(test_xdist=XDIST.replace("case % 2", "True"))
+    result = run("-p", "xdist", "-n", "2", "-p", "no:logging", "--nocompile-compare=baseline.json")
+    result.stdout.fnmatch_lines(["test_xdist.py::test_case[[]0]: recompiles rose 0 -> 1"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+STRICT = '''
+import pytest, torch
+
+def scale(x, n):
+    return x * n
+
+@pytest.mark.max_recompiles(0, strict=True)
+def test_strict_marker():
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), 2)
+    f(torch.ones(2), 3)  # the recompiling call
+
+@pytest.mark.max_recompiles(0)
+def test_first_compiles_pass_in_strict_mode():
+    f = torch.compile(scale, backend="eager")
+    for _ in range(3):
+        f(torch.ones(2), 2)
+    assert not torch._dynamo.config.error_on_recompile is False
+'''
+
+
+def test_strict_mode_raises_at_the_recompiling_call_and_restores_config(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_strict=STRICT.replace("    assert not torch._dynamo.config.error_on_recompile is False\n", ""))
+    pytester.makeconftest('''
+        import pytest, torch._dynamo.config
+        @pytest.fixture(autouse=True)
+        def config_restored():
+            before = torch._dynamo.config.error_on_recompile
+            yield
+            assert torch._dynamo.config.error_on_recompile == before is False
+    ''')
+    result = run("-p", "no:logging")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([">       f(torch.ones(2), 3)  # the recompiling call", "E   *RecompileError: Recompiling function scale in *"])
+    result = run("-p", "no:logging", "--nocompile-strict", "-k", "first_compiles")
+    result.assert_outcomes(passed=1)
