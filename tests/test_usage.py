@@ -17,20 +17,27 @@ BAD_MARKERS = {
     "test_unknown_keyword": ("max_recompiles(0, limit=3)", "max_recompiles(0, limit=3): unknown keyword limit"),
     "test_bad_isolate": ('max_recompiles(0, isolate="no")', "max_recompiles(0, isolate='no'): isolate must be True or False, got 'no'"),
 }
+ACCEPTED_GRAPH_BREAKS = "use @pytest.mark.max_graph_breaks(N), N an int >= 0 or None"
+BAD_GRAPH_BREAK_MARKERS = {
+    "test_breaks_negative": ("max_graph_breaks(-2)", "max_graph_breaks(-2): expected an int >= 0, got -2"),
+    "test_breaks_keyword": ("max_graph_breaks(0, strict=True)", "max_graph_breaks(0, strict=True): unknown keyword strict"),
+}
 
 
 def test_bad_marker_input_is_an_error_of_that_test_naming_it(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
     body = ["import pytest", ""]
-    for name, (marker, _) in BAD_MARKERS.items():
+    for name, (marker, _) in {**BAD_MARKERS, **BAD_GRAPH_BREAK_MARKERS}.items():
         body += [f"@pytest.mark.{marker}", f"def {name}():", "    pass", ""]
     body += ["@pytest.mark.max_recompiles(0)", "def test_good():", "    pass"]
     pytester.makepyfile(test_bad="\n".join(body))
     result = run("--strict-markers")
-    result.assert_outcomes(passed=1, errors=len(BAD_MARKERS))
+    result.assert_outcomes(passed=1, errors=len(BAD_MARKERS) + len(BAD_GRAPH_BREAK_MARKERS))
     assert "INTERNALERROR" not in result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     for name, (_, problem) in BAD_MARKERS.items():
         expect_lines(result, [f"*ERROR at setup of {name}*", f"invalid max_recompiles marker on test_bad.py::{name}: {problem}; {ACCEPTED}"])
+    for name, (_, problem) in BAD_GRAPH_BREAK_MARKERS.items():
+        expect_lines(result, [f"*ERROR at setup of {name}*", f"invalid max_graph_breaks marker on test_bad.py::{name}: {problem}; {ACCEPTED_GRAPH_BREAKS}"])
 
 
 SCOPES = '''
