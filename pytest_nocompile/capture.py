@@ -172,7 +172,7 @@ class RecompileCapture:
                 _ArtifactTap((GRAPH_BREAKS_ARTIFACT,), GRAPH_BREAK_LOGGERS, lambda record: on_graph_break(record.getMessage()))
             )
         self._limit_handler = _SinkHandler(logging.WARNING, self._handle_limit)
-        self._frames_at_start = 0
+        self._graphs_at_start = 0
         self.active = False
 
     def start(self) -> None:
@@ -188,7 +188,7 @@ class RecompileCapture:
         for tap in self._taps:
             tap.start(state)
         logging.getLogger(LIMIT_LOGGER).addHandler(self._limit_handler)
-        self._frames_at_start = _frames_compiled()
+        self._graphs_at_start = _graphs_compiled()
         self.active = True
 
     def stop(self) -> None:
@@ -199,9 +199,9 @@ class RecompileCapture:
         for tap in reversed(self._taps):
             tap.stop()
 
-    def frames_compiled(self) -> int:
-        """Frames dynamo compiled since start (first compiles and recompiles)."""
-        return _frames_compiled() - self._frames_at_start
+    def graphs_compiled(self) -> int:
+        """Graphs dynamo compiled since start: first compiles, recompiles, and each graph-broken piece."""
+        return _graphs_compiled() - self._graphs_at_start
 
     def _handle_recompile(self, record: logging.LogRecord) -> None:
         thread = None if record.threadName == "MainThread" else record.threadName
@@ -211,10 +211,11 @@ class RecompileCapture:
         self._on_limit(record.getMessage())
 
 
-def _frames_compiled() -> int:
+def _graphs_compiled() -> int:
+    # counters["frames"] skips fullgraph=True compiles; "unique_graphs" counts every graph.
     from torch._dynamo.utils import counters
 
-    return int(counters["frames"]["ok"])
+    return int(counters["stats"]["unique_graphs"])
 
 
 @contextmanager

@@ -193,7 +193,7 @@ class NocompileSession:
         finally:
             record.phase = "teardown"
             if self._capture is not None:
-                record.compiles = self._capture.frames_compiled()
+                record.compiles = self._capture.graphs_compiled()
         if record.exceeds_budget():
             watch.budget_failed = True
             pytest.fail(format_budget_failure(record), pytrace=False)

@@ -86,16 +86,20 @@ def test_opted_out():
 
 def test_no_compile():
     pass
+
+def test_fullgraph_compiles_count():
+    f = torch.compile(scale, backend="eager", fullgraph=True)
+    f(torch.ones(2), 2)
 '''
 
 
 @pytest.mark.parametrize(
     "ini, cli, expected",
     [
-        (None, None, dict(passed=4)),                        # no run-wide budget
-        ("0", None, dict(passed=3, failed=1)),               # ini budget applies to test_default
-        ("5", "0", dict(passed=3, failed=1)),                # CLI beats ini
-        ("0", "5", dict(passed=4)),                          # CLI beats ini, the other way
+        (None, None, dict(passed=5)),                        # no run-wide budget
+        ("0", None, dict(passed=4, failed=1)),               # ini budget applies to test_default
+        ("5", "0", dict(passed=4, failed=1)),                # CLI beats ini
+        ("0", "5", dict(passed=5)),                          # CLI beats ini, the other way
     ],
     ids=["none", "ini", "cli-over-ini", "cli-loosens-ini"],
 )
@@ -149,7 +153,9 @@ def test_json_report_and_junit_properties(pytester: pytest.Pytester, run) -> Non
     assert document["format"] == "pytest-nocompile-report/1"
     assert document["torch_version"].startswith("2.") and document["plugin_version"] == "0.1.0"
     tests = {entry["nodeid"]: entry for entry in document["tests"]}
-    assert set(tests) == {f"test_precedence.py::{name}" for name in ("test_default", "test_marker_allows_one", "test_opted_out", "test_no_compile")}
+    assert set(tests) == {f"test_precedence.py::{name}" for name in ("test_default", "test_marker_allows_one", "test_opted_out", "test_no_compile", "test_fullgraph_compiles_count")}
+    assert tests["test_precedence.py::test_fullgraph_compiles_count"]["compiles"] == 1
+    assert tests["test_precedence.py::test_no_compile"]["compiles"] == 0
     default = tests["test_precedence.py::test_default"]
     assert (default["outcome"], default["compiles"], default["recompiles"], default["max_recompiles"], default["verdict"]) == ("failed", 2, 1, 0, "over budget")
     (event,) = default["recompile_events"]
