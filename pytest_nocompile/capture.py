@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 import sysconfig
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -51,8 +52,9 @@ GraphBreakSink = Callable[[str], None]
 def torch_problem() -> str | None:
     """Why torch cannot be used by the plugin, or None when it can."""
     try:
-        import torch
-        import torch._dynamo  # noqa: F401
+        with _torch_import_warnings_silenced():
+            import torch
+            import torch._dynamo  # noqa: F401
     except Exception as error:  # ImportError, or a broken install raising anything
         return f"torch cannot be imported ({type(error).__name__}: {error})"
     version = _parse_version(torch.__version__)
@@ -68,11 +70,25 @@ def _parse_version(text: str) -> tuple[int, int]:
     return int(major), int(minor or 0)
 
 
+@contextmanager
+def _torch_import_warnings_silenced() -> Iterator[None]:
+    """Hide warnings raised while the plugin itself imports or resets torch internals.
+
+    torch 2.11's reset() imports inductor modules whose import emits a
+    DeprecationWarning (torch.jit.script_method); under ``-W error`` that would
+    fail the user's test for work the plugin did, not the test.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
 def reset_dynamo() -> None:
     """Clear dynamo's code caches and automatic-dynamic state (about 0.2 ms)."""
-    import torch._dynamo
+    with _torch_import_warnings_silenced():
+        import torch._dynamo
 
-    torch._dynamo.reset()
+        torch._dynamo.reset()
 
 
 @dataclass
@@ -178,11 +194,12 @@ class RecompileCapture:
     def start(self) -> None:
         # Import first: these modules configure their artifact loggers on import
         # and would turn propagation back on for an artifact we already enabled.
-        import torch._dynamo.convert_frame  # noqa: F401
-        import torch._dynamo.exc  # noqa: F401
-        import torch._dynamo.guards  # noqa: F401
-        import torch._dynamo.symbolic_convert  # noqa: F401
-        import torch._logging._internal as torch_logging
+        with _torch_import_warnings_silenced():
+            import torch._dynamo.convert_frame  # noqa: F401
+            import torch._dynamo.exc  # noqa: F401
+            import torch._dynamo.guards  # noqa: F401
+            import torch._dynamo.symbolic_convert  # noqa: F401
+            import torch._logging._internal as torch_logging
 
         state = torch_logging.log_state  # read each time: torch rebinds it
         for tap in self._taps:

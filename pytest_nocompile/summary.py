@@ -92,7 +92,24 @@ def summary_lines(results: dict[str, dict[str, Any]]) -> list[str]:
             nodeid,
         ))
     widths = [max(len(row[column]) for row in rows) for column in range(5)]
-    return ["  ".join(cell.rjust(width) if column < 3 else cell.ljust(width) for column, (cell, width) in enumerate(zip(row[:5], widths))) + "  " + row[5] for row in rows]
+    table = ["  ".join(cell.rjust(width) if column < 3 else cell.ljust(width) for column, (cell, width) in enumerate(zip(row[:5], widths))) + "  " + row[5] for row in rows]
+    over = [(nodeid, entry) for nodeid, entry in sorted(shown, key=badness) if entry["verdict"] == "over budget"]
+    return table + [f"{nodeid}: {first_cause(entry)}" for nodeid, entry in over]
+
+
+def first_cause(entry: dict[str, Any]) -> str:
+    """The first thing that put a test over budget: a recompile's guard, or a graph break's reason."""
+    for event in entry["recompile_events"]:
+        if event["phase"] == "call" and event["reasons"]:
+            reason = event["reasons"][0]
+            prefix = f"{reason['compile_id']}: " if reason["compile_id"] else ""
+            return f"{event['function']} recompiled: {prefix}{reason['guard'].splitlines()[0]}"
+    for event in entry["graph_break_events"]:
+        if event["phase"] == "call":
+            return f"graph break: {event['reason']}"
+    if entry["recompile_limit_hits"]:
+        return "dynamo hit its recompile limit"
+    return "over budget"
 
 
 def _budget_text(entry: dict[str, Any]) -> str:

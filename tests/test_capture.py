@@ -183,3 +183,27 @@ def test_count_agrees_with_compilation_metrics_and_compile_ids(pytester: pytest.
                 assert int(attempt) > 0
     ''')
     run("-p", "no:logging").assert_outcomes(passed=1)
+
+
+def test_torch_warnings_from_the_plugins_own_reset_do_not_fail_tests(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    # torch 2.11's reset() imports inductor modules that emit a DeprecationWarning;
+    # under -W error that must not become the user's error. Simulate it on any torch.
+    pytester.makeconftest('''
+        import warnings, torch._dynamo
+
+        original_reset = torch._dynamo.reset
+
+        def reset_that_warns():
+            warnings.warn("deprecated thing imported by torch", DeprecationWarning)
+            original_reset()
+
+        torch._dynamo.reset = reset_that_warns
+    ''')
+    pytester.makepyfile('''
+        import pytest, torch
+
+        @pytest.mark.max_recompiles(0)
+        def test_clean():
+            torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))
+    ''')
+    run("-W", "error").assert_outcomes(passed=1)

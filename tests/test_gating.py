@@ -135,6 +135,7 @@ def test_summary_table_worst_first_and_one_line_when_nothing_compiled(pytester: 
         "       2           1             0  recompiles<=0  over budget    test_precedence.py::test_default",
         "       2           1             0  recompiles<=1  within budget  test_precedence.py::test_marker_allows_one",
     ], consecutive=True)
+    result.stdout.fnmatch_lines(["test_precedence.py::test_default: scale recompiled: 0/0: n == 2"])
     table = result.stdout.str().split("= nocompile =")[1]
     assert "test_no_compile" not in table  # compiled nothing
     assert "test_opted_out" not in table  # max_recompiles(None): not watched at all
