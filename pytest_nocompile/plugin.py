@@ -70,10 +70,12 @@ def _count_argument(option: str):  # type: ignore[no-untyped-def]
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("nocompile", "torch.compile recompile budgets (pytest-nocompile)")
-    group.addoption("--max-recompiles", type=_count_argument("--max-recompiles"), default=None, metavar="N",
-                    help="default recompile budget for every test (ini: max_recompiles); a marker overrides it")
-    group.addoption("--max-graph-breaks", type=_count_argument("--max-graph-breaks"), default=None, metavar="N",
-                    help="default graph-break budget for every test (ini: max_graph_breaks); a marker overrides it")
+    for budget, noun in ((RECOMPILES, "recompile"), (GRAPH_BREAKS, "graph-break")):
+        option = "--" + budget.replace("_", "-")
+        group.addoption(option, type=_count_argument(option), default=None, metavar="N",
+                        help=f"default {noun} budget for every test (ini: {budget}); a marker overrides it")
+        parser.addini(budget, type="string", default=None,
+                      help=f"default {noun} budget for every test (an int >= 0) [pytest-nocompile]")
     group.addoption("--nocompile-no-isolate", action="store_true", default=None,
                     help="do not call torch._dynamo.reset() before each watched test; "
                     "counts then depend on which tests ran before (ini: nocompile_isolate)")
@@ -88,10 +90,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write a baseline of per-test recompile and graph-break counts")
     group.addoption("--nocompile-compare", metavar="PATH", default=None,
                     help="fail the run when a test's recompiles or graph breaks rose against this baseline")
-    parser.addini("max_recompiles", type="string", default=None,
-                  help="default recompile budget for every test (an int >= 0) [pytest-nocompile]")
-    parser.addini("max_graph_breaks", type="string", default=None,
-                  help="default graph-break budget for every test (an int >= 0) [pytest-nocompile]")
     parser.addini("nocompile_isolate", type="bool", default=True,
                   help="reset dynamo's caches before each watched test (default: true) [pytest-nocompile]")
 

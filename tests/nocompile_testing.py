@@ -28,3 +28,18 @@ def literal(line: str) -> str:
 def expect_lines(result: pytest.RunResult, lines: list[str]) -> None:
     """Assert the output holds these lines, consecutively ('*' is a wildcard)."""
     result.stdout.fnmatch_lines([literal(line) for line in lines], consecutive=True)
+
+
+# The start of several user test files below: a function and a helper that
+# recompiles it once (a Python int argument changes from 2 to 3, line 9).
+RECOMPILE_ONCE = """
+import pytest, torch
+
+def scale(x, n):
+    return x * n
+
+def recompile_once():
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), 2)
+    f(torch.ones(2), 3)
+"""

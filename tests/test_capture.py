@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nocompile_testing import expect_lines
+from nocompile_testing import RECOMPILE_ONCE, expect_lines
 
 # An inner conftest that snapshots every torch global the plugin could touch
 # around each test (outermost wrapper) and writes any difference to a file.
@@ -51,40 +51,30 @@ def pytest_runtest_protocol(item, nextitem):
             out.write(f"{item.name}: {differences(before, snapshot())}\\n")
 '''
 
-MIXED = '''
-import pytest, torch
-
-def scale(x, n):
-    return x * n
-
-def recompile():
-    f = torch.compile(scale, backend="eager")
-    f(torch.ones(2), 2)
-    f(torch.ones(2), 3)
-
+MIXED = RECOMPILE_ONCE + '''
 @pytest.mark.max_recompiles(1)
 def test_passing():
-    recompile()
+    recompile_once()
 
 @pytest.mark.max_recompiles(0)
 def test_budget_failure():
-    recompile()
+    recompile_once()
 
 @pytest.mark.max_recompiles(0)
 def test_error():
-    recompile()
+    recompile_once()
     raise RuntimeError("boom")
 
 def test_fixture(nocompile_assert_max_recompiles):
     with nocompile_assert_max_recompiles(0):
-        recompile()
+        recompile_once()
 
 @pytest.mark.max_recompiles(-1)
 def test_bad_marker():
     pass
 
 def test_unwatched():
-    recompile()
+    recompile_once()
 '''
 
 

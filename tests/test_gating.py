@@ -6,7 +6,7 @@ import json
 import xml.etree.ElementTree as ElementTree
 
 import pytest
-from nocompile_testing import expect_lines
+from nocompile_testing import RECOMPILE_ONCE, expect_lines
 
 GRAPH_BREAKS = '''
 import pytest, torch
@@ -62,17 +62,7 @@ def test_graph_break_count_agrees_with_dynamo_counters(pytester: pytest.Pytester
     assert entry["graph_breaks"] == int((pytester.path / "dynamo-count.txt").read_text()) == 2
 
 
-PRECEDENCE = '''
-import pytest, torch
-
-def scale(x, n):
-    return x * n
-
-def recompile_once():
-    f = torch.compile(scale, backend="eager")
-    f(torch.ones(2), 2)
-    f(torch.ones(2), 3)
-
+PRECEDENCE = RECOMPILE_ONCE + '''
 def test_default():
     recompile_once()
 
@@ -308,3 +298,32 @@ def test_strict_mode_raises_at_the_recompiling_call_and_restores_config(pytester
     result.stdout.fnmatch_lines([">       f(torch.ones(2), 3)  # the recompiling call", "E   *RecompileError: Recompiling function scale in *"])
     result = run("-p", "no:logging", "--nocompile-strict", "-k", "first_compiles")
     result.assert_outcomes(passed=1)
+
+
+def test_graph_break_budget_from_cli_and_ini_with_marker_opt_out(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    unmarked = GRAPH_BREAKS.replace("@pytest.mark.max_graph_breaks(0)\n", "")
+    pytester.makepyfile(test_breaks=unmarked.replace("max_graph_breaks(1)", "max_graph_breaks(None)"))
+    result = run("-p", "no:logging", "--max-graph-breaks=0")
+    result.assert_outcomes(passed=1, failed=1)
+    expect_lines(result, ["*_ test_graph_break _*", "1 graph break > max_graph_breaks(0)"])
+    pytester.makeini("[pytest]\nmax_graph_breaks = 0\n")
+    run("-p", "no:logging").assert_outcomes(passed=1, failed=1)
+
+
+def test_teardown_recompiles_are_recorded_and_shown_not_counted(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_teardown=RECOMPILE_ONCE + '''
+@pytest.fixture
+def recompiles_in_teardown():
+    yield
+    recompile_once()
+
+@pytest.mark.max_recompiles(0)
+def test_clean_call(recompiles_in_teardown):
+    pass
+''')
+    result = run("-p", "no:logging", "-rP", "--nocompile-json=report.json")
+    result.assert_outcomes(passed=1)
+    (entry,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert entry["recompiles"] == 0
+    assert [event["phase"] for event in entry["recompile_events"]] == ["teardown"]
+    expect_lines(result, ["*- nocompile recompiles (teardown, not counted) -*", "1 recompile recorded", "(teardown) [1/1] recompiled scale (test_teardown.py:3)"])

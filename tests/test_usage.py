@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nocompile_testing import expect_lines
+from nocompile_testing import RECOMPILE_ONCE, expect_lines
 
 ACCEPTED = "use @pytest.mark.max_recompiles(N), N an int >= 0 or None, with optional isolate=True/False and strict=True/False"
 
@@ -40,18 +40,8 @@ def test_bad_marker_input_is_an_error_of_that_test_naming_it(pytester: pytest.Py
         expect_lines(result, [f"*ERROR at setup of {name}*", f"invalid max_graph_breaks marker on test_bad.py::{name}: {problem}; {ACCEPTED_GRAPH_BREAKS}"])
 
 
-SCOPES = '''
-import pytest, torch
-
+SCOPES = RECOMPILE_ONCE + '''
 pytestmark = pytest.mark.max_recompiles(0)
-
-def scale(x, n):
-    return x * n
-
-def recompile_once():
-    f = torch.compile(scale, backend="eager")
-    f(torch.ones(2), 2)
-    f(torch.ones(2), 3)
 
 def test_module_budget():
     recompile_once()
