@@ -156,14 +156,27 @@ class _ArtifactTap:
         for saved in self._saved:
             saved.logger.addFilter(self._filter)
 
+    def capturing(self) -> bool:
+        """Whether torch still builds and routes these messages to us."""
+        import torch._logging._internal as torch_logging
+
+        enabled = any(torch_logging.log_state.is_artifact_enabled(name) for name in self._artifacts)
+        return enabled and all(self._filter in saved.logger.filters for saved in self._saved)
+
     def stop(self) -> None:
+        # A logger we silenced that propagates again was switched on by the user
+        # mid-test (set_logs): their configuration stays, ours goes.
+        reconfigured = self._enabled_in is not None and any(
+            saved.logger.propagate for saved in self._saved if saved.logger.name != VERBOSE_LOGGER
+        )
         for saved in self._saved:
             saved.logger.removeFilter(self._filter)
-            saved.restore()
+            if not reconfigured:
+                saved.restore()
         self._saved = []
-        if self._enabled_in is not None:
+        if self._enabled_in is not None and not reconfigured:
             self._enabled_in.artifact_names.discard(self._artifacts[0])  # type: ignore[attr-defined]
-            self._enabled_in = None
+        self._enabled_in = None
 
 
 class RecompileCapture:
@@ -215,6 +228,10 @@ class RecompileCapture:
         logging.getLogger(LIMIT_LOGGER).removeHandler(self._limit_handler)
         for tap in reversed(self._taps):
             tap.stop()
+
+    def capturing(self) -> bool:
+        """False when something (``torch._logging.set_logs``) switched recompile capture off mid-test."""
+        return self.active and self._taps[0].capturing()
 
     def graphs_compiled(self) -> int:
         """Graphs dynamo compiled since start: first compiles, recompiles, and each graph-broken piece."""

@@ -58,6 +58,10 @@ class _Watch:
 WATCH_KEY = pytest.StashKey[_Watch]()
 
 
+class CaptureLostWarning(pytest.PytestWarning):
+    """pytest-nocompile could no longer see recompiles: something switched its capture off."""
+
+
 def _count_argument(option: str):  # type: ignore[no-untyped-def]
     def parse(text: str) -> int:
         try:
@@ -192,10 +196,24 @@ class NocompileSession:
             record.phase = "teardown"
             if self._capture is not None:
                 record.compiles = self._capture.graphs_compiled()
+                if not self._capture.capturing():
+                    item.warn(CaptureLostWarning(
+                        f"recompile capture was switched off during {item.nodeid} (torch._logging.set_logs "
+                        "resets torch's log state); its recompile count may be incomplete"
+                    ))
         if record.exceeds_budget():
             watch.budget_failed = True
             pytest.fail(format_budget_failure(record), pytrace=False)
         return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+        # Capture ends with the test's teardown, not its protocol: pytest-rerunfailures
+        # runs setup, call and teardown again inside one protocol.
+        try:
+            return (yield)
+        finally:
+            self._stop_capture()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
@@ -233,6 +251,9 @@ class NocompileSession:
     def _begin(self, item: pytest.Item, watch: _Watch) -> None:
         if watch.usage_error is not None:
             pytest.fail(watch.usage_error, pytrace=False)
+        self._stop_capture()
+        watch.record = RecompileRecord(watch.record.budget)  # a rerun starts a fresh count
+        watch.budget_failed = False
         problem = capture.torch_problem()
         if problem is not None:
             pytest.fail(f"pytest-nocompile cannot watch {item.nodeid}: {problem}", pytrace=False)

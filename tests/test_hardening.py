@@ -1,0 +1,136 @@
+"""Hardening: interrupted runs, tests that reconfigure torch logging, other plugins, any marker input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from nocompile_testing import RECOMPILE_ONCE, expect_lines
+from test_capture import STATE_CHECK_CONFTEST
+
+
+def test_state_is_restored_when_a_test_is_interrupted(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makeconftest(STATE_CHECK_CONFTEST)
+    pytester.makepyfile(test_interrupted=RECOMPILE_ONCE + '''
+@pytest.mark.max_recompiles(0)
+def test_interrupted():
+    recompile_once()
+    raise KeyboardInterrupt
+
+def test_never_runs():
+    pass
+''')
+    result = run("-p", "no:logging")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert (pytester.path / "state-differences.txt").read_text() == "test_interrupted: []\n"
+
+
+RECONFIGURING = RECOMPILE_ONCE + '''
+import logging
+
+@pytest.mark.max_recompiles(0)
+def test_switches_capture_off():
+    torch._logging.set_logs(dynamo=logging.INFO)
+    recompile_once()
+
+@pytest.mark.max_recompiles(0)
+def test_own_reset_keeps_counting():
+    f = torch.compile(scale, backend="eager")
+    f(torch.ones(2), 2)
+    torch._dynamo.reset()
+    f(torch.ones(2), 7)  # after a reset: a first compile again, not a recompile
+    f(torch.ones(2), 8)  # and this one recompiles
+
+def test_later_test_is_captured_again(nocompile_recompiles):
+    recompile_once()
+    assert len(nocompile_recompiles) == 1
+'''
+
+
+def test_tests_that_reset_or_reconfigure_torch_logging(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_reconfiguring=RECONFIGURING)
+    result = run("-p", "no:logging", "-p", "no:randomly")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*CaptureLostWarning: recompile capture was switched off during "
+        "test_reconfiguring.py::test_switches_capture_off (torch._logging.set_logs resets torch's log state); "
+        "its recompile count may be incomplete",
+    ])
+    expect_lines(result, ["*_ test_own_reset_keeps_counting _*", "1 recompile > max_recompiles(0)", "[1/1] recompiled scale (*)", "    guard failed: 0/0: n == 7"])
+
+
+COUNTED = '''
+import pytest, torch
+
+@pytest.mark.parametrize("case", range(4))
+def test_counted(case, nocompile_recompiles):
+    f = torch.compile(lambda x: x * 2, backend="eager")
+    for dtype in [torch.float32, torch.float64, torch.float16, torch.bfloat16][: case + 1]:
+        f(torch.ones(2, dtype=dtype))  # each new dtype after the first recompiles
+    assert len(nocompile_recompiles) == case
+'''
+
+FLAKY = RECOMPILE_ONCE + '''
+@pytest.mark.max_recompiles(0)
+def test_flaky_budget(tmp_path_factory):
+    marker = tmp_path_factory.getbasetemp().parent / "ran-once"
+    if not marker.exists():
+        marker.write_text("")
+        recompile_once()  # fails the budget on the first run only
+'''
+
+
+def test_beside_rerunfailures_timeout_and_without_logging(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_counted=COUNTED, test_flaky=FLAKY)
+    result = run("-p", "rerunfailures", "--reruns", "1", "-p", "timeout", "--timeout", "120", "-p", "no:logging", "-p", "no:randomly", "-rR")
+    assert result.parseoutcomes() == {"passed": 5, "rerun": 1}
+    result.stdout.fnmatch_lines(["RERUN test_flaky.py::test_flaky_budget"])
+
+
+def test_random_order_gives_identical_counts(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("pytest_randomly")
+    pytester.makepyfile(test_counted=COUNTED, test_also=RECOMPILE_ONCE + "\ndef test_once(nocompile_recompiles):\n    recompile_once()\n")
+    counts = []
+    for seed in ("1", "2", "3"):
+        run("-p", "randomly", "-p", "no:logging", "--randomly-seed", seed,
+            f"--nocompile-json=report-{seed}.json").assert_outcomes(passed=5)
+        tests = json.loads((pytester.path / f"report-{seed}.json").read_text())["tests"]
+        counts.append({entry["nodeid"]: (entry["compiles"], entry["recompiles"]) for entry in tests})
+    orders = [list(count) for count in counts]
+    assert orders[0] != orders[1] or orders[0] != orders[2], "the seeds should shuffle the order"
+    assert counts[0] == counts[1] == counts[2]
+
+
+# Marker arguments and option values no user should be able to crash the run with.
+ARGUMENTS = ["0", "3", "None", "-1", "1.5", "'0'", "True", "[]", "{}", "object()", "float('nan')", "10**30"]
+KEYWORDS = ["", ", isolate=False", ", strict=True", ", isolate='no'", ", exact=True", ", **{'': 1}"]
+
+
+def test_no_marker_input_gives_internalerror(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    body = ["import pytest", ""]
+    cases = list(itertools.product(["max_recompiles", "max_graph_breaks"], ARGUMENTS + ["", "0, 1"], KEYWORDS))
+    for index, (marker, argument, keyword) in enumerate(cases):
+        arguments = (argument + keyword).lstrip(", ")
+        body += [f"@pytest.mark.{marker}({arguments})", f"def test_{index}():", "    pass", ""]
+    pytester.makepyfile(test_fuzz="\n".join(body))
+    result = run("-p", "no:randomly", "-q")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("errors", 0) == len(cases)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    errors = [line for line in result.stdout.lines if line.startswith("invalid max_")]
+    assert len(errors) == outcomes.get("errors", 0)
+
+
+@pytest.mark.parametrize("value", ["0", "7", "-1", "x", "", "1e3", "0x10", "  2  ", "١"])
+def test_no_option_value_gives_internalerror(pytester: pytest.Pytester, run, value: str) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile("def test_a(): pass")
+    for args in ([f"--max-recompiles={value}"], [f"--max-graph-breaks={value}"]):
+        result = run(*args)
+        assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.USAGE_ERROR), (args, result.ret)
+        assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    pytester.makeini(f"[pytest]\nmax_recompiles = {value}\n")
+    result = run()
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.USAGE_ERROR)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
