@@ -134,3 +134,35 @@ def test_no_option_value_gives_internalerror(pytester: pytest.Pytester, run, val
     result = run()
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.USAGE_ERROR)
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_reset_is_skipped_only_when_nothing_compiled_since(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makeconftest('''
+        import torch._dynamo
+
+        original_reset = torch._dynamo.reset
+
+        def counting_reset():
+            with open("resets.txt", "a") as out:
+                out.write("reset\\n")
+            original_reset()
+
+        torch._dynamo.reset = counting_reset
+    ''')
+    pytester.makepyfile(test_resets='''
+        import pytest, torch
+
+        @pytest.mark.parametrize("case", range(5))
+        @pytest.mark.max_recompiles(0)
+        def test_no_compile(case):
+            pass
+
+        @pytest.mark.parametrize("case", range(3))
+        @pytest.mark.max_recompiles(0)
+        def test_compiles(case):
+            torch.compile(lambda x: x + case, backend="eager")(torch.ones(1))
+    ''')
+    run("-p", "no:randomly").assert_outcomes(passed=8)
+    # The first watched test resets; the other four non-compiling ones need not; each
+    # test after a compiling one must (the first compiling test follows a clean cache).
+    assert (pytester.path / "resets.txt").read_text().count("reset") == 1 + 2
