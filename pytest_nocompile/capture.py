@@ -14,6 +14,7 @@ user's own ``TORCH_LOGS=recompiles`` output stays intact.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
@@ -46,6 +47,25 @@ LIMIT_LOGGER = "torch._dynamo.convert_frame"
 RecompileSink = Callable[[str, Optional[str], Optional[CodeLocation], Optional[str]], None]
 LimitSink = Callable[[str], None]
 GraphBreakSink = Callable[[str], None]
+
+
+def torch_imported() -> bool:
+    """Whether anything imported torch yet (or tried: a blocked import counts).
+
+    Until then nothing can have compiled, so a watched test need not import
+    torch, reset dynamo or capture: suites that never touch torch pay nothing.
+    """
+    return "torch" in sys.modules
+
+
+@lru_cache(maxsize=None)
+def torch_installed() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def compiled_anything() -> bool:
+    """Whether dynamo compiled anything in this process (torch must be imported)."""
+    return _compile_stamp() != (0, 0)
 
 
 @lru_cache(maxsize=None)

@@ -53,6 +53,7 @@ class _Watch:
     record: RecompileRecord
     usage_error: Optional[str] = None
     budget_failed: bool = False
+    deferred: bool = False  # torch was not imported at setup: nothing to watch yet
 
 
 WATCH_KEY = pytest.StashKey[_Watch]()
@@ -194,6 +195,11 @@ class NocompileSession:
                 result = yield
         finally:
             record.phase = "teardown"
+            if watch.deferred and capture.torch_imported() and capture.compiled_anything():
+                item.warn(CaptureLostWarning(
+                    f"torch was first imported inside {item.nodeid}, so its compiles were not watched; "
+                    "import torch at module level (or in a conftest) to watch it"
+                ))
             if self._capture is not None:
                 record.compiles = self._capture.graphs_compiled()
                 if not self._capture.capturing():
@@ -254,6 +260,9 @@ class NocompileSession:
         self._stop_capture()
         watch.record = RecompileRecord(watch.record.budget)  # a rerun starts a fresh count
         watch.budget_failed = False
+        watch.deferred = not capture.torch_imported() and capture.torch_installed()
+        if watch.deferred:
+            return
         problem = capture.torch_problem()
         if problem is not None:
             pytest.fail(f"pytest-nocompile cannot watch {item.nodeid}: {problem}", pytrace=False)

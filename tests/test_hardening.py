@@ -166,3 +166,28 @@ def test_reset_is_skipped_only_when_nothing_compiled_since(pytester: pytest.Pyte
     # The first watched test resets; the other four non-compiling ones need not; each
     # test after a compiling one must (the first compiling test follows a clean cache).
     assert (pytester.path / "resets.txt").read_text().count("reset") == 1 + 2
+
+
+def test_tests_that_never_import_torch_do_not_import_it(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytester.makepyfile(test_plain='''
+        import sys
+
+        def test_a():
+            pass
+
+        def test_b():
+            assert "torch" not in sys.modules
+    ''', test_late_import='''
+        import pytest
+
+        @pytest.mark.max_recompiles(0)
+        def test_imports_torch_itself():
+            import torch
+            torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
+    ''')
+    result = run("-p", "no:randomly", "--max-recompiles=0", "test_plain.py", "test_late_import.py")
+    result.assert_outcomes(passed=3, warnings=1)
+    result.stdout.fnmatch_lines([
+        "*CaptureLostWarning: torch was first imported inside test_late_import.py::test_imports_torch_itself, "
+        "so its compiles were not watched; import torch at module level (or in a conftest) to watch it",
+    ])
