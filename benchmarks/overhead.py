@@ -1,0 +1,447 @@
+"""How much wall time does pytest-nocompile add to a test run?
+
+Generates test suites into a temporary folder and runs each one with and
+without the plugin, alternating the two sides, for several rounds; reports the
+median wall time of each side, their ratio and the overhead per test.
+
+Suites (issue 5):
+
+a        1,000 trivial tests that never compile and never import torch, run
+         with ``--max-recompiles=0``, so every one has a budget. Target: <= 2 %
+         wall time.
+a+dynamo the same, but every test module imports torch._dynamo, as it is
+         in any run where something compiled: separates the plugin's one-off
+         import of torch and dynamo (about 3 s here) from its per-test work,
+         with far less noise than b. Same target.
+b        200 tests, each compiling its own small function (backend="eager")
+         under ``max_recompiles(0)``. The without side resets dynamo before
+         each test as the plugin does, so the difference is the plugin's own
+         work. Target: <= 1 ms per test.
+c        b with ``--nocompile-no-isolate``; the without side does no reset.
+         Same target.
+empty    no test at all, with suite a's options: the fixed start-up part.
+
+The start-up part checks whether loading the plugin imports torch
+(``python -X importtime``) and times ``pytest --co -q`` on an empty folder with
+and without the plugin.
+
+Every pytest runs as a subprocess with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 and an
+explicit ``-p nocompile`` / ``-p no:nocompile``, so other installed plugins
+take no part, and an empty pytest.ini above the suites keeps any project's
+ini file out. Run from anywhere::
+
+    python benchmarks/overhead.py                  # about 7 minutes on 2 cores
+    python benchmarks/overhead.py --quick          # a smoke run, about 2 minutes
+    python benchmarks/overhead.py --suites a,a+dynamo --rounds 9
+    python benchmarks/overhead.py --profile        # adds a cProfile of suite a
+
+To compare two versions of the plugin, put a copy of the other version's
+``pytest_nocompile`` folder first on PYTHONPATH; the first line of the output
+names the folder the runs import it from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import pstats
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Callable, Iterable, Optional, Sequence
+
+WITH_PLUGIN = ("-p", "nocompile")
+WITHOUT_PLUGIN = ("-p", "no:nocompile")
+# No cache writes, so a run does not change what the next run finds on disk.
+PYTEST = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+TESTS_PER_FILE = 100
+STAND_IN_MARKERS = "nocompile_markers_stand_in"
+STAND_IN_RESET = "nocompile_reset_stand_in"
+EXIT_NO_TESTS = 5  # pytest's exit code when it collected nothing
+
+
+# -- the generated suites ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a suite must meet: a wall-time overhead in % or a cost per test in ms."""
+
+    max_overhead_percent: Optional[float] = None
+    max_ms_per_test: Optional[float] = None
+
+    def describe(self) -> str:
+        if self.max_overhead_percent is not None:
+            return f"<= {self.max_overhead_percent:g} %"
+        if self.max_ms_per_test is not None:
+            return f"<= {self.max_ms_per_test:g} ms/test"
+        return "-"
+
+    def met(self, overhead_percent: float, ms_per_test: float) -> Optional[bool]:
+        """Whether an overhead meets this target; None when the suite has none."""
+        if self.max_overhead_percent is not None:
+            return overhead_percent <= self.max_overhead_percent
+        if self.max_ms_per_test is not None:
+            return ms_per_test <= self.max_ms_per_test
+        return None
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A folder of generated tests and the pytest options of each side."""
+
+    name: str
+    folder: Path
+    tests: int
+    without: tuple[str, ...]
+    with_plugin: tuple[str, ...]
+    target: Target
+
+
+def trivial_test(index: int) -> str:
+    return f"def test_{index}():\n    assert {index} + 1\n"
+
+
+def compiling_test(index: int) -> str:
+    # A lambda per test: each test compiles a code object of its own, so with
+    # or without a reset it is a first compile, never a recompile.
+    return (
+        "@pytest.mark.max_recompiles(0)\n"
+        f"def test_{index}():\n"
+        f"    torch.compile(lambda x: x + {index}, backend=\"eager\")(torch.ones(2))\n"
+    )
+
+
+def write_tests(folder: Path, count: int, header: str, make_test: Callable[[int], str]) -> None:
+    """Write ``count`` tests, TESTS_PER_FILE to a module, as a project would split them."""
+    folder.mkdir(parents=True)
+    for start in range(0, count, TESTS_PER_FILE):
+        body = "\n\n".join(make_test(index) for index in range(start, min(start + TESTS_PER_FILE, count)))
+        (folder / f"test_{start // TESTS_PER_FILE:03d}.py").write_text(header + body)
+
+
+def write_stand_ins(folder: Path) -> None:
+    """Write the two plugins the without side loads in place of pytest-nocompile.
+
+    Both register the markers, so the without side pays no
+    PytestUnknownMarkWarning per test that the with side does not pay either.
+    The reset one also resets dynamo before each test, in the same hook the
+    plugin uses (a hook, not an autouse fixture: a fixture would add pytest's
+    fixture machinery, which the plugin does not use, to the without side).
+    """
+    folder.mkdir(parents=True)
+    markers = (
+        "def pytest_configure(config):\n"
+        "    for name in ('max_recompiles', 'max_graph_breaks'):\n"
+        "        config.addinivalue_line('markers', name + '(N): stand-in for pytest-nocompile')\n"
+    )
+    reset = (
+        f"from {STAND_IN_MARKERS} import pytest_configure  # noqa: F401\n\n\n"
+        "def pytest_runtest_setup(item):\n"
+        "    import torch._dynamo\n\n"
+        "    torch._dynamo.reset()\n"
+    )
+    (folder / f"{STAND_IN_MARKERS}.py").write_text(markers)
+    (folder / f"{STAND_IN_RESET}.py").write_text(reset)
+
+
+def make_suites(root: Path, trivial_count: int, compiling_count: int) -> list[Suite]:
+    """Generate every suite under ``root`` and say how to run each side."""
+    ratio_target = Target(max_overhead_percent=2.0)
+    per_test_target = Target(max_ms_per_test=1.0)
+    budget = ("--max-recompiles=0",)
+    # An ini file of our own, found before any ini file further up (a project's, when --keep is inside one).
+    root.mkdir(parents=True)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    write_tests(root / "a", trivial_count, "", trivial_test)
+    write_tests(root / "a_dynamo", trivial_count, "import torch._dynamo  # noqa: F401\n\n\n", trivial_test)
+    write_tests(root / "b", compiling_count, "import pytest\nimport torch\n\n\n", compiling_test)
+    (root / "empty").mkdir()
+    return [
+        Suite("empty", root / "empty", 0, WITHOUT_PLUGIN, WITH_PLUGIN + budget, Target()),
+        Suite("a", root / "a", trivial_count, WITHOUT_PLUGIN, WITH_PLUGIN + budget, ratio_target),
+        Suite("a+dynamo", root / "a_dynamo", trivial_count, WITHOUT_PLUGIN, WITH_PLUGIN + budget, ratio_target),
+        Suite("b", root / "b", compiling_count, WITHOUT_PLUGIN + ("-p", STAND_IN_RESET), WITH_PLUGIN, per_test_target),
+        Suite("c", root / "b", compiling_count, WITHOUT_PLUGIN + ("-p", STAND_IN_MARKERS),
+              WITH_PLUGIN + ("--nocompile-no-isolate",), per_test_target),
+    ]
+
+
+# -- running pytest --------------------------------------------------------------
+
+
+def pytest_env(plugin_dir: Path) -> dict[str, str]:
+    """The environment of every pytest subprocess: no autoloaded plugins, stand-ins importable."""
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(plugin_dir), env.get("PYTHONPATH"))))
+    env.pop("PYTEST_ADDOPTS", None)  # the user's options would apply to one side's meaning only
+    return env
+
+
+def run_pytest(args: Sequence[str], folder: Path, env: dict[str, str], prefix: Sequence[str] = PYTEST) -> float:
+    """Run pytest in ``folder``; return its wall time in seconds. A failing run aborts the benchmark."""
+    # The suite's folder is the rootdir and the one collected; the ini file is the empty one above it.
+    command = [*prefix, *args, "--rootdir", str(folder), str(folder)]
+    start = time.perf_counter()
+    result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if result.returncode not in (0, EXIT_NO_TESTS):
+        sys.exit(f"benchmark aborted: {' '.join(command)} exited {result.returncode}\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+    return elapsed
+
+
+@dataclass
+class Timings:
+    """Wall times of one suite's two sides, one per round."""
+
+    suite: Suite
+    without: list[float]
+    with_plugin: list[float]
+
+
+def time_suites(suites: Sequence[Suite], rounds: int, env: dict[str, str]) -> list[Timings]:
+    """Run every suite with and without the plugin, alternating, for ``rounds`` rounds.
+
+    Which side goes first flips every round, and the suites are interleaved,
+    so a slow spell of this shared machine lands on both sides alike.
+    """
+    timings = [Timings(suite, [], []) for suite in suites]
+    for suite in suites:  # warm-up, untimed: writes the rewritten .pyc files and pulls torch into the page cache
+        run_pytest(("--co",) + suite.with_plugin, suite.folder, env)
+    for round_index in range(rounds):
+        for timing in timings:
+            sides = [(timing.suite.without, timing.without), (timing.suite.with_plugin, timing.with_plugin)]
+            for args, times in sides if round_index % 2 == 0 else reversed(sides):
+                times.append(run_pytest(args, timing.suite.folder, env))
+            print(f"round {round_index + 1}/{rounds}  {timing.suite.name:8} "
+                  f"without {timing.without[-1]:7.3f} s  with {timing.with_plugin[-1]:7.3f} s", flush=True)
+    return timings
+
+
+# -- reporting ---------------------------------------------------------------------
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A plain-text table: first column left-aligned, the others right-aligned."""
+    rows = [list(headers)] + [list(row) for row in rows]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(headers))]
+
+    def line(row: Sequence[str]) -> str:
+        cells = [cell.ljust(width) if column == 0 else cell.rjust(width)
+                 for column, (cell, width) in enumerate(zip(row, widths))]
+        return "  ".join(cells).rstrip()
+
+    rule = "  ".join("-" * width for width in widths)
+    return "\n".join([line(rows[0]), rule] + [line(row) for row in rows[1:]])
+
+
+def overhead(without: float, with_plugin: float, tests: int) -> tuple[float, float]:
+    """(overhead in %, overhead in ms per test) of one pair of wall times."""
+    per_test_ms = (with_plugin - without) / tests * 1000 if tests else float("nan")
+    return (with_plugin / without - 1) * 100, per_test_ms
+
+
+def verdict(target: Target, medians: tuple[float, float], rounds: Sequence[tuple[float, float]]) -> str:
+    """met / NOT met by the medians; "(within noise)" when single rounds fall on both sides of the target."""
+    met = target.met(*medians)
+    if met is None:
+        return "-"
+    noisy = len({target.met(*pair) for pair in rounds}) > 1
+    return ("met" if met else "NOT met") + (" (within noise)" if noisy else "")
+
+
+def suite_row(timing: Timings) -> list[str]:
+    """One row of the suites table, from medians; the ratio range (per-round ratios) shows the noise."""
+    tests = timing.suite.tests
+    without, with_plugin = statistics.median(timing.without), statistics.median(timing.with_plugin)
+    percent, per_test_ms = overhead(without, with_plugin, tests)
+    rounds = [overhead(wo, w, tests) for wo, w in zip(timing.without, timing.with_plugin)]
+    round_ratios = [w / wo for wo, w in zip(timing.without, timing.with_plugin)]
+    return [
+        timing.suite.name,
+        str(tests),
+        f"{without:.3f}",
+        f"{with_plugin:.3f}",
+        f"{with_plugin / without:.3f}",
+        f"{min(round_ratios):.2f}-{max(round_ratios):.2f}",
+        f"{percent:+.1f}",
+        f"{per_test_ms:+.3f}" if tests else "-",
+        timing.suite.target.describe(),
+        verdict(timing.suite.target, (percent, per_test_ms), rounds),
+    ]
+
+
+SUITE_HEADERS = ("suite", "tests", "without (s)", "with (s)", "ratio", "ratio range",
+                 "overhead %", "ms/test", "target", "verdict")
+
+
+def machine_description(env: dict[str, str], cwd: Path) -> str:
+    """CPUs, platform, versions, and which copy of the plugin the runs import (PYTHONPATH can point at another)."""
+    # Versions from package metadata, the plugin's folder from a subprocess started like the pytest
+    # runs (same environment, same kind of working directory): the driver never imports torch.
+    where = subprocess.run([sys.executable, "-c", "import pytest_nocompile; print(pytest_nocompile.__file__)"],
+                           cwd=cwd, env=env, capture_output=True, text=True).stdout.strip()
+    return (f"machine: {os.cpu_count()} CPUs, {platform.platform()}; python {platform.python_version()}, "
+            f"torch {version('torch')}, pytest {version('pytest')}, pytest-nocompile {version('pytest-nocompile')} "
+            f"from {os.path.dirname(where)}")
+
+
+# -- start-up: imports and an empty collection ---------------------------------------
+
+IMPORT_LINE = re.compile(r"^import time:\s+(?P<self>\d+) \|\s+(?P<cumulative>\d+) \|(?P<indent> +)(?P<name>\S+)$")
+
+
+@dataclass(frozen=True)
+class Import:
+    """One line of ``python -X importtime``: a module, its own and cumulative time (us), its depth."""
+
+    name: str
+    self_us: int
+    cumulative_us: int
+    depth: int
+
+
+def import_times(code: Sequence[str], env: dict[str, str], cwd: Path) -> list[Import]:
+    """The modules ``python -X importtime <code>`` imported, innermost first (importtime's order)."""
+    result = subprocess.run([sys.executable, "-X", "importtime", *code], cwd=cwd, env=env,
+                            capture_output=True, text=True)
+    imports = []
+    for line in result.stderr.splitlines():
+        match = IMPORT_LINE.match(line)
+        if match:
+            imports.append(Import(match["name"], int(match["self"]), int(match["cumulative"]),
+                                  (len(match["indent"]) - 1) // 2))
+    return imports
+
+
+def imported_after(imports: Sequence[Import], module: str) -> list[Import]:
+    """The imports after the top-level import of ``module`` (importtime lists a module after its children)."""
+    ends = [index for index, entry in enumerate(imports) if entry.name == module and entry.depth == 0]
+    return list(imports[ends[0] + 1:]) if ends else list(imports)
+
+
+def is_torch(name: str) -> bool:
+    return name == "torch" or name.startswith("torch.")
+
+
+def import_rows(env: dict[str, str], cwd: Path, runs: int) -> list[list[str]]:
+    """Does loading the plugin import torch, and what does importing it cost on top of pytest?"""
+    own_ms, on_top_ms, alone_ms, torch_seen = [], [], [], set()
+    for _ in range(runs):
+        plugin_alone = import_times(("-c", "import pytest_nocompile.plugin"), env, cwd)
+        after_pytest = imported_after(import_times(("-c", "import pytest; import pytest_nocompile.plugin"), env, cwd), "pytest")
+        alone_ms.append(next(e.cumulative_us for e in plugin_alone if e.name == "pytest_nocompile.plugin") / 1000)
+        on_top_ms.append(sum(entry.self_us for entry in after_pytest) / 1000)
+        own_ms.append(sum(entry.self_us for entry in after_pytest if entry.name.startswith("pytest_nocompile")) / 1000)
+        torch_seen |= {entry.name for entry in plugin_alone if is_torch(entry.name)}
+    # The real question: does a pytest run that loads the plugin (and collects nothing) import torch?
+    in_pytest = import_times(("-m", "pytest", *PYTEST[3:], *WITH_PLUGIN, "--co", str(cwd)), env, cwd)
+    torch_seen |= {entry.name for entry in in_pytest if is_torch(entry.name)}
+    return [
+        ["torch modules imported by the plugin / by `pytest -p nocompile --co`",
+         ", ".join(sorted(torch_seen)) or "none"],
+        ["`import pytest_nocompile.plugin`, cumulative (includes pytest), median ms", f"{statistics.median(alone_ms):.1f}"],
+        ["  on top of an imported pytest (all modules it adds), median ms", f"{statistics.median(on_top_ms):.1f}"],
+        ["  of which pytest_nocompile.* modules themselves (self time), median ms", f"{statistics.median(own_ms):.1f}"],
+    ]
+
+
+def collect_rows(empty: Path, env: dict[str, str], runs: int) -> list[list[str]]:
+    """`pytest --co -q` on an empty folder with and without the plugin, alternating."""
+    without, with_plugin = [], []
+    for index in range(runs):
+        sides = [(WITHOUT_PLUGIN, without), (WITH_PLUGIN, with_plugin)]
+        for args, times in sides if index % 2 == 0 else reversed(sides):
+            times.append(run_pytest(("--co",) + args, empty, env))
+    median_without, median_with = statistics.median(without), statistics.median(with_plugin)
+    return [
+        ["`pytest --co -q` on an empty folder, -p no:nocompile, median s", f"{median_without:.3f}"],
+        ["`pytest --co -q` on an empty folder, -p nocompile, median s", f"{median_with:.3f}"],
+        ["  difference ms (ratio)", f"{(median_with - median_without) * 1000:+.1f} ({median_with / median_without:.3f})"],
+    ]
+
+
+# -- profile -------------------------------------------------------------------------
+
+
+def profile_suite(suite: Suite, env: dict[str, str], out: Path, top: int) -> None:
+    """Run a suite's with-plugin side once in-process under cProfile; print where the plugin's time goes."""
+    profile_file = out / f"{suite.name}.prof"
+    prefix = (sys.executable, "-m", "cProfile", "-o", str(profile_file), "-m", "pytest", *PYTEST[3:])
+    elapsed = run_pytest(suite.with_plugin, suite.folder, env, prefix=prefix)
+    print(f"\ncProfile of suite {suite.name} with the plugin ({elapsed:.2f} s under the profiler); "
+          f"the plugin's functions, top {top} by cumulative time:")
+    stats = pstats.Stats(str(profile_file))
+    stats.sort_stats("cumulative").print_stats(r"pytest_nocompile", top)
+    # setLevel clears the level cache of every logger in the process (218 once dynamo is imported);
+    # pytest's log capture calls addHandler/removeHandler for every non-propagating logger (54 of
+    # torch's) twice in every test phase, plugin or not: the cost of importing torch, not the plugin's.
+    print("who calls the logging functions whose cost grows with the number of loggers:")
+    stats.print_callers(r"\((setLevel|_clear_cache|addHandler|removeHandler)\)")
+
+
+# -- main ------------------------------------------------------------------------------
+
+
+SUITE_NAMES = ("empty", "a", "a+dynamo", "b", "c")
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=None, help="rounds of alternating runs (default 5; 3 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="a tenth of the tests, for a smoke run")
+    parser.add_argument("--part", choices=("all", "suites", "startup"), default="all",
+                        help="the suites, the start-up checks, or both (default)")
+    parser.add_argument("--suites", default=",".join(SUITE_NAMES),
+                        help=f"comma-separated suites to time (default: all of {','.join(SUITE_NAMES)})")
+    parser.add_argument("--profile", action="store_true", help="also profile suite a with the plugin under cProfile")
+    parser.add_argument("--keep", metavar="DIR", help="generate the suites in DIR, a new or empty folder, and keep them")
+    args = parser.parse_args(argv)
+    unknown = set(args.suites.split(",")) - set(SUITE_NAMES)
+    if unknown:
+        parser.error(f"--suites: unknown {', '.join(sorted(unknown))}; choose from {', '.join(SUITE_NAMES)}")
+    if args.keep and Path(args.keep).exists() and any(Path(args.keep).iterdir()):
+        parser.error(f"--keep {args.keep}: not empty; give a new or empty folder")
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = parse_args(argv)
+    rounds = args.rounds or (3 if args.quick else 5)
+    scale = 10 if args.quick else 1
+    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="nocompile-overhead-"))
+    try:
+        write_stand_ins(root / "plugins")
+        env = pytest_env(root / "plugins")
+        suites = {suite.name: suite for suite in make_suites(root / "suites", 1000 // scale, 200 // scale)}
+        print(machine_description(env, suites["empty"].folder), flush=True)
+        startup_table = suites_table = ""
+        if args.part in ("all", "startup"):
+            empty = suites["empty"].folder
+            # Start-up differences (~30 ms) are within one run's noise here, and a run costs 0.3 s: take many.
+            rows = import_rows(env, empty, runs=5) + collect_rows(empty, env, runs=4 * rounds)
+            startup_table = format_table(("start-up", "value"), rows)
+        if args.part in ("all", "suites"):
+            chosen = [suites[name] for name in SUITE_NAMES if name in args.suites.split(",")]
+            suites_table = format_table(SUITE_HEADERS, (suite_row(timing) for timing in time_suites(chosen, rounds, env)))
+        if args.profile:
+            profile_suite(suites["a"], env, root, top=25)
+        print(f"\nmedians of {rounds} rounds, each round runs both sides back to back, alternating which goes first")
+        for table in (suites_table, startup_table):
+            if table:
+                print("\n" + table)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
