@@ -82,6 +82,8 @@ def test_flaky_budget(tmp_path_factory):
 
 
 def test_beside_rerunfailures_timeout_and_without_logging(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("pytest_rerunfailures")  # in the test extra; not on every machine
+    pytest.importorskip("pytest_timeout")
     pytester.makepyfile(test_counted=COUNTED, test_flaky=FLAKY)
     result = run("-p", "rerunfailures", "--reruns", "1", "-p", "timeout", "--timeout", "120", "-p", "no:logging", "-p", "no:randomly", "-rR")
     assert result.parseoutcomes() == {"passed": 5, "rerun": 1}
