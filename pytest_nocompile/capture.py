@@ -309,9 +309,7 @@ class RecompileCapture:
 
 def _graphs_compiled() -> int:
     # counters["frames"] skips fullgraph=True compiles; "unique_graphs" counts every graph.
-    from torch._dynamo.utils import counters
-
-    return int(counters["stats"]["unique_graphs"])
+    return _compile_stamp()[1]
 
 
 @contextmanager
