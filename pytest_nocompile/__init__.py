@@ -3,24 +3,48 @@
 Load it with ``pytest -p nocompile``; budget a test with
 ``@pytest.mark.max_recompiles(N)``. The names below are the public API, for
 annotating fixtures and reading recorded recompiles.
+
+They are imported on first use (PEP 562): pytest imports this package at
+start-up to load the plugin, and a run that never compiles should not pay for
+the parsing and reporting modules behind them.
 """
 
-from .assertions import AssertMaxRecompiles, RecompileBudgetExceeded
-from .budget import RecompileBudget
-from .events import CodeLocation, GuardFailure, RecompileEvent, RecompileLimitHit, parse_recompile_message
-from .record import RecompileLog
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .assertions import AssertMaxRecompiles, RecompileBudgetExceeded
+    from .budget import RecompileBudget
+    from .events import CodeLocation, GuardFailure, RecompileEvent, RecompileLimitHit, parse_recompile_message
+    from .record import RecompileLog
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AssertMaxRecompiles",
-    "CodeLocation",
-    "GuardFailure",
-    "RecompileBudget",
-    "RecompileBudgetExceeded",
-    "RecompileEvent",
-    "RecompileLimitHit",
-    "RecompileLog",
-    "__version__",
-    "parse_recompile_message",
-]
+_PUBLIC_MODULES = {
+    "AssertMaxRecompiles": ".assertions",
+    "RecompileBudgetExceeded": ".assertions",
+    "RecompileBudget": ".budget",
+    "CodeLocation": ".events",
+    "GuardFailure": ".events",
+    "RecompileEvent": ".events",
+    "RecompileLimitHit": ".events",
+    "parse_recompile_message": ".events",
+    "RecompileLog": ".record",
+}
+
+__all__ = sorted([*_PUBLIC_MODULES, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC_MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC_MODULES})

@@ -11,7 +11,7 @@ with ``None`` takes the test out of the budget the run set.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 RECOMPILES = "max_recompiles"
 GRAPH_BREAKS = "max_graph_breaks"
@@ -35,8 +35,7 @@ class BudgetUsageError(ValueError):
     """A budget was given in a form the plugin does not accept."""
 
 
-@dataclass(frozen=True)
-class MarkerBudget:
+class MarkerBudget(NamedTuple):
     """What one marker says: a count (None opts out) and its keyword options."""
 
     count: Optional[int]

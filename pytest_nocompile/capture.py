@@ -18,14 +18,13 @@ import importlib.util
 import logging
 import os
 import sys
-import sysconfig
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, Optional
 
-from .events import CodeLocation
+if TYPE_CHECKING:
+    from .events import CodeLocation
 
 MIN_TORCH = (2, 11)
 RECOMPILES_ARTIFACT = "recompiles"
@@ -44,7 +43,7 @@ GRAPH_BREAK_LOGGERS = (
 LIMIT_LOGGER = "torch._dynamo.convert_frame"
 
 # (message, compile id, user code, thread name when not the main thread)
-RecompileSink = Callable[[str, Optional[str], Optional[CodeLocation], Optional[str]], None]
+RecompileSink = Callable[[str, Optional[str], Optional["CodeLocation"], Optional[str]], None]
 LimitSink = Callable[[str], None]
 GraphBreakSink = Callable[[str], None]
 
@@ -64,8 +63,8 @@ def torch_installed() -> bool:
 
 
 def compiled_anything() -> bool:
-    """Whether dynamo compiled anything in this process (torch must be imported)."""
-    return _compile_stamp() != (0, 0)
+    """Whether dynamo compiled anything in this process; never imports torch or dynamo."""
+    return "torch._dynamo" in sys.modules and _compile_stamp() != (0, 0)
 
 
 @lru_cache(maxsize=None)
@@ -120,17 +119,16 @@ def reset_dynamo() -> None:
     caches are still empty, and suites of tests that never compile pay nothing.
     """
     global _stamp_after_reset
+    if _stamp_after_reset is not None and _compile_stamp() == _stamp_after_reset:
+        return
     with _torch_import_warnings_silenced():
         import torch._dynamo
 
-        if _stamp_after_reset is not None and _compile_stamp() == _stamp_after_reset:
-            return
         torch._dynamo.reset()
-        _stamp_after_reset = _compile_stamp()
+    _stamp_after_reset = _compile_stamp()
 
 
-@dataclass
-class _LoggerState:
+class _LoggerState(NamedTuple):
     logger: logging.Logger
     level: int
     propagate: bool
@@ -220,9 +218,8 @@ class _ArtifactTap:
 
     def capturing(self) -> bool:
         """Whether torch still builds and routes these messages to us."""
-        import torch._logging._internal as torch_logging
-
-        enabled = any(torch_logging.log_state.is_artifact_enabled(name) for name in self._artifacts)
+        state = _logging_internals().log_state
+        enabled = any(state.is_artifact_enabled(name) for name in self._artifacts)
         return enabled and all(self._filter in saved.logger.filters for saved in self._saved)
 
     def stop(self) -> None:
@@ -239,6 +236,22 @@ class _ArtifactTap:
         if self._enabled_in is not None and not reconfigured:
             self._enabled_in.artifact_names.discard(self._artifacts[0])  # type: ignore[attr-defined]
         self._enabled_in = None
+
+
+@lru_cache(maxsize=None)
+def _logging_internals():  # type: ignore[no-untyped-def]
+    """torch's logging internals, once the modules that own our artifact loggers are imported.
+
+    Those modules configure their artifact loggers on import and would turn
+    propagation back on for an artifact we had already enabled.
+    """
+    with _torch_import_warnings_silenced():
+        import torch._dynamo.convert_frame  # noqa: F401
+        import torch._dynamo.exc  # noqa: F401
+        import torch._dynamo.guards  # noqa: F401
+        import torch._dynamo.symbolic_convert  # noqa: F401
+        import torch._logging._internal as torch_logging
+    return torch_logging
 
 
 class RecompileCapture:
@@ -267,16 +280,7 @@ class RecompileCapture:
         self.active = False
 
     def start(self) -> None:
-        # Import first: these modules configure their artifact loggers on import
-        # and would turn propagation back on for an artifact we already enabled.
-        with _torch_import_warnings_silenced():
-            import torch._dynamo.convert_frame  # noqa: F401
-            import torch._dynamo.exc  # noqa: F401
-            import torch._dynamo.guards  # noqa: F401
-            import torch._dynamo.symbolic_convert  # noqa: F401
-            import torch._logging._internal as torch_logging
-
-        state = torch_logging.log_state  # read each time: torch rebinds it
+        state = _logging_internals().log_state  # read each time: torch rebinds it
         for tap in self._taps:
             tap.start(state)
         logging.getLogger(LIMIT_LOGGER).addHandler(self._limit_handler)
@@ -331,8 +335,7 @@ def _current_compile_id() -> str | None:
     return str(compile_id) if compile_id is not None else None
 
 
-@dataclass(frozen=True)
-class _Roots:
+class _Roots(NamedTuple):
     packages: tuple[str, ...]  # torch, pytest, pluggy, this plugin: never user code
     stdlib: tuple[str, ...]
     sites: tuple[str, ...]  # may sit inside stdlib; installed user packages live here
@@ -340,6 +343,8 @@ class _Roots:
 
 @lru_cache(maxsize=None)
 def _library_roots() -> _Roots:
+    import sysconfig
+
     import _pytest
     import pluggy
     import torch
@@ -368,6 +373,8 @@ def _is_user_file(filename: str, roots: _Roots) -> bool:
 def find_user_code(frame) -> CodeLocation | None:  # type: ignore[no-untyped-def]
     """The innermost frame outside torch, pytest, pluggy, the stdlib and this plugin."""
     import linecache
+
+    from .events import CodeLocation
 
     roots = _library_roots()
     while frame is not None:

@@ -1,24 +1,23 @@
 """pytest hooks, options, markers and fixtures of pytest-nocompile.
 
-The only module that talks to pytest. torch is imported lazily, and only for
-watched tests: tests with a budget (marker, ``--max-recompiles``, ini key), a
-nocompile fixture, or every test when a report is asked for. Other tests run
-with no work from this plugin.
+The only module that talks to pytest. It costs next to nothing where nothing
+compiles: torch is imported only for watched tests (a budget from a marker,
+``--max-recompiles`` or the ini key; a nocompile fixture; every test when a
+report is asked for), and only once something else imported it. The modules
+that parse, record and report recompiles load with the first test that needs
+them, so a run that never compiles never imports them.
 """
 
 from __future__ import annotations
 
 import argparse
 from contextlib import nullcontext
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Generator, Optional
+from typing import TYPE_CHECKING, Any, Generator, Optional
 
 import pytest
 
 from . import capture
-from .assertions import AssertMaxRecompiles, block_assertion
-from .baseline import BaselineError, Comparison, baseline_document, compare, load_baseline
 from .budget import (
     GRAPH_BREAKS,
     MARKER_HELP,
@@ -30,33 +29,43 @@ from .budget import (
     parse_option_count,
     resolve,
 )
-from .record import RecompileLog, RecompileRecord
-from .report import SECTION_TITLE, format_budget_failure, format_section
 from .summary import (
     check_writable,
     count_properties,
     entry_from_record,
+    idle_entry,
     json_document,
     outcome_of,
     summary_lines,
     write_json_atomically,
 )
 
-FIXTURE_NAMES = ("nocompile_recompiles", "nocompile_assert_max_recompiles")
+if TYPE_CHECKING:
+    from .assertions import AssertMaxRecompiles
+    from .baseline import Comparison
+    from .record import RecompileLog, RecompileRecord
+
+BUDGET_MARKERS = frozenset({RECOMPILES, GRAPH_BREAKS})
+FIXTURE_NAMES = frozenset({"nocompile_recompiles", "nocompile_assert_max_recompiles"})
 ENTRY_ATTRIBUTE = "nocompile_entry"  # on teardown reports; JSON-able, so xdist carries it
 
 
-@dataclass
 class _Watch:
-    """A watched test's plan: its record, or why its marker is unusable."""
+    """A watched test's plan: its budget, then its record, or why its marker is unusable."""
 
-    record: RecompileRecord
-    usage_error: Optional[str] = None
-    budget_failed: bool = False
-    deferred: bool = False  # torch was not imported at setup: nothing to watch yet
+    __slots__ = ("budget", "record", "usage_error", "budget_failed", "deferred")
+
+    def __init__(self, budget: RecompileBudget, usage_error: Optional[str] = None) -> None:
+        self.budget = budget
+        self.record: Optional[RecompileRecord] = None  # made when the test starts with torch imported
+        self.usage_error = usage_error
+        self.budget_failed = False
+        self.deferred = False  # torch was not imported at setup: nothing to watch yet
 
 
-WATCH_KEY = pytest.StashKey[_Watch]()
+
+
+SESSION_KEY = pytest.StashKey["NocompileSession"]()
 
 
 class CaptureLostWarning(pytest.PytestWarning):
@@ -102,7 +111,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for help_text in MARKER_HELP.values():
         config.addinivalue_line("markers", help_text)
-    config.pluginmanager.register(NocompileSession(config), "nocompile-session")
+    session = config.stash[SESSION_KEY] = NocompileSession(config)
+    config.pluginmanager.register(session, "nocompile-session")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -134,19 +144,26 @@ class NocompileSession:
         self.config = config
         self.isolate_by_default = not config.getoption("nocompile_no_isolate") and config.getini("nocompile_isolate")
         self.strict_by_default = bool(config.getoption("nocompile_strict"))
-        self.default_recompiles = resolve(_ini_count(config, "max_recompiles"), config.getoption("max_recompiles"), None)
-        self.default_graph_breaks = resolve(_ini_count(config, "max_graph_breaks"), config.getoption("max_graph_breaks"), None)
+        self.default_budget = RecompileBudget(
+            max_recompiles=resolve(_ini_count(config, "max_recompiles"), config.getoption("max_recompiles"), None),
+            max_graph_breaks=resolve(_ini_count(config, "max_graph_breaks"), config.getoption("max_graph_breaks"), None),
+        )
         self.json_path: Optional[str] = config.getoption("nocompile_json")
         self.save_path: Optional[str] = config.getoption("nocompile_save")
         self.compare_path: Optional[str] = config.getoption("nocompile_compare")
         self.report_requested = bool(config.getoption("nocompile_report"))
         self.watch_every_test = bool(self.report_requested or self.json_path or self.save_path or self.compare_path)
+        self.watch_by_default = self.watch_every_test or self.default_budget.budgeted  # a test with no marker
         self.is_worker = hasattr(config, "workerinput")
         self.baseline: Optional[dict[str, dict[str, int]]] = None
         self.comparison: Optional[Comparison] = None
         self.results: dict[str, dict[str, Any]] = {}
         self._outcomes: dict[str, list[tuple[str, str, bool]]] = {}
-        self._capture: capture.RecompileCapture | None = None
+        # Tests now running that the plugin watches. A dict, not item.stash: the
+        # hooks ask about every test, and a stash miss costs an exception.
+        self.watches: dict[pytest.Item, _Watch] = {}
+        self._idle_entries: dict[RecompileBudget, tuple[dict[str, Any], list[tuple[str, int]]]] = {}
+        self._capture: Optional[capture.RecompileCapture] = None
         if not self.is_worker:
             self._check_output_paths()
 
@@ -156,36 +173,72 @@ class NocompileSession:
             if problem:
                 raise pytest.UsageError(f"{option}={path}: cannot write there: {problem}")
         if self.compare_path:
+            from .baseline import BaselineError, load_baseline
+
             try:
                 self.baseline = load_baseline(self.compare_path)
             except BaselineError as error:
                 raise pytest.UsageError(f"--nocompile-compare: {error}") from None
 
     # -- running one test -------------------------------------------------
+    #
+    # Four hooks per test, each a dict lookup and a return for tests nobody
+    # watches: setup plans and starts capture, call checks the budget,
+    # makereport adds sections and, after teardown, ends capture and attaches
+    # the test's entry; protocol cleans up after an interrupt. Capture ends
+    # with teardown, not the protocol, because pytest-rerunfailures runs setup,
+    # call and teardown again inside one protocol.
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
-        watch = self._plan_watch(item)
-        if watch is not None:
-            item.stash[WATCH_KEY] = watch
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, object, object]:
         try:
             return (yield)
-        finally:
+        except BaseException:
+            # An interrupt (KeyboardInterrupt, pytest.exit) skips the teardown report
+            # that would end the capture: leave torch as the test found it.
             self._stop_capture()
+            self.watches.pop(item, None)
+            raise
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
-        watch = item.stash.get(WATCH_KEY, None)
-        if watch is not None:
-            self._begin(item, watch)
-        return (yield)
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self._stop_capture()
+        watch = self._plan_watch(item)
+        if watch is None:
+            return
+        self.watches[item] = watch
+        if watch.usage_error is not None:
+            pytest.fail(watch.usage_error, pytrace=False)
+        if not capture.torch_imported() and capture.torch_installed():
+            watch.deferred = True
+            return
+        problem = capture.torch_problem()
+        if problem is not None:
+            pytest.fail(f"pytest-nocompile cannot watch {item.nodeid}: {problem}", pytrace=False)
+        budget = watch.budget
+        if budget.isolate if budget.isolate is not None else self.isolate_by_default:
+            capture.reset_dynamo()
+        from .record import RecompileRecord
+
+        record = watch.record = RecompileRecord(budget)
+        self._capture = capture.RecompileCapture(record.add_recompile, record.add_limit_warning, record.add_graph_break)
+        self._capture.start()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        watch = item.stash.get(WATCH_KEY, None)
+        watch = self.watches.get(item)
         if watch is None:
             return (yield)
         record = watch.record
+        if watch.deferred or record is None:
+            try:
+                return (yield)
+            finally:
+                if watch.deferred and capture.compiled_anything():
+                    item.warn(CaptureLostWarning(
+                        f"torch was first imported inside {item.nodeid}, so its compiles were not watched; "
+                        "import torch at module level (or in a conftest) to watch it"
+                    ))
         record.phase = "call"
         strict = record.budget.max_recompiles is not None and (
             record.budget.strict if record.budget.strict is not None else self.strict_by_default
@@ -195,11 +248,6 @@ class NocompileSession:
                 result = yield
         finally:
             record.phase = "teardown"
-            if watch.deferred and capture.torch_imported() and capture.compiled_anything():
-                item.warn(CaptureLostWarning(
-                    f"torch was first imported inside {item.nodeid}, so its compiles were not watched; "
-                    "import torch at module level (or in a conftest) to watch it"
-                ))
             if self._capture is not None:
                 record.compiles = self._capture.graphs_compiled()
                 if not self._capture.capturing():
@@ -208,70 +256,64 @@ class NocompileSession:
                         "resets torch's log state); its recompile count may be incomplete"
                     ))
         if record.exceeds_budget():
+            from .report import format_budget_failure
+
             watch.budget_failed = True
             pytest.fail(format_budget_failure(record), pytrace=False)
         return result
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
-        # Capture ends with the test's teardown, not its protocol: pytest-rerunfailures
-        # runs setup, call and teardown again inside one protocol.
-        try:
-            return (yield)
-        finally:
-            self._stop_capture()
-
-    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        watch = self.watches.get(item)
+        if watch is None:
+            return (yield)
+        if call.when == "teardown":
+            del self.watches[item]
+            self._stop_capture()
+        if watch.usage_error is not None:
+            return (yield)
+        record = watch.record
+        if call.when == "setup" and record is not None:
+            record.phase = "teardown"  # until the call starts; for good when setup failed and no call runs
         report = yield
-        watch = item.stash.get(WATCH_KEY, None)
-        if watch is not None and watch.usage_error is None:
-            if not watch.budget_failed:
-                _add_section(report, watch.record, call.when)
-            if call.when == "teardown":
-                entry = entry_from_record(watch.record)
-                setattr(report, ENTRY_ATTRIBUTE, entry)
-                report.user_properties.extend(count_properties(entry))
+        if record is not None and not watch.budget_failed:
+            _add_section(report, record, call.when)
+        if call.when == "teardown":
+            if record is not None:
+                entry = entry_from_record(record)
+                properties = count_properties(entry)
+            else:
+                entry, properties = self._idle_entry(watch.budget)
+            setattr(report, ENTRY_ATTRIBUTE, entry)
+            report.user_properties.extend(properties)
         return report
 
-    def _plan_watch(self, item: pytest.Item) -> _Watch | None:
-        markers: dict[str, Optional[MarkerBudget]] = {}
-        try:
-            for name in (RECOMPILES, GRAPH_BREAKS):
-                marker = item.get_closest_marker(name)
-                markers[name] = None if marker is None else budget_from_marker(marker.args, marker.kwargs, name)
-        except BudgetUsageError as error:
-            return _Watch(RecompileRecord(), usage_error=f"invalid {name} marker on {item.nodeid}: {error}")
-        recompile_marker = markers[RECOMPILES]
-        budget = RecompileBudget(
-            max_recompiles=resolve(None, self.default_recompiles, recompile_marker),
-            max_graph_breaks=resolve(None, self.default_graph_breaks, markers[GRAPH_BREAKS]),
-            isolate=recompile_marker.isolate if recompile_marker else None,
-            strict=recompile_marker.strict if recompile_marker else None,
-        )
-        uses_fixture = any(name in getattr(item, "fixturenames", ()) for name in FIXTURE_NAMES)
-        if budget.budgeted or uses_fixture or self.watch_every_test:
-            return _Watch(RecompileRecord(budget))
-        return None
+    def _idle_entry(self, budget: RecompileBudget) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+        # The same for every unrecorded test with this budget: made once, shared read-only.
+        cached = self._idle_entries.get(budget)
+        if cached is None:
+            entry = idle_entry(budget)
+            cached = self._idle_entries[budget] = (entry, count_properties(entry))
+        return cached
 
-    def _begin(self, item: pytest.Item, watch: _Watch) -> None:
-        if watch.usage_error is not None:
-            pytest.fail(watch.usage_error, pytrace=False)
-        self._stop_capture()
-        watch.record = RecompileRecord(watch.record.budget)  # a rerun starts a fresh count
-        watch.budget_failed = False
-        watch.deferred = not capture.torch_imported() and capture.torch_installed()
-        if watch.deferred:
-            return
-        problem = capture.torch_problem()
-        if problem is not None:
-            pytest.fail(f"pytest-nocompile cannot watch {item.nodeid}: {problem}", pytrace=False)
-        budget = watch.record.budget
-        if budget.isolate if budget.isolate is not None else self.isolate_by_default:
-            capture.reset_dynamo()
-        record = watch.record
-        self._capture = capture.RecompileCapture(record.add_recompile, record.add_limit_warning, record.add_graph_break)
-        self._capture.start()
+    def _plan_watch(self, item: pytest.Item) -> Optional[_Watch]:
+        closest: dict[str, pytest.Mark] = {}
+        for marker in item.iter_markers():  # one pass, closest first; most tests have no marker at all
+            if marker.name in BUDGET_MARKERS and marker.name not in closest:
+                closest[marker.name] = marker
+        budget, watched = self.default_budget, self.watch_by_default
+        if closest:
+            read: dict[str, MarkerBudget] = {}
+            for name, marker in closest.items():
+                try:
+                    read[name] = budget_from_marker(marker.args, marker.kwargs, name)
+                except BudgetUsageError as error:
+                    return _Watch(budget, usage_error=f"invalid {name} marker on {item.nodeid}: {error}")
+            budget = _with_markers(budget, read)
+            watched = budget.budgeted or self.watch_every_test
+        if watched or not FIXTURE_NAMES.isdisjoint(getattr(item, "fixturenames", ())):
+            return _Watch(budget)
+        return None
 
     def _stop_capture(self) -> None:
         if self._capture is not None:
@@ -281,10 +323,13 @@ class NocompileSession:
     # -- the run's results (on the xdist controller too) ----------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self._outcomes.setdefault(report.nodeid, []).append((report.when, report.outcome, hasattr(report, "wasxfail")))
-        entry = getattr(report, ENTRY_ATTRIBUTE, None)
-        if entry is not None:
-            self.results[report.nodeid] = {"outcome": outcome_of(self._outcomes[report.nodeid]), **entry}
+        if report.outcome != "passed" or hasattr(report, "wasxfail"):  # a plain pass changes no outcome
+            self._outcomes.setdefault(report.nodeid, []).append((report.when, report.outcome, hasattr(report, "wasxfail")))
+        if report.when == "teardown":  # an attempt's last report, and the one that carries the entry
+            outcomes = self._outcomes.pop(report.nodeid, ()) if self._outcomes else ()
+            entry = getattr(report, ENTRY_ATTRIBUTE, None)
+            if entry is not None:
+                self.results[report.nodeid] = {"outcome": outcome_of(outcomes), **entry}
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._stop_capture()
@@ -296,8 +341,12 @@ class NocompileSession:
                 "torch_version": _distribution_version("torch"),
             }))
         if self.save_path:
+            from .baseline import baseline_document
+
             write_json_atomically(self.save_path, baseline_document(self.results))
         if self.baseline is not None:
+            from .baseline import compare
+
             self.comparison = compare(self.baseline, self.results)
             if self.comparison.regressed and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -321,15 +370,30 @@ class NocompileSession:
         self._stop_capture()
 
 
+def _with_markers(default: RecompileBudget, markers: dict[str, MarkerBudget]) -> RecompileBudget:
+    """A test's budget: its markers over the run's defaults (ini and CLI)."""
+    recompile_marker = markers.get(RECOMPILES)
+    return RecompileBudget(
+        max_recompiles=resolve(None, default.max_recompiles, recompile_marker),
+        max_graph_breaks=resolve(None, default.max_graph_breaks, markers.get(GRAPH_BREAKS)),
+        isolate=recompile_marker.isolate if recompile_marker else None,
+        strict=recompile_marker.strict if recompile_marker else None,
+    )
+
+
 def _add_section(report: pytest.TestReport, record: RecompileRecord, when: str) -> None:
     """Show recompiles beside a test's own failure, or those of setup/teardown."""
     if when == "call":
         events = [event for event in record.events if event.phase != "teardown"]
         if report.failed and (events or record.limit_hits):
+            from .report import SECTION_TITLE, format_section
+
             report.sections.append((SECTION_TITLE, format_section(events, record.limit_hits)))
     else:
         events = record.in_phase(when)  # type: ignore[arg-type]
         if events:
+            from .report import SECTION_TITLE, format_section
+
             report.sections.append((f"{SECTION_TITLE} ({when}, not counted)", format_section(events)))
 
 
@@ -342,11 +406,17 @@ def nocompile_recompiles(request: pytest.FixtureRequest) -> RecompileLog:
 @pytest.fixture
 def nocompile_assert_max_recompiles(request: pytest.FixtureRequest) -> AssertMaxRecompiles:
     """``with nocompile_assert_max_recompiles(N, exact=False): ...`` fails when the block recompiles more than N times."""
+    from .assertions import block_assertion
+
     return block_assertion(_record_of(request))
 
 
 def _record_of(request: pytest.FixtureRequest) -> RecompileRecord:
-    watch = request.node.stash.get(WATCH_KEY, None)
+    watch = request.config.stash[SESSION_KEY].watches.get(request.node)  # type: ignore[call-overload]
     if watch is None:
         pytest.fail(f"pytest-nocompile fixtures work in test functions only (requested by {request.node.nodeid})", pytrace=False)
+    if watch.record is None:  # torch is not imported yet: an empty record, nothing will be captured
+        from .record import RecompileRecord
+
+        watch.record = RecompileRecord(watch.budget)
     return watch.record

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from .events import CodeLocation
-from .record import RecompileRecord
+if TYPE_CHECKING:  # at run time this module imports neither: a test that never compiled needs neither
+    from .budget import RecompileBudget
+    from .events import CodeLocation
+    from .record import RecompileRecord
 
 JSON_FORMAT = "pytest-nocompile-report/1"
 COUNT_PROPERTIES = ("nocompile_compiles", "nocompile_recompiles", "nocompile_graph_breaks")
@@ -24,15 +26,13 @@ def _where(location: Optional[CodeLocation]) -> Optional[str]:
 
 def entry_from_record(record: RecompileRecord) -> dict[str, Any]:
     """What one test recorded, as JSON-able data (counts are of the call phase)."""
-    budget = record.budget
-    return {
-        "compiles": record.compiles,
-        "recompiles": len(record.in_phase("call")),
-        "graph_breaks": len(record.graph_breaks_in("call")),
-        "max_recompiles": budget.max_recompiles,
-        "max_graph_breaks": budget.max_graph_breaks,
-        "verdict": "over budget" if record.exceeds_budget() else "within budget" if budget.budgeted else "no budget",
-        "recompile_events": [
+    return _entry(
+        record.budget,
+        compiles=record.compiles,
+        recompiles=len(record.in_phase("call")),
+        graph_breaks=len(record.graph_breaks_in("call")),
+        over_budget=record.exceeds_budget(),
+        recompile_events=[
             {
                 "function": event.function,
                 "filename": event.filename,
@@ -48,11 +48,11 @@ def entry_from_record(record: RecompileRecord) -> dict[str, Any]:
             }
             for event in record.events
         ],
-        "recompile_limit_hits": [
+        limit_hits=[
             {"limit_name": hit.limit_name, "limit": hit.limit, "function": hit.function, "phase": hit.phase}
             for hit in record.limit_hits
         ],
-        "graph_break_events": [
+        graph_break_events=[
             {
                 "filename": event.filename,
                 "line": event.line,
@@ -63,6 +63,36 @@ def entry_from_record(record: RecompileRecord) -> dict[str, Any]:
             }
             for event in record.graph_breaks
         ],
+    )
+
+
+def idle_entry(budget: RecompileBudget) -> dict[str, Any]:
+    """The entry of a test that ran before anything imported torch: nothing can have compiled."""
+    return _entry(budget, compiles=0, recompiles=0, graph_breaks=0, over_budget=False,
+                  recompile_events=[], limit_hits=[], graph_break_events=[])
+
+
+def _entry(
+    budget: RecompileBudget,
+    *,
+    compiles: int,
+    recompiles: int,
+    graph_breaks: int,
+    over_budget: bool,
+    recompile_events: list[dict[str, Any]],
+    limit_hits: list[dict[str, Any]],
+    graph_break_events: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "compiles": compiles,
+        "recompiles": recompiles,
+        "graph_breaks": graph_breaks,
+        "max_recompiles": budget.max_recompiles,
+        "max_graph_breaks": budget.max_graph_breaks,
+        "verdict": "over budget" if over_budget else "within budget" if budget.budgeted else "no budget",
+        "recompile_events": recompile_events,
+        "recompile_limit_hits": limit_hits,
+        "graph_break_events": graph_break_events,
     }
 
 

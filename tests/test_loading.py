@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -57,3 +58,65 @@ def test_plugin_import_does_not_import_torch(pytester: pytest.Pytester) -> None:
         "import sys, pytest_nocompile, pytest_nocompile.plugin; print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))",
     )
     assert result.stdout.lines == ["[]"]
+
+
+def test_public_names_load_on_first_use() -> None:
+    import pytest_nocompile
+
+    for name in pytest_nocompile.__all__:
+        value = getattr(pytest_nocompile, name)
+        assert name == "__version__" or value.__module__.startswith("pytest_nocompile."), name
+    assert set(pytest_nocompile.__all__) <= set(dir(pytest_nocompile))
+    with pytest.raises(AttributeError, match="module 'pytest_nocompile' has no attribute 'RecompileEvents'"):
+        pytest_nocompile.RecompileEvents  # noqa: B018
+
+
+NEVER_COMPILES = '''
+import sys
+import pytest
+
+def test_passes():
+    pass
+
+def test_fails():
+    assert False
+
+@pytest.mark.xfail(strict=True)
+def test_xfails():
+    assert False
+
+@pytest.mark.max_recompiles(None)
+def test_opted_out():
+    pass
+
+def test_skips():
+    pytest.skip("not today")
+'''
+
+RECORD_LOADED_MODULES = '''
+import sys
+
+def pytest_unconfigure(config):
+    with open("modules.txt", "w") as out:
+        out.write(" ".join(sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "pytest_nocompile"))))
+'''
+
+
+def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    # What a suite of tests that never compile pays for: the modules below, no torch,
+    # and one shared entry per budget, which must still carry each test's own outcome.
+    pytester.makeconftest(RECORD_LOADED_MODULES)
+    pytester.makepyfile(test_never=NEVER_COMPILES)
+    result = run("-p", "no:randomly", "--max-recompiles=0", "--nocompile-json=report.json")
+    result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
+    loaded = (pytester.path / "modules.txt").read_text().split()
+    assert loaded == ["pytest_nocompile", "pytest_nocompile.budget", "pytest_nocompile.capture", "pytest_nocompile.plugin", "pytest_nocompile.summary"]
+    tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
+    assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {
+        "test_passes": ("passed", 0, 0, "within budget"),
+        "test_fails": ("failed", 0, 0, "within budget"),
+        "test_xfails": ("xfailed", 0, 0, "within budget"),
+        "test_opted_out": ("passed", 0, None, "no budget"),
+        "test_skips": ("skipped", 0, 0, "within budget"),
+    }
+    result.stdout.fnmatch_lines(["no test compiled (5 watched)"])
