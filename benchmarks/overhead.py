@@ -22,12 +22,13 @@ c        b with ``--nocompile-no-isolate``; the without side does no reset.
 empty    no test at all, with suite a's options: the fixed start-up part.
 
 The start-up part checks whether loading the plugin imports torch
-(``python -X importtime``) and times ``pytest --co -q`` on an empty folder with
-and without the plugin.
+(``python -X importtime``), times importing it after pytest, and times
+``pytest --co -q`` on an empty folder without the plugin, with it by module
+(as the suites load it) and with it by entry-point name.
 
 Every pytest runs as a subprocess with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 and an
-explicit ``-p nocompile`` / ``-p no:nocompile``, so other installed plugins
-take no part, and an empty pytest.ini above the suites keeps any project's
+explicit ``-p pytest_nocompile.plugin`` / ``-p no:nocompile``, so other
+installed plugins take no part, and an empty pytest.ini above the suites keeps any project's
 ini file out. Run from anywhere::
 
     python benchmarks/overhead.py                  # about 7 minutes on 2 cores
@@ -58,8 +59,13 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
-WITH_PLUGIN = ("-p", "nocompile")
+# By module, not by entry-point name: with autoload off, `-p nocompile` makes
+# pytest scan every installed distribution for the name. That scan is pytest's,
+# and every run with autoload on (the default) pays it with or without this
+# plugin; the start-up part of the output times it on its own.
+WITH_PLUGIN = ("-p", "pytest_nocompile.plugin")
 WITHOUT_PLUGIN = ("-p", "no:nocompile")
+BY_ENTRY_POINT = ("-p", "nocompile")
 # No cache writes, so a run does not change what the next run finds on disk.
 PYTEST = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
 TESTS_PER_FILE = 100
@@ -183,6 +189,9 @@ def pytest_env(plugin_dir: Path) -> dict[str, str]:
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(plugin_dir), env.get("PYTHONPATH"))))
     env.pop("PYTEST_ADDOPTS", None)  # the user's options would apply to one side's meaning only
+    # Installed packages run from cached bytecode; with this set (as on some CI
+    # images) every run would compile the plugin's and the suites' source again.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
@@ -322,51 +331,57 @@ def import_times(code: Sequence[str], env: dict[str, str], cwd: Path) -> list[Im
     return imports
 
 
-def imported_after(imports: Sequence[Import], module: str) -> list[Import]:
-    """The imports after the top-level import of ``module`` (importtime lists a module after its children)."""
-    ends = [index for index, entry in enumerate(imports) if entry.name == module and entry.depth == 0]
-    return list(imports[ends[0] + 1:]) if ends else list(imports)
-
-
 def is_torch(name: str) -> bool:
     return name == "torch" or name.startswith("torch.")
 
 
+IMPORT_TIMER = (
+    "import sys, time, pytest\n"
+    "start = time.perf_counter()\n"
+    "import pytest_nocompile.plugin\n"
+    "print((time.perf_counter() - start) * 1000)\n"
+    "print(' '.join(sorted(name for name in sys.modules if name.split('.')[0] in ('torch', 'pytest_nocompile'))))\n"
+)
+
+
 def import_rows(env: dict[str, str], cwd: Path, runs: int) -> list[list[str]]:
     """Does loading the plugin import torch, and what does importing it cost on top of pytest?"""
-    own_ms, on_top_ms, alone_ms, torch_seen = [], [], [], set()
+    import_ms, loaded = [], ""
     for _ in range(runs):
-        plugin_alone = import_times(("-c", "import pytest_nocompile.plugin"), env, cwd)
-        after_pytest = imported_after(import_times(("-c", "import pytest; import pytest_nocompile.plugin"), env, cwd), "pytest")
-        alone_ms.append(next(e.cumulative_us for e in plugin_alone if e.name == "pytest_nocompile.plugin") / 1000)
-        on_top_ms.append(sum(entry.self_us for entry in after_pytest) / 1000)
-        own_ms.append(sum(entry.self_us for entry in after_pytest if entry.name.startswith("pytest_nocompile")) / 1000)
-        torch_seen |= {entry.name for entry in plugin_alone if is_torch(entry.name)}
+        # perf_counter in the subprocess, not -X importtime: that one roughly doubles what it times.
+        lines = subprocess.run([sys.executable, "-c", IMPORT_TIMER], cwd=cwd, env=env,
+                               capture_output=True, text=True, check=True).stdout.splitlines()
+        import_ms.append(float(lines[0]))
+        loaded = lines[1] if len(lines) > 1 else ""
     # The real question: does a pytest run that loads the plugin (and collects nothing) import torch?
     in_pytest = import_times(("-m", "pytest", *PYTEST[3:], *WITH_PLUGIN, "--co", str(cwd)), env, cwd)
-    torch_seen |= {entry.name for entry in in_pytest if is_torch(entry.name)}
+    torch_seen = {entry.name for entry in in_pytest if is_torch(entry.name)}
     return [
-        ["torch modules imported by the plugin / by `pytest -p nocompile --co`",
-         ", ".join(sorted(torch_seen)) or "none"],
-        ["`import pytest_nocompile.plugin`, cumulative (includes pytest), median ms", f"{statistics.median(alone_ms):.1f}"],
-        ["  on top of an imported pytest (all modules it adds), median ms", f"{statistics.median(on_top_ms):.1f}"],
-        ["  of which pytest_nocompile.* modules themselves (self time), median ms", f"{statistics.median(own_ms):.1f}"],
+        ["torch modules imported by `pytest -p pytest_nocompile.plugin --co`", ", ".join(sorted(torch_seen)) or "none"],
+        ["`import pytest_nocompile.plugin` after `import pytest`, median ms", f"{statistics.median(import_ms):.1f}"],
+        ["  modules it loads", loaded.replace(" ", ", ")],
     ]
 
 
 def collect_rows(empty: Path, env: dict[str, str], runs: int) -> list[list[str]]:
-    """`pytest --co -q` on an empty folder with and without the plugin, alternating."""
-    without, with_plugin = [], []
+    """`pytest --co -q` on an empty folder without the plugin, with it by module, and by entry-point name."""
+    sides = {
+        "-p no:nocompile": WITHOUT_PLUGIN,
+        "-p pytest_nocompile.plugin": WITH_PLUGIN,
+        "-p nocompile (autoload off: pytest scans the installed distributions)": BY_ENTRY_POINT,
+    }
+    times: dict[str, list[float]] = {name: [] for name in sides}
     for index in range(runs):
-        sides = [(WITHOUT_PLUGIN, without), (WITH_PLUGIN, with_plugin)]
-        for args, times in sides if index % 2 == 0 else reversed(sides):
-            times.append(run_pytest(("--co",) + args, empty, env))
-    median_without, median_with = statistics.median(without), statistics.median(with_plugin)
-    return [
-        ["`pytest --co -q` on an empty folder, -p no:nocompile, median s", f"{median_without:.3f}"],
-        ["`pytest --co -q` on an empty folder, -p nocompile, median s", f"{median_with:.3f}"],
-        ["  difference ms (ratio)", f"{(median_with - median_without) * 1000:+.1f} ({median_with / median_without:.3f})"],
-    ]
+        order = list(sides)[index % len(sides):] + list(sides)[:index % len(sides)]
+        for name in order:
+            times[name].append(run_pytest(("--co",) + sides[name], empty, env))
+    without = statistics.median(times["-p no:nocompile"])
+    rows = []
+    for name, measured in times.items():
+        median = statistics.median(measured)
+        difference = "" if sides[name] == WITHOUT_PLUGIN else f", {(median - without) * 1000:+.1f} ms"
+        rows.append([f"`pytest --co -q` on an empty folder, {name}, median s", f"{median:.3f}{difference}"])
+    return rows
 
 
 # -- profile -------------------------------------------------------------------------
