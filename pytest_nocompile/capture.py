@@ -257,29 +257,28 @@ def _logging_internals():  # type: ignore[no-untyped-def]
 class RecompileCapture:
     """Routes dynamo's recompile and graph-break messages to sinks while started.
 
-    ``on_recompile(message, compile_id, user_code, thread)`` runs in the thread
-    that recompiles, once per recompile; ``on_limit(message)`` once per
+    Built once per run and started for each watched test with that test's
+    sinks: ``on_recompile(message, compile_id, user_code, thread)`` runs in the
+    thread that recompiles, once per recompile; ``on_limit(message)`` once per
     recompile-limit warning; ``on_graph_break(message)`` once per graph break
     dynamo traces. ``stop()`` restores torch's logging state.
     """
 
-    def __init__(
-        self, on_recompile: RecompileSink, on_limit: LimitSink, on_graph_break: GraphBreakSink | None = None
-    ) -> None:
-        self._on_recompile = on_recompile
-        self._on_limit = on_limit
+    def __init__(self) -> None:
+        self._on_recompile: RecompileSink | None = None
+        self._on_limit: LimitSink | None = None
+        self._on_graph_break: GraphBreakSink | None = None
         self._taps = [
-            _ArtifactTap((RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT), (RECOMPILES_LOGGER, VERBOSE_LOGGER), self._handle_recompile)
+            _ArtifactTap((RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT), (RECOMPILES_LOGGER, VERBOSE_LOGGER), self._handle_recompile),
+            _ArtifactTap((GRAPH_BREAKS_ARTIFACT,), GRAPH_BREAK_LOGGERS, self._handle_graph_break),
         ]
-        if on_graph_break is not None:
-            self._taps.append(
-                _ArtifactTap((GRAPH_BREAKS_ARTIFACT,), GRAPH_BREAK_LOGGERS, lambda record: on_graph_break(record.getMessage()))
-            )
         self._limit_handler = _SinkHandler(logging.WARNING, self._handle_limit)
         self._graphs_at_start = 0
         self.active = False
 
-    def start(self) -> None:
+    def start(self, on_recompile: RecompileSink, on_limit: LimitSink, on_graph_break: GraphBreakSink) -> None:
+        self.stop()
+        self._on_recompile, self._on_limit, self._on_graph_break = on_recompile, on_limit, on_graph_break
         state = _logging_internals().log_state  # read each time: torch rebinds it
         for tap in self._taps:
             tap.start(state)
@@ -294,6 +293,7 @@ class RecompileCapture:
         logging.getLogger(LIMIT_LOGGER).removeHandler(self._limit_handler)
         for tap in reversed(self._taps):
             tap.stop()
+        self._on_recompile = self._on_limit = self._on_graph_break = None  # let go of the test's record
 
     def capturing(self) -> bool:
         """False when something (``torch._logging.set_logs``) switched recompile capture off mid-test."""
@@ -303,12 +303,16 @@ class RecompileCapture:
         """Graphs dynamo compiled since start: first compiles, recompiles, and each graph-broken piece."""
         return _graphs_compiled() - self._graphs_at_start
 
+    # The filters and the handler stay attached only while started, so a sink is always set here.
     def _handle_recompile(self, record: logging.LogRecord) -> None:
         thread = None if record.threadName == "MainThread" else record.threadName
-        self._on_recompile(record.getMessage(), _current_compile_id(), find_user_code(sys._getframe(1)), thread)
+        self._on_recompile(record.getMessage(), _current_compile_id(), find_user_code(sys._getframe(1)), thread)  # type: ignore[misc]
+
+    def _handle_graph_break(self, record: logging.LogRecord) -> None:
+        self._on_graph_break(record.getMessage())  # type: ignore[misc]
 
     def _handle_limit(self, record: logging.LogRecord) -> None:
-        self._on_limit(record.getMessage())
+        self._on_limit(record.getMessage())  # type: ignore[misc]
 
 
 def _graphs_compiled() -> int:

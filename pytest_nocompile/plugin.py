@@ -63,8 +63,6 @@ class _Watch:
         self.deferred = False  # torch was not imported at setup: nothing to watch yet
 
 
-
-
 SESSION_KEY = pytest.StashKey["NocompileSession"]()
 
 
@@ -182,8 +180,8 @@ class NocompileSession:
 
     # -- running one test -------------------------------------------------
     #
-    # Four hooks per test, each a dict lookup and a return for tests nobody
-    # watches: setup plans and starts capture, call checks the budget,
+    # For a test nobody watches, each hook below is a dict lookup and a return:
+    # setup plans the watch and starts capture, call checks the budget,
     # makereport adds sections and, after teardown, ends capture and attaches
     # the test's entry; protocol cleans up after an interrupt. Capture ends
     # with teardown, not the protocol, because pytest-rerunfailures runs setup,
@@ -221,8 +219,9 @@ class NocompileSession:
         from .record import RecompileRecord
 
         record = watch.record = RecompileRecord(budget)
-        self._capture = capture.RecompileCapture(record.add_recompile, record.add_limit_warning, record.add_graph_break)
-        self._capture.start()
+        if self._capture is None:
+            self._capture = capture.RecompileCapture()
+        self._capture.start(record.add_recompile, record.add_limit_warning, record.add_graph_break)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -248,7 +247,7 @@ class NocompileSession:
                 result = yield
         finally:
             record.phase = "teardown"
-            if self._capture is not None:
+            if self._capture is not None and self._capture.active:
                 record.compiles = self._capture.graphs_compiled()
                 if not self._capture.capturing():
                     item.warn(CaptureLostWarning(
@@ -318,7 +317,6 @@ class NocompileSession:
     def _stop_capture(self) -> None:
         if self._capture is not None:
             self._capture.stop()
-            self._capture = None
 
     # -- the run's results (on the xdist controller too) ----------------------
 
