@@ -44,6 +44,7 @@ names the folder the runs import it from.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import pstats
@@ -71,6 +72,7 @@ PYTEST = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
 TESTS_PER_FILE = 100
 STAND_IN_MARKERS = "nocompile_markers_stand_in"
 STAND_IN_RESET = "nocompile_reset_stand_in"
+HOOK_TIMER = "nocompile_hook_timer"
 EXIT_NO_TESTS = 5  # pytest's exit code when it collected nothing
 
 
@@ -157,6 +159,78 @@ def write_stand_ins(folder: Path) -> None:
     )
     (folder / f"{STAND_IN_MARKERS}.py").write_text(markers)
     (folder / f"{STAND_IN_RESET}.py").write_text(reset)
+    (folder / f"{HOOK_TIMER}.py").write_text(HOOK_TIMER_SOURCE)
+
+
+# Loaded before the plugin (-p HOOK_TIMER -p pytest_nocompile.plugin): wraps each
+# per-test hook of the plugin and its dynamo reset in a timer, and writes the
+# totals at exit. Time inside the hooks, not in the test phases they wrap, is
+# the plugin's own work; wall-time differences on a shared machine cannot
+# resolve it where a test compiles for 40 ms.
+HOOK_TIMER_SOURCE = '''
+import functools, inspect, json, os, time
+
+from pytest_nocompile import capture, plugin
+
+# Seconds per test (a test starts at its protocol hook): inside the plugin's hooks, and in its dynamo reset.
+spent = {"hooks": [], "reset": []}
+
+
+def timed_plain(function, key="hooks"):
+    @functools.wraps(function)
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent[key][-1] += time.perf_counter() - start
+    return timed
+
+
+def step(generator, action, *argument):
+    start = time.perf_counter()
+    try:
+        return getattr(generator, action)(*argument)
+    finally:
+        spent["hooks"][-1] += time.perf_counter() - start
+
+
+def timed_wrapper(function):
+    starts_a_test = function.__name__ == "pytest_runtest_protocol"
+
+    @functools.wraps(function)
+    def timed(*args, **kwargs):
+        if starts_a_test:
+            spent["hooks"].append(0.0)
+            spent["reset"].append(0.0)
+        inner = function(*args, **kwargs)
+        step(inner, "__next__")
+        try:
+            result = yield
+        except BaseException as error:
+            try:
+                step(inner, "throw", error)
+            except StopIteration as stop:
+                return stop.value
+            raise RuntimeError("hook wrapper went on after the throw")
+        try:
+            step(inner, "send", result)
+        except StopIteration as stop:
+            return stop.value
+        raise RuntimeError("hook wrapper yielded twice")
+    return timed
+
+
+for name, hook in list(vars(plugin.NocompileSession).items()):
+    if name.startswith("pytest_runtest_"):
+        setattr(plugin.NocompileSession, name, (timed_wrapper if inspect.isgeneratorfunction(hook) else timed_plain)(hook))
+capture.reset_dynamo = timed_plain(capture.reset_dynamo, "reset")
+
+
+def pytest_unconfigure(config):
+    with open(os.environ["NOCOMPILE_HOOK_TIMES"], "w") as out:
+        json.dump(spent, out)
+'''
 
 
 def make_suites(root: Path, trivial_count: int, compiling_count: int) -> list[Suite]:
@@ -286,6 +360,44 @@ def suite_row(timing: Timings) -> list[str]:
         timing.suite.target.describe(),
         verdict(timing.suite.target, (percent, per_test_ms), rounds),
     ]
+
+
+def own_work_rows(suites: Sequence[Suite], env: dict[str, str], runs: int, without: dict[str, float]) -> list[list[str]]:
+    """Time inside the plugin's per-test hooks, from the hook timer: per test, and the one-off rest.
+
+    Per test is the median over a run's tests; the one-off part (the first
+    watched test imports dynamo's logging modules) is the run's total minus
+    that median times the number of tests. Both are the least of ``runs`` runs,
+    the ones the machine disturbed least. Not counted: pluggy calling the hooks
+    (about 1 us each), and start-up.
+    """
+    rows = []
+    for suite in suites:
+        if not suite.tests:
+            continue
+        per_test, one_off, reset = [], [], []
+        for _ in range(runs):
+            with tempfile.TemporaryDirectory() as folder:
+                times_file = Path(folder) / "hook-times.json"
+                run_pytest(("-p", HOOK_TIMER) + suite.with_plugin, suite.folder, dict(env, NOCOMPILE_HOOK_TIMES=str(times_file)))
+                spent = json.loads(times_file.read_text())
+            own = [hooks - in_reset for hooks, in_reset in zip(spent["hooks"], spent["reset"])]
+            per_test.append(statistics.median(own))
+            one_off.append(sum(own) - per_test[-1] * len(own))
+            reset.append(statistics.median(spent["reset"]))
+        own_total = min(per_test) * suite.tests + min(one_off)
+        share = own_total / without[suite.name] * 100 if suite.name in without else None
+        met = suite.target.met(share if share is not None else 0.0, min(per_test) * 1000)
+        if suite.target.max_overhead_percent is not None and share is None:
+            met = None
+        rows.append([suite.name, str(suite.tests), f"{min(per_test) * 1e6:.1f}", f"{min(reset) * 1e6:.1f}",
+                     f"{min(one_off) * 1000:.1f}", "-" if share is None else f"{share:.2f}",
+                     suite.target.describe(), "-" if met is None else "met" if met else "NOT met"])
+    return rows
+
+
+OWN_WORK_HEADERS = ("suite", "tests", "own work (us/test)", "dynamo reset (us/test)", "one-off (ms)",
+                    "own work, % of without", "target", "verdict")
 
 
 SUITE_HEADERS = ("suite", "tests", "without (s)", "with (s)", "ratio", "ratio range",
@@ -438,7 +550,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         env = pytest_env(root / "plugins")
         suites = {suite.name: suite for suite in make_suites(root / "suites", 1000 // scale, 200 // scale)}
         print(machine_description(env, suites["empty"].folder), flush=True)
-        startup_table = suites_table = ""
+        startup_table = suites_table = own_table = ""
         if args.part in ("all", "startup"):
             empty = suites["empty"].folder
             # Start-up differences (~30 ms) are within one run's noise here, and a run costs 0.3 s: take many.
@@ -446,11 +558,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             startup_table = format_table(("start-up", "value"), rows)
         if args.part in ("all", "suites"):
             chosen = [suites[name] for name in SUITE_NAMES if name in args.suites.split(",")]
-            suites_table = format_table(SUITE_HEADERS, (suite_row(timing) for timing in time_suites(chosen, rounds, env)))
+            timings = time_suites(chosen, rounds, env)
+            suites_table = format_table(SUITE_HEADERS, (suite_row(timing) for timing in timings))
+            without = {timing.suite.name: statistics.median(timing.without) for timing in timings}
+            own_table = format_table(OWN_WORK_HEADERS, own_work_rows(chosen, env, runs=3, without=without))
         if args.profile:
             profile_suite(suites["a"], env, root, top=25)
         print(f"\nmedians of {rounds} rounds, each round runs both sides back to back, alternating which goes first")
-        for table in (suites_table, startup_table):
+        for table in (suites_table, own_table, startup_table):
             if table:
                 print("\n" + table)
     finally:
