@@ -184,6 +184,7 @@ def test_torch_warnings_from_the_plugins_own_reset_do_not_fail_tests(pytester: p
         original_reset = torch._dynamo.reset
 
         def reset_that_warns():
+            open("reset-ran", "w").close()
             warnings.warn("deprecated thing imported by torch", DeprecationWarning)
             original_reset()
 
@@ -195,5 +196,10 @@ def test_torch_warnings_from_the_plugins_own_reset_do_not_fail_tests(pytester: p
         @pytest.mark.max_recompiles(0)
         def test_clean():
             torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))
+
+        @pytest.mark.max_recompiles(0)
+        def test_clean_after_a_compile():  # its setup resets: the first test compiled
+            torch.compile(lambda x: x + 2, backend="eager")(torch.ones(2))
     ''')
-    run("-W", "error").assert_outcomes(passed=1)
+    run("-W", "error", "-p", "no:randomly").assert_outcomes(passed=2)
+    assert (pytester.path / "reset-ran").exists()
