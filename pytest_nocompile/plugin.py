@@ -383,16 +383,16 @@ def _add_section(report: pytest.TestReport, record: RecompileRecord, when: str) 
     """Show recompiles beside a test's own failure, or those of setup/teardown."""
     if when == "call":
         events = [event for event in record.events if event.phase != "teardown"]
-        if report.failed and (events or record.limit_hits):
-            from .report import SECTION_TITLE, format_section
-
-            report.sections.append((SECTION_TITLE, format_section(events, record.limit_hits)))
+        limit_hits, suffix = record.limit_hits, ""
+        shown = report.failed and bool(events or limit_hits)
     else:
         events = record.in_phase(when)  # type: ignore[arg-type]
-        if events:
-            from .report import SECTION_TITLE, format_section
+        limit_hits, suffix = [], f" ({when}, not counted)"
+        shown = bool(events)
+    if shown:
+        from .report import SECTION_TITLE, format_section
 
-            report.sections.append((f"{SECTION_TITLE} ({when}, not counted)", format_section(events)))
+        report.sections.append((SECTION_TITLE + suffix, format_section(events, limit_hits)))
 
 
 @pytest.fixture
