@@ -31,7 +31,7 @@ explicit ``-p pytest_nocompile.plugin`` / ``-p no:nocompile``, so other
 installed plugins take no part, and an empty pytest.ini above the suites keeps any project's
 ini file out. Run from anywhere::
 
-    python benchmarks/overhead.py                  # about 7 minutes on 2 cores
+    python benchmarks/overhead.py                  # about 9 minutes on 2 cores
     python benchmarks/overhead.py --quick          # a smoke run, about 2 minutes
     python benchmarks/overhead.py --suites a,a+dynamo --rounds 9
     python benchmarks/overhead.py --profile        # adds a cProfile of suite a
