@@ -321,8 +321,9 @@ class NocompileSession:
     # -- the run's results (on the xdist controller too) ----------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.outcome != "passed" or hasattr(report, "wasxfail"):  # a plain pass changes no outcome
-            self._outcomes.setdefault(report.nodeid, []).append((report.when, report.outcome, hasattr(report, "wasxfail")))
+        was_xfail = hasattr(report, "wasxfail")
+        if report.outcome != "passed" or was_xfail:  # a plain pass changes no outcome
+            self._outcomes.setdefault(report.nodeid, []).append((report.when, report.outcome, was_xfail))
         if report.when == "teardown":  # an attempt's last report, and the one that carries the entry
             outcomes = self._outcomes.pop(report.nodeid, ()) if self._outcomes else ()
             entry = getattr(report, ENTRY_ATTRIBUTE, None)
