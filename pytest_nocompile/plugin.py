@@ -1,11 +1,13 @@
 """pytest hooks, options, markers and fixtures of pytest-nocompile.
 
 The only module that talks to pytest. It costs next to nothing where nothing
-compiles: torch is imported only for watched tests (a budget from a marker,
-``--max-recompiles`` or the ini key; a nocompile fixture; every test when a
-report is asked for), and only once something else imported it. The modules
-that parse, record and report recompiles load with the first test that needs
-them, so a run that never compiles never imports them.
+compiles. The per-test hooks are registered only once some test of the run
+can be watched: a test with a budget marker or a nocompile fixture, or, under
+a run-wide budget or report, once torch is imported. Until torch is imported
+nothing can compile, so a run-wide budget costs one small teardown hook per
+test. torch is never imported by the plugin before something else imports
+it. The modules that parse, record and report recompiles load with the first
+test that needs them, so a run that never compiles never imports them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import argparse
 from contextlib import nullcontext
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any, Generator, Optional
+from typing import TYPE_CHECKING, Any, Generator, Optional, Sequence
 
 import pytest
 
@@ -35,7 +37,6 @@ from .summary import (
     entry_from_record,
     idle_entry,
     json_document,
-    outcome_of,
     summary_lines,
     write_json_atomically,
 )
@@ -55,12 +56,12 @@ class _Watch:
 
     __slots__ = ("budget", "record", "usage_error", "budget_failed", "deferred")
 
-    def __init__(self, budget: RecompileBudget, usage_error: Optional[str] = None) -> None:
+    def __init__(self, budget: RecompileBudget, usage_error: Optional[str] = None, deferred: bool = False) -> None:
         self.budget = budget
         self.record: Optional[RecompileRecord] = None  # made when the test starts with torch imported
         self.usage_error = usage_error
         self.budget_failed = False
-        self.deferred = False  # torch was not imported at setup: nothing to watch yet
+        self.deferred = deferred  # torch was not imported when the test started: nothing to watch
 
 
 SESSION_KEY = pytest.StashKey["NocompileSession"]()
@@ -136,7 +137,7 @@ def _ini_count(config: pytest.Config, key: str) -> Optional[int]:
 
 
 class NocompileSession:
-    """Per-run state: defaults from options and ini, the test being recorded, the results."""
+    """Per-run state: defaults from options and ini, the test watcher, the results."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -155,13 +156,15 @@ class NocompileSession:
         self.is_worker = hasattr(config, "workerinput")
         self.baseline: Optional[dict[str, dict[str, int]]] = None
         self.comparison: Optional[Comparison] = None
-        self.results: dict[str, dict[str, Any]] = {}
+        self.results: dict[str, dict[str, Any]] = {}  # each watched test's entry, by node id
+        # (when, outcome, was_xfail) of the reports that were not plain passes:
+        # of the test now running, and of each finished test that had any.
         self._outcomes: dict[str, list[tuple[str, str, bool]]] = {}
-        # Tests now running that the plugin watches. A dict, not item.stash: the
-        # hooks ask about every test, and a stash miss costs an exception.
-        self.watches: dict[pytest.Item, _Watch] = {}
+        self._final_outcomes: dict[str, list[tuple[str, str, bool]]] = {}
+        self.watcher = Watcher(self)
+        self._idle: Optional[tuple[dict[str, Any], list[tuple[str, int]]]] = None  # the shared entry while idling
+        self._late_import: Optional[_LateImportWarning] = None
         self._idle_entries: dict[RecompileBudget, tuple[dict[str, Any], list[tuple[str, int]]]] = {}
-        self._capture: Optional[capture.RecompileCapture] = None
         if not self.is_worker:
             self._check_output_paths()
 
@@ -178,164 +181,93 @@ class NocompileSession:
             except BaselineError as error:
                 raise pytest.UsageError(f"--nocompile-compare: {error}") from None
 
-    # -- running one test -------------------------------------------------
+    # -- which per-test hooks the run needs --------------------------------------
     #
-    # For a test nobody watches, each hook below is a dict lookup and a return:
-    # setup plans the watch and starts capture, call checks the budget,
-    # makereport adds sections and, after teardown, ends capture and attaches
-    # the test's entry; protocol cleans up after an interrupt. Capture ends
-    # with teardown, not the protocol, because pytest-rerunfailures runs setup,
-    # call and teardown again inside one protocol.
+    # Every hook costs every test its call, watched or not, so none is
+    # registered that the run cannot use. Only a process that collects tests
+    # runs them (an xdist controller does neither, and only gathers results).
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, object, object]:
-        try:
-            return (yield)
-        except BaseException:
-            # An interrupt (KeyboardInterrupt, pytest.exit) skips the teardown report
-            # that would end the capture: leave torch as the test found it.
-            self._stop_capture()
-            self.watches.pop(item, None)
-            raise
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.watch_by_default and capture.torch_imported() or _any_asks_to_be_watched(session.items):
+            self.wake_watcher()
+        elif self.watch_by_default:
+            # Idle: nothing can compile before torch is imported, so every test
+            # gets the same entry, from the logreport hook below; no hook of its own.
+            self._idle = self.shared_idle_entry(self.default_budget)
+        else:
+            # No budget, no report, and no test asks for one: nothing in this
+            # run can be watched, and none of these hooks has anything to do.
+            self.config.pluginmanager.unregister(self)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        self._stop_capture()
-        watch = self._plan_watch(item)
-        if watch is None:
-            return
-        self.watches[item] = watch
-        if watch.usage_error is not None:
-            pytest.fail(watch.usage_error, pytrace=False)
-        if not capture.torch_imported() and capture.torch_installed():
-            watch.deferred = True
-            return
-        problem = capture.torch_problem()
-        if problem is not None:
-            pytest.fail(f"pytest-nocompile cannot watch {item.nodeid}: {problem}", pytrace=False)
-        budget = watch.budget
-        if budget.isolate if budget.isolate is not None else self.isolate_by_default:
-            capture.reset_dynamo()
-        from .record import RecompileRecord
+    def wake_watcher(self) -> None:
+        """Register the per-test hooks; the run stops idling."""
+        self._idle = None
+        if self._late_import is not None:
+            self.config.pluginmanager.unregister(self._late_import)
+            self._late_import = None
+        if not self.config.pluginmanager.is_registered(self.watcher):
+            self.config.pluginmanager.register(self.watcher, "nocompile-watcher")
 
-        record = watch.record = RecompileRecord(budget)
-        if self._capture is None:
-            self._capture = capture.RecompileCapture()
-        self._capture.start(record.add_recompile, record.add_limit_warning, record.add_graph_break)
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        watch = self.watches.get(item)
-        if watch is None:
-            return (yield)
-        record = watch.record
-        if watch.deferred or record is None:
-            try:
-                return (yield)
-            finally:
-                if watch.deferred and capture.compiled_anything():
-                    item.warn(CaptureLostWarning(
-                        f"torch was first imported inside {item.nodeid}, so its compiles were not watched; "
-                        "import torch at module level (or in a conftest) to watch it"
-                    ))
-        record.phase = "call"
-        strict = record.budget.max_recompiles is not None and (
-            record.budget.strict if record.budget.strict is not None else self.strict_by_default
-        )
-        try:
-            with capture.raising_on_recompile() if strict else nullcontext():
-                result = yield
-        finally:
-            record.phase = "teardown"
-            if self._capture is not None and self._capture.active:
-                record.compiles = self._capture.graphs_compiled()
-                if not self._capture.capturing():
-                    item.warn(CaptureLostWarning(
-                        f"recompile capture was switched off during {item.nodeid} (torch._logging.set_logs "
-                        "resets torch's log state); its recompile count may be incomplete"
-                    ))
-        if record.exceeds_budget():
-            from .report import format_budget_failure
-
-            watch.budget_failed = True
-            pytest.fail(format_budget_failure(record), pytrace=False)
-        return result
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        watch = self.watches.get(item)
-        if watch is None:
-            return (yield)
-        if call.when == "teardown":
-            del self.watches[item]
-            self._stop_capture()
-        if watch.usage_error is not None:
-            return (yield)
-        record = watch.record
-        if call.when == "setup" and record is not None:
-            record.phase = "teardown"  # until the call starts; for good when setup failed and no call runs
-        report = yield
-        if record is not None and not watch.budget_failed:
-            _add_section(report, record, call.when)
-        if call.when == "teardown":
-            if record is not None:
-                entry = entry_from_record(record)
-                properties = count_properties(entry)
-            else:
-                entry, properties = self._idle_entry(watch.budget)
-            setattr(report, ENTRY_ATTRIBUTE, entry)
-            report.user_properties.extend(properties)
-        return report
-
-    def _idle_entry(self, budget: RecompileBudget) -> tuple[dict[str, Any], list[tuple[str, int]]]:
-        # The same for every unrecorded test with this budget: made once, shared read-only.
+    def shared_idle_entry(self, budget: RecompileBudget) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+        """The entry and properties of a test that ran before torch was imported: the same for every such test."""
         cached = self._idle_entries.get(budget)
         if cached is None:
             entry = idle_entry(budget)
             cached = self._idle_entries[budget] = (entry, count_properties(entry))
         return cached
 
-    def _plan_watch(self, item: pytest.Item) -> Optional[_Watch]:
-        closest: dict[str, pytest.Mark] = {}
-        for marker in item.iter_markers():  # one pass, closest first; most tests have no marker at all
-            if marker.name in BUDGET_MARKERS and marker.name not in closest:
-                closest[marker.name] = marker
-        budget, watched = self.default_budget, self.watch_by_default
-        if closest:
-            read: dict[str, MarkerBudget] = {}
-            for name, marker in closest.items():
-                try:
-                    read[name] = budget_from_marker(marker.args, marker.kwargs, name)
-                except BudgetUsageError as error:
-                    return _Watch(budget, usage_error=f"invalid {name} marker on {item.nodeid}: {error}")
-            budget = _with_markers(budget, read)
-            watched = budget.budgeted or self.watch_every_test
-        if watched or not FIXTURE_NAMES.isdisjoint(getattr(item, "fixturenames", ())):
-            return _Watch(budget)
-        return None
+    def _end_idle_test(self, report: pytest.TestReport) -> None:
+        """While idling: the shared entry on each teardown report; after the test that imported torch, wake."""
+        entry, properties = self._idle  # type: ignore[misc]
+        report.__dict__[ENTRY_ATTRIBUTE] = entry
+        report.user_properties.extend(properties)
+        if capture.torch_imported():
+            self.wake_watcher()
 
-    def _stop_capture(self) -> None:
-        if self._capture is not None:
-            self._capture.stop()
+    def _warn_at_teardown(self, report: pytest.TestReport) -> None:
+        # torch arrived inside this test. Warn from its teardown, not from
+        # here: a warning raised as an error (-W error) in a logreport hook
+        # would end the run instead of failing the test.
+        self._late_import = _LateImportWarning(report.nodeid)
+        self.config.pluginmanager.register(self._late_import, "nocompile-late-import")
 
-    # -- the run's results (on the xdist controller too) ----------------------
+    # -- each report: what the watcher adds, then the run's results (on the xdist controller too)
 
+    @pytest.hookimpl(tryfirst=True)  # before junitxml, the terminal and xdist's worker read the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        was_xfail = hasattr(report, "wasxfail")
-        if report.outcome != "passed" or was_xfail:  # a plain pass changes no outcome
-            self._outcomes.setdefault(report.nodeid, []).append((report.when, report.outcome, was_xfail))
-        if report.when == "teardown":  # an attempt's last report, and the one that carries the entry
-            outcomes = self._outcomes.pop(report.nodeid, ()) if self._outcomes else ()
-            entry = getattr(report, ENTRY_ATTRIBUTE, None)
+        # Runs three times for every test of the run: kept to the fewest steps.
+        when = report.when
+        if self.watcher.watches:
+            self.watcher.annotate(report)
+        elif self._idle is not None:
+            if when == "teardown":
+                self._end_idle_test(report)
+            elif when == "call" and self._late_import is None and capture.torch_imported():
+                self._warn_at_teardown(report)
+        if self.is_worker:  # the controller gathers the results, from the reports this worker sends
+            return
+        # The report's __dict__, not hasattr/getattr: those raise and catch an
+        # AttributeError for a missing attribute, on almost every report.
+        attributes = report.__dict__
+        if report.outcome != "passed" or "wasxfail" in attributes:  # a plain pass changes no outcome
+            self._outcomes.setdefault(report.nodeid, []).append((when, report.outcome, "wasxfail" in attributes))
+        if when == "teardown":  # an attempt's last report, and the one that carries the entry
+            outcomes = self._outcomes.pop(report.nodeid, None) if self._outcomes else None
+            entry = attributes.get(ENTRY_ATTRIBUTE)
             if entry is not None:
-                self.results[report.nodeid] = {"outcome": outcome_of(outcomes), **entry}
+                nodeid = report.nodeid
+                self.results[nodeid] = entry
+                if outcomes:
+                    self._final_outcomes[nodeid] = outcomes
+                elif self._final_outcomes:  # an earlier attempt's (pytest-rerunfailures)
+                    self._final_outcomes.pop(nodeid, None)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        self._stop_capture()
+        self.watcher.stop_capture()
         if self.is_worker:
             return
         if self.json_path:
-            write_json_atomically(self.json_path, json_document(self.results, {
+            write_json_atomically(self.json_path, json_document(self.results, self._final_outcomes, {
                 "plugin_version": _distribution_version("pytest-nocompile"),
                 "torch_version": _distribution_version("torch"),
             }))
@@ -366,7 +298,186 @@ class NocompileSession:
                 terminalreporter.write_line(f"nocompile: {len(self.comparison.increased)} count(s) rose against the baseline", red=True)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self._stop_capture()
+        self.watcher.stop_capture()
+
+
+def _any_asks_to_be_watched(items: Sequence[pytest.Item]) -> bool:
+    """Whether a test has a budget marker or a nocompile fixture (whatever its arguments say)."""
+    checked: set[int] = set()  # ids of modules and classes whose own markers were read
+    for item in items:
+        if not FIXTURE_NAMES.isdisjoint(getattr(item, "fixturenames", ())):
+            return True
+        # item.iter_markers() reads every parent again for every test; here each is read once.
+        node: pytest.Item | pytest.Collector | None = item
+        while node is not None and id(node) not in checked:
+            if any(marker.name in BUDGET_MARKERS for marker in node.own_markers):
+                return True
+            if node is not item:
+                checked.add(id(node))
+            node = node.parent
+    return False
+
+
+class Watcher:
+    """The per-test hooks: plan a test's watch, capture around it, judge its budget.
+
+    Registered by :meth:`NocompileSession.wake_watcher`. For a test nobody
+    watches each hook is a dict lookup and a return: setup plans the watch
+    and starts capture, call checks the budget, and the session's logreport
+    (through :meth:`annotate`) adds sections and, with the teardown report,
+    ends capture and attaches the test's entry. Capture ends with teardown,
+    not the protocol, because pytest-rerunfailures runs setup, call and
+    teardown again inside one protocol.
+    """
+
+    def __init__(self, session: NocompileSession) -> None:
+        self.session = session
+        # Tests now running that the plugin watches, by node id: the session's
+        # logreport has only the report, and a stash miss costs an exception.
+        self.watches: dict[str, _Watch] = {}
+        self._capture: Optional[capture.RecompileCapture] = None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        finally:
+            # Already done by the teardown report, but for an interrupt
+            # (KeyboardInterrupt, pytest.exit) or a report a rerun plugin did
+            # not log: leave torch as the test found it.
+            self.stop_capture()
+            self.watches.pop(item.nodeid, None)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self.stop_capture()
+        watch = self._plan_watch(item)
+        if watch is None:
+            return
+        self.watches[item.nodeid] = watch
+        if watch.usage_error is not None:
+            pytest.fail(watch.usage_error, pytrace=False)
+        if not capture.torch_imported() and capture.torch_installed():
+            watch.deferred = True
+            return
+        problem = capture.torch_problem()
+        if problem is not None:
+            pytest.fail(f"pytest-nocompile cannot watch {item.nodeid}: {problem}", pytrace=False)
+        budget = watch.budget
+        if budget.isolate if budget.isolate is not None else self.session.isolate_by_default:
+            capture.reset_dynamo()
+        from .record import RecompileRecord
+
+        record = watch.record = RecompileRecord(budget)
+        if self._capture is None:
+            self._capture = capture.RecompileCapture()
+        self._capture.start(record.add_recompile, record.add_limit_warning, record.add_graph_break)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        watch = self.watches.get(item.nodeid)
+        if watch is None:
+            return (yield)
+        record = watch.record
+        if watch.deferred or record is None:
+            try:
+                return (yield)
+            finally:
+                if watch.deferred:
+                    warn_if_compiled_unwatched(item)
+        record.phase = "call"
+        strict = record.budget.max_recompiles is not None and (
+            record.budget.strict if record.budget.strict is not None else self.session.strict_by_default
+        )
+        try:
+            with capture.raising_on_recompile() if strict else nullcontext():
+                result = yield
+        finally:
+            record.phase = "teardown"
+            if self._capture is not None and self._capture.active:
+                record.compiles = self._capture.graphs_compiled()
+                if not self._capture.capturing():
+                    item.warn(CaptureLostWarning(
+                        f"recompile capture was switched off during {item.nodeid} (torch._logging.set_logs "
+                        "resets torch's log state); its recompile count may be incomplete"
+                    ))
+        if record.exceeds_budget():
+            from .report import format_budget_failure
+
+            watch.budget_failed = True
+            pytest.fail(format_budget_failure(record), pytrace=False)
+        return result
+
+    def annotate(self, report: pytest.TestReport) -> None:
+        """Add a watched test's recompile sections to its report; with teardown, end the watch and attach its entry."""
+        watch = self.watches.get(report.nodeid)
+        if watch is None:
+            return
+        when = report.when
+        if when == "teardown":
+            del self.watches[report.nodeid]
+            self.stop_capture()
+        if watch.usage_error is not None:
+            return
+        record = watch.record
+        if record is not None:
+            if when == "setup" and record.phase == "setup":
+                record.phase = "teardown"  # until the call starts; for good when setup failed and no call runs
+            if not watch.budget_failed:
+                _add_section(report, record, when)  # type: ignore[arg-type]
+        if when == "teardown":
+            if record is not None:
+                entry = entry_from_record(record)
+                properties = count_properties(entry)
+            else:
+                entry, properties = self.session.shared_idle_entry(watch.budget)
+            setattr(report, ENTRY_ATTRIBUTE, entry)
+            report.user_properties.extend(properties)
+
+    def _plan_watch(self, item: pytest.Item) -> Optional[_Watch]:
+        closest: dict[str, pytest.Mark] = {}
+        for marker in item.iter_markers():  # one pass, closest first; most tests have no marker at all
+            if marker.name in BUDGET_MARKERS and marker.name not in closest:
+                closest[marker.name] = marker
+        session = self.session
+        budget, watched = session.default_budget, session.watch_by_default
+        if closest:
+            read: dict[str, MarkerBudget] = {}
+            for name, marker in closest.items():
+                try:
+                    read[name] = budget_from_marker(marker.args, marker.kwargs, name)
+                except BudgetUsageError as error:
+                    return _Watch(budget, usage_error=f"invalid {name} marker on {item.nodeid}: {error}")
+            budget = _with_markers(budget, read)
+            watched = budget.budgeted or session.watch_every_test
+        if watched or not FIXTURE_NAMES.isdisjoint(getattr(item, "fixturenames", ())):
+            return _Watch(budget)
+        return None
+
+    def stop_capture(self) -> None:
+        if self._capture is not None:
+            self._capture.stop()
+
+
+class _LateImportWarning:
+    """Registered for the one test in which torch was first imported while the run idled."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+
+    @pytest.hookimpl(trylast=True)  # after pytest's own teardown, which an error raised before it would skip
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        if item.nodeid == self.nodeid:
+            warn_if_compiled_unwatched(item)
+
+
+def warn_if_compiled_unwatched(item: pytest.Item) -> None:
+    """Warn when a test imported torch itself and compiled: capture could not start before that import."""
+    if capture.compiled_anything():
+        item.warn(CaptureLostWarning(
+            f"torch was first imported inside {item.nodeid}, so its compiles were not watched; "
+            "import torch at module level (or in a conftest) to watch it"
+        ))
 
 
 def _with_markers(default: RecompileBudget, markers: dict[str, MarkerBudget]) -> RecompileBudget:
@@ -411,7 +522,7 @@ def nocompile_assert_max_recompiles(request: pytest.FixtureRequest) -> AssertMax
 
 
 def _record_of(request: pytest.FixtureRequest) -> RecompileRecord:
-    watch = request.config.stash[SESSION_KEY].watches.get(request.node)  # type: ignore[call-overload]
+    watch = request.config.stash[SESSION_KEY].watcher.watches.get(request.node.nodeid)
     if watch is None:
         pytest.fail(f"pytest-nocompile fixtures work in test functions only (requested by {request.node.nodeid})", pytrace=False)
     if watch.record is None:  # torch is not imported yet: an empty record, nothing will be captured

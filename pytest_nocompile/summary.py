@@ -151,11 +151,14 @@ def _budget_text(entry: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
-def json_document(results: dict[str, dict[str, Any]], versions: dict[str, str]) -> dict[str, Any]:
+def json_document(
+    results: dict[str, dict[str, Any]], outcomes: dict[str, list[tuple[str, str, bool]]], versions: dict[str, str]
+) -> dict[str, Any]:
+    """The JSON report: each test's entry with its outcome (from ``outcomes``, its reports that were not plain passes)."""
     return {
         "format": JSON_FORMAT,
         **versions,
-        "tests": [{"nodeid": nodeid, **entry} for nodeid, entry in results.items()],
+        "tests": [{"nodeid": nodeid, "outcome": outcome_of(outcomes.get(nodeid, ())), **entry} for nodeid, entry in results.items()],
     }
 
 

@@ -260,6 +260,9 @@ def test_xdist_budgets_summary_json_and_compare(pytester: pytest.Pytester, run) 
     result = run("-p", "xdist", "-n", "2", "-p", "no:logging", "--nocompile-compare=baseline.json")
     result.stdout.fnmatch_lines(["test_xdist.py::test_case[[]0]: recompiles rose 0 -> 1"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # Markers alone, no option: the controller, which collects nothing, must still gather and show them.
+    result = run("-p", "xdist", "-n", "2", "-p", "no:logging")
+    result.stdout.fnmatch_lines(["*= nocompile =*", "*1  *over budget*test_xdist.py::test_case[[]0]"])
 
 
 STRICT = '''

@@ -104,6 +104,58 @@ def test_random_order_gives_identical_counts(pytester: pytest.Pytester, run) -> 
     assert counts[0] == counts[1] == counts[2]
 
 
+LATE_IMPORT = """
+import json, pytest
+{marker}
+def test_plain():
+    pass
+
+def test_imports_torch_itself():
+    import torch
+    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
+
+def test_recompiles_after_it():
+    import torch
+    f = torch.compile(lambda x, n: x * n, backend="eager")
+    f(torch.ones(2), 2)
+    f(torch.ones(2), 3)
+"""
+
+
+@pytest.mark.parametrize("marker", ["", "pytestmark = pytest.mark.max_recompiles(0)"], ids=["run-wide budget only", "module marker"])
+def test_a_test_that_imports_torch_wakes_the_watcher_for_the_tests_after_it(pytester: pytest.Pytester, run, marker: str) -> None:  # type: ignore[no-untyped-def]
+    # Without markers no per-test hook runs until torch is imported (the idle watcher);
+    # with one, the watcher runs from the start and defers. Both must count what follows.
+    pytester.makepyfile(test_late=LATE_IMPORT.format(marker=marker))
+    result = run("-p", "no:randomly", "--max-recompiles=0", "--nocompile-json=report.json")
+    result.assert_outcomes(passed=2, failed=1, warnings=1)
+    result.stdout.fnmatch_lines([
+        "*CaptureLostWarning: torch was first imported inside test_late.py::test_imports_torch_itself, "
+        "so its compiles were not watched; import torch at module level (or in a conftest) to watch it",
+    ])
+    expect_lines(result, ["*_ test_recompiles_after_it _*", "1 recompile > max_recompiles(0)"])
+    tests = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert [(entry["nodeid"].split("::")[1], entry["outcome"], entry["recompiles"], entry["verdict"]) for entry in tests] == [
+        ("test_plain", "passed", 0, "within budget"),
+        ("test_imports_torch_itself", "passed", 0, "within budget"),
+        ("test_recompiles_after_it", "failed", 1, "over budget"),
+    ]
+
+
+def test_late_import_warning_under_w_error_is_an_error_of_that_test(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    # The idle watcher warns from the teardown hook: as an error it must fail that
+    # test's teardown, never the run (INTERNALERROR).
+    pytester.makepyfile(test_late=LATE_IMPORT.format(marker=""))
+    result = run("-p", "no:randomly", "--max-recompiles=0", "-W", "error::pytest_nocompile.plugin.CaptureLostWarning")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=2, failed=1, errors=1)
+    result.stdout.fnmatch_lines([
+        "*_ ERROR at teardown of test_imports_torch_itself _*",
+        "E   *CaptureLostWarning: torch was first imported inside test_late.py::test_imports_torch_itself, *",
+    ])
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+
+
 # Marker arguments and option values no user should be able to crash the run with.
 ARGUMENTS = ["0", "3", "None", "-1", "1.5", "'0'", "True", "[]", "{}", "object()", "float('nan')", "10**30"]
 KEYWORDS = ["", ", isolate=False", ", strict=True", ", isolate='no'", ", exact=True", ", **{'': 1}"]

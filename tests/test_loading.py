@@ -120,3 +120,46 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
         "test_skips": ("skipped", 0, 0, "within budget"),
     }
     result.stdout.fnmatch_lines(["no test compiled (5 watched)"])
+
+
+RECORD_PER_TEST_HOOKS = '''
+PER_TEST_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_logstart", "pytest_runtest_setup", "pytest_runtest_call",
+                  "pytest_runtest_teardown", "pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_runtest_logfinish")
+
+def pytest_sessionfinish(session):
+    hooks = session.config.pluginmanager.hook
+    registered = sorted(f"{impl.plugin_name} {name}" for name in PER_TEST_HOOKS
+                        for impl in getattr(hooks, name).get_hookimpls() if "nocompile" in impl.plugin_name)
+    with open("hooks.txt", "w") as out:
+        out.write("\\n".join(registered))
+'''
+
+PLAIN_TESTS = """
+def test_one():
+    pass
+
+def test_two():
+    pass
+"""
+
+
+WATCHER_HOOKS = ["nocompile-watcher pytest_runtest_call", "nocompile-watcher pytest_runtest_protocol", "nocompile-watcher pytest_runtest_setup"]
+SESSION_HOOK = ["nocompile-session pytest_runtest_logreport"]
+
+
+@pytest.mark.parametrize(("marker", "options", "expected"), [
+    ("", (), []),
+    ("import torch\n", (), []),
+    ("", ("--max-recompiles=0",), SESSION_HOOK),
+    ("", ("--nocompile-report",), SESSION_HOOK),
+    ("import torch\n", ("--max-recompiles=0",), SESSION_HOOK + WATCHER_HOOKS),
+    ("import pytest\npytestmark = pytest.mark.max_graph_breaks(None)\n", (), SESSION_HOOK + WATCHER_HOOKS),
+], ids=["nothing to watch", "torch, nothing to watch", "run-wide budget, no torch", "report, no torch", "run-wide budget, torch", "a marker"])
+def test_per_test_hooks_are_registered_only_where_a_test_can_be_watched(  # type: ignore[no-untyped-def]
+    pytester: pytest.Pytester, run, marker: str, options: tuple[str, ...], expected: list[str]
+) -> None:
+    # Every hook costs every test its call: a run pays only for the hooks it can use.
+    pytester.makeconftest(RECORD_PER_TEST_HOOKS)
+    pytester.makepyfile(test_plain=marker + PLAIN_TESTS)
+    run("-p", "no:randomly", *options).assert_outcomes(passed=2)
+    assert (pytester.path / "hooks.txt").read_text().splitlines() == sorted(expected)
