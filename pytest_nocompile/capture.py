@@ -21,10 +21,15 @@ import sys
 import warnings
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for annotations only: building these aliases at import costs every pytest run
     from .events import CodeLocation
+
+    # (message, compile id, user code, thread name when not the main thread)
+    RecompileSink = Callable[[str, Optional[str], Optional[CodeLocation], Optional[str]], None]
+    LimitSink = Callable[[str], None]
+    GraphBreakSink = Callable[[str], None]
 
 MIN_TORCH = (2, 11)
 RECOMPILES_ARTIFACT = "recompiles"
@@ -42,10 +47,6 @@ GRAPH_BREAK_LOGGERS = (
 # dynamo warns here when a frame hits recompile_limit; after that it logs no recompiles for it.
 LIMIT_LOGGER = "torch._dynamo.convert_frame"
 
-# (message, compile id, user code, thread name when not the main thread)
-RecompileSink = Callable[[str, Optional[str], Optional["CodeLocation"], Optional[str]], None]
-LimitSink = Callable[[str], None]
-GraphBreakSink = Callable[[str], None]
 
 
 def torch_imported() -> bool:
@@ -107,9 +108,15 @@ def _torch_import_warnings_silenced() -> Iterator[None]:
 _stamp_after_reset: tuple[int, int] = (0, 0)
 
 
-def _compile_stamp() -> tuple[int, int]:
+@lru_cache(maxsize=None)
+def _dynamo_counters():  # type: ignore[no-untyped-def]
     from torch._dynamo.utils import counters
 
+    return counters  # one dict for the life of the process: reset() does not clear it
+
+
+def _compile_stamp() -> tuple[int, int]:
+    counters = _dynamo_counters()
     # Every compile dynamo attempts moves one of these (fullgraph ones only the second).
     return int(counters["frames"]["total"]), int(counters["stats"]["unique_graphs"])
 
@@ -129,21 +136,6 @@ def reset_dynamo() -> None:
 
         torch._dynamo.reset()
     _stamp_after_reset = _compile_stamp()
-
-
-class _LoggerState(NamedTuple):
-    logger: logging.Logger
-    level: int
-    propagate: bool
-
-    @classmethod
-    def save(cls, name: str) -> "_LoggerState":
-        logger = logging.getLogger(name)
-        return cls(logger, logger.level, logger.propagate)
-
-    def restore(self) -> None:
-        set_level(self.logger, self.level)
-        self.logger.propagate = self.propagate
 
 
 def set_level(logger: logging.Logger, level: int) -> None:
@@ -202,39 +194,44 @@ class _ArtifactTap:
 
     def __init__(self, artifacts: tuple[str, ...], loggers: tuple[str, ...], emit: Callable[[logging.LogRecord], None]) -> None:
         self._artifacts = artifacts  # the first is the one we enable; any of them enabled by the user counts
-        self._loggers = loggers
+        self._logger_names = loggers
+        self._loggers: tuple[logging.Logger, ...] = ()  # looked up once: getLogger takes logging's lock
         self._filter = _SinkFilter(emit)
-        self._saved: list[_LoggerState] = []
+        self._saved: list[tuple[int, bool]] = []  # each logger's level and propagate, as the test found them
         self._enabled_in: object | None = None
 
     def start(self, state: object) -> None:
-        self._saved = [_LoggerState.save(name) for name in self._loggers]
+        if not self._loggers:
+            self._loggers = tuple(map(logging.getLogger, self._logger_names))
+        self._saved = [(logger.level, logger.propagate) for logger in self._loggers]
         if not any(state.is_artifact_enabled(name) for name in self._artifacts):  # type: ignore[attr-defined]
             state.enable_artifact(self._artifacts[0])  # type: ignore[attr-defined]
             self._enabled_in = state
-            for saved in self._saved:
-                if saved.logger.name != VERBOSE_LOGGER:
-                    set_level(saved.logger, logging.DEBUG)
-                    saved.logger.propagate = False
-        for saved in self._saved:
-            saved.logger.addFilter(self._filter)
+            for logger in self._silenced():
+                set_level(logger, logging.DEBUG)
+                logger.propagate = False
+        for logger in self._loggers:
+            logger.addFilter(self._filter)
+
+    def _silenced(self) -> Iterator[logging.Logger]:
+        """The loggers we switch on and keep quiet (the verbose one only tells the artifact apart)."""
+        return (logger for logger in self._loggers if logger.name != VERBOSE_LOGGER)
 
     def capturing(self) -> bool:
         """Whether torch still builds and routes these messages to us."""
         state = _logging_internals().log_state
         enabled = any(state.is_artifact_enabled(name) for name in self._artifacts)
-        return enabled and all(self._filter in saved.logger.filters for saved in self._saved)
+        return enabled and all(self._filter in logger.filters for logger in self._loggers)
 
     def stop(self) -> None:
         # A logger we silenced that propagates again was switched on by the user
         # mid-test (set_logs): their configuration stays, ours goes.
-        reconfigured = self._enabled_in is not None and any(
-            saved.logger.propagate for saved in self._saved if saved.logger.name != VERBOSE_LOGGER
-        )
-        for saved in self._saved:
-            saved.logger.removeFilter(self._filter)
+        reconfigured = self._enabled_in is not None and any(logger.propagate for logger in self._silenced())
+        for logger, (level, propagate) in zip(self._loggers, self._saved):
+            logger.removeFilter(self._filter)
             if not reconfigured:
-                saved.restore()
+                set_level(logger, level)
+                logger.propagate = propagate
         self._saved = []
         if self._enabled_in is not None and not reconfigured:
             self._enabled_in.artifact_names.discard(self._artifacts[0])  # type: ignore[attr-defined]
@@ -275,6 +272,7 @@ class RecompileCapture:
             _ArtifactTap((RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT), (RECOMPILES_LOGGER, VERBOSE_LOGGER), self._handle_recompile),
             _ArtifactTap((GRAPH_BREAKS_ARTIFACT,), GRAPH_BREAK_LOGGERS, self._handle_graph_break),
         ]
+        self._limit_logger = logging.getLogger(LIMIT_LOGGER)
         self._limit_handler = _SinkHandler(logging.WARNING, self._handle_limit)
         self._graphs_at_start = 0
         self.active = False
@@ -285,7 +283,7 @@ class RecompileCapture:
         state = _logging_internals().log_state  # read each time: torch rebinds it
         for tap in self._taps:
             tap.start(state)
-        logging.getLogger(LIMIT_LOGGER).addHandler(self._limit_handler)
+        self._limit_logger.addHandler(self._limit_handler)
         self._graphs_at_start = _graphs_compiled()
         self.active = True
 
@@ -293,7 +291,7 @@ class RecompileCapture:
         if not self.active:
             return
         self.active = False
-        logging.getLogger(LIMIT_LOGGER).removeHandler(self._limit_handler)
+        self._limit_logger.removeHandler(self._limit_handler)
         for tap in reversed(self._taps):
             tap.stop()
         self._on_recompile = self._on_limit = self._on_graph_break = None  # let go of the test's record
@@ -342,10 +340,16 @@ def _current_compile_id() -> str | None:
     return str(compile_id) if compile_id is not None else None
 
 
-class _Roots(NamedTuple):
-    packages: tuple[str, ...]  # torch, pytest, pluggy, this plugin: never user code
-    stdlib: tuple[str, ...]
-    sites: tuple[str, ...]  # may sit inside stdlib; installed user packages live here
+# A plain class with __slots__, not a NamedTuple: making a NamedTuple class
+# costs about 0.4 ms at import, which every pytest run that loads the plugin
+# would pay.
+class _Roots:
+    __slots__ = ("packages", "stdlib", "sites")
+
+    def __init__(self, packages: tuple[str, ...], stdlib: tuple[str, ...], sites: tuple[str, ...]) -> None:
+        self.packages = packages  # torch, pytest, pluggy, this plugin: never user code
+        self.stdlib = stdlib
+        self.sites = sites  # may sit inside stdlib; installed user packages live here
 
 
 @lru_cache(maxsize=None)
