@@ -1,18 +1,21 @@
-"""How much wall time does pytest-nocompile add to a test run?
+"""How much does pytest-nocompile add to a test run?
 
 Generates test suites into a temporary folder and runs each one with and
 without the plugin, alternating the two sides, for several rounds; reports the
-median wall time of each side, their ratio and the overhead per test.
+median wall time of each side, their ratio and the overhead per test. Where
+valgrind is installed it also counts the instructions each side executes:
+wall times on a shared machine cannot resolve 2 %, instruction counts repeat.
 
 Suites (issue 5):
 
 a        1,000 trivial tests that never compile and never import torch, run
          with ``--max-recompiles=0``, so every one has a budget. Target: <= 2 %
          wall time.
+a-unused the same tests with the plugin loaded and nothing asked of it (no
+         budget, no marker, no report): what an installed, unused plugin costs.
 a+dynamo the same, but every test module imports torch._dynamo, as it is
-         in any run where something compiled: separates the plugin's one-off
-         import of torch and dynamo (about 3 s here) from its per-test work,
-         with far less noise than b. Same target.
+         in any run where something compiled: every test is watched and none
+         compiles. Same target.
 b        200 tests, each compiling its own small function (backend="eager")
          under ``max_recompiles(0)``. The without side resets dynamo before
          each test as the plugin does, so the difference is the plugin's own
@@ -21,19 +24,29 @@ c        b with ``--nocompile-no-isolate``; the without side does no reset.
          Same target.
 empty    no test at all, with suite a's options: the fixed start-up part.
 
+The side without the plugin loads an inert stand-in with ``-p`` (it registers
+the two markers; for b it also resets dynamo), because pytest 9 answers any
+``-p NAME`` by scanning the installed distributions' entry points: both sides
+pay that scan, so neither table charges it to the plugin.
+
+The instructions part counts suites a and a-unused under valgrind's callgrind
+(about 50 times slower than a plain run), with the garbage collector on and
+off, and takes each one's one-off part from the empty suite run the same way.
+
 The start-up part checks whether loading the plugin imports torch
 (``python -X importtime``), times importing it after pytest, and times
 ``pytest --co -q`` on an empty folder without the plugin, with it by module
 (as the suites load it) and with it by entry-point name.
 
-Every pytest runs as a subprocess with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 and an
-explicit ``-p pytest_nocompile.plugin`` / ``-p no:nocompile``, so other
-installed plugins take no part, and an empty pytest.ini above the suites keeps any project's
-ini file out. Run from anywhere::
+Every pytest runs as a subprocess with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 and
+explicit ``-p`` options, so other installed plugins take no part, and an
+empty pytest.ini above the suites keeps any project's ini file out. Run from
+anywhere::
 
-    python benchmarks/overhead.py                  # about 9 minutes on 2 cores
-    python benchmarks/overhead.py --quick          # a smoke run, about 2 minutes
+    python benchmarks/overhead.py                  # about 14 minutes on 2 cores
+    python benchmarks/overhead.py --quick          # a smoke run, about 3 minutes
     python benchmarks/overhead.py --suites a,a+dynamo --rounds 9
+    python benchmarks/overhead.py --part instructions   # only the counts, about 4 minutes
     python benchmarks/overhead.py --profile        # adds a cProfile of suite a
 
 To compare two versions of the plugin, put a copy of the other version's
@@ -55,15 +68,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
-# By module, not by entry-point name: with autoload off, `-p nocompile` makes
-# pytest scan every installed distribution for the name. That scan is pytest's,
-# and every run with autoload on (the default) pays it with or without this
-# plugin; the start-up part of the output times it on its own.
+# Every side loads exactly one plugin with -p: pytest 9 answers any `-p NAME`
+# (a module path too, autoload off or not) by scanning every installed
+# distribution's entry points for NAME. That scan is pytest's, as much a cost
+# of the command line as of this plugin, so the side without the plugin loads
+# an inert stand-in the same way and pays it too.
 WITH_PLUGIN = ("-p", "pytest_nocompile.plugin")
 WITHOUT_PLUGIN = ("-p", "no:nocompile")
 BY_ENTRY_POINT = ("-p", "nocompile")
@@ -172,9 +187,14 @@ import functools, inspect, json, os, time
 
 from pytest_nocompile import capture, plugin
 
-# Per test (a test starts at its protocol hook): seconds inside the plugin's hooks and in its
-# dynamo reset, and how many plain and wrapper hook calls the timer itself added its cost to.
+# Per test (a test starts at logstart): seconds inside the plugin's hooks and in its dynamo
+# reset, and how many plain and wrapper hook calls the timer itself added its cost to.
 spent = {"hooks": [], "reset": [], "plain_calls": [], "wrapper_calls": []}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    for series in spent.values():
+        series.append(0)
 
 
 def timed_plain(function, key="hooks"):
@@ -199,13 +219,8 @@ def step(generator, action, *argument):
 
 
 def timed_wrapper(function):
-    starts_a_test = function.__name__ == "pytest_runtest_protocol"
-
     @functools.wraps(function)
     def timed(*args, **kwargs):
-        if starts_a_test:
-            for series in spent.values():
-                series.append(0)
         spent["wrapper_calls"][-1] += 1
         inner = function(*args, **kwargs)
         step(inner, "__next__")
@@ -225,9 +240,11 @@ def timed_wrapper(function):
     return timed
 
 
-for name, hook in list(vars(plugin.NocompileSession).items()):
-    if name.startswith("pytest_runtest_"):
-        setattr(plugin.NocompileSession, name, (timed_wrapper if inspect.isgeneratorfunction(hook) else timed_plain)(hook))
+# Every per-test hook of the plugin: the session's (always) and the watcher's (once a test can be watched).
+for owner in (plugin.NocompileSession, plugin.Watcher):
+    for name, hook in list(vars(owner).items()):
+        if name.startswith("pytest_runtest_"):
+            setattr(owner, name, (timed_wrapper if inspect.isgeneratorfunction(hook) else timed_plain)(hook))
 capture.reset_dynamo = timed_plain(capture.reset_dynamo, "reset")
 
 
@@ -272,6 +289,7 @@ def make_suites(root: Path, trivial_count: int, compiling_count: int) -> list[Su
     ratio_target = Target(max_overhead_percent=2.0)
     per_test_target = Target(max_ms_per_test=1.0)
     budget = ("--max-recompiles=0",)
+    inert = WITHOUT_PLUGIN + ("-p", STAND_IN_MARKERS)
     # An ini file of our own, found before any ini file further up (a project's, when --keep is inside one).
     root.mkdir(parents=True)
     (root / "pytest.ini").write_text("[pytest]\n")
@@ -280,12 +298,12 @@ def make_suites(root: Path, trivial_count: int, compiling_count: int) -> list[Su
     write_tests(root / "b", compiling_count, "import pytest\nimport torch\n\n\n", compiling_test)
     (root / "empty").mkdir()
     return [
-        Suite("empty", root / "empty", 0, WITHOUT_PLUGIN, WITH_PLUGIN + budget, Target()),
-        Suite("a", root / "a", trivial_count, WITHOUT_PLUGIN, WITH_PLUGIN + budget, ratio_target),
-        Suite("a+dynamo", root / "a_dynamo", trivial_count, WITHOUT_PLUGIN, WITH_PLUGIN + budget, ratio_target),
+        Suite("empty", root / "empty", 0, inert, WITH_PLUGIN + budget, Target()),
+        Suite("a", root / "a", trivial_count, inert, WITH_PLUGIN + budget, ratio_target),
+        Suite("a-unused", root / "a", trivial_count, inert, WITH_PLUGIN, Target()),
+        Suite("a+dynamo", root / "a_dynamo", trivial_count, inert, WITH_PLUGIN + budget, ratio_target),
         Suite("b", root / "b", compiling_count, WITHOUT_PLUGIN + ("-p", STAND_IN_RESET), WITH_PLUGIN, per_test_target),
-        Suite("c", root / "b", compiling_count, WITHOUT_PLUGIN + ("-p", STAND_IN_MARKERS),
-              WITH_PLUGIN + ("--nocompile-no-isolate",), per_test_target),
+        Suite("c", root / "b", compiling_count, inert, WITH_PLUGIN + ("--nocompile-no-isolate",), per_test_target),
     ]
 
 
@@ -303,16 +321,21 @@ def pytest_env(plugin_dir: Path) -> dict[str, str]:
     return env
 
 
-def run_pytest(args: Sequence[str], folder: Path, env: dict[str, str], prefix: Sequence[str] = PYTEST) -> float:
-    """Run pytest in ``folder``; return its wall time in seconds. A failing run aborts the benchmark."""
-    # The suite's folder is the rootdir and the one collected; the ini file is the empty one above it.
+def run_checked(args: Sequence[str], folder: Path, env: dict[str, str], prefix: Sequence[str] = PYTEST) -> subprocess.CompletedProcess[str]:
+    """Run pytest in ``folder`` (its rootdir, and the one collected). A failing run aborts the benchmark."""
+    # The ini file is the empty one above the suites.
     command = [*prefix, *args, "--rootdir", str(folder), str(folder)]
-    start = time.perf_counter()
     result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
     if result.returncode not in (0, EXIT_NO_TESTS):
         sys.exit(f"benchmark aborted: {' '.join(command)} exited {result.returncode}\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
-    return elapsed
+    return result
+
+
+def run_pytest(args: Sequence[str], folder: Path, env: dict[str, str], prefix: Sequence[str] = PYTEST) -> float:
+    """Run pytest in ``folder``; return its wall time in seconds."""
+    start = time.perf_counter()
+    run_checked(args, folder, env, prefix)
+    return time.perf_counter() - start
 
 
 @dataclass
@@ -451,6 +474,68 @@ def machine_description(env: dict[str, str], cwd: Path) -> str:
             f"from {os.path.dirname(where)}")
 
 
+# -- instructions: what a shared machine's wall times cannot resolve -----------------
+
+# Python started with its cyclic garbage collector off, then pytest as `-m pytest` would.
+WITHOUT_GC = ("-c", "import gc, runpy; gc.disable(); runpy.run_module('pytest', run_name='__main__', alter_sys=True)")
+CALLGRIND_TOTAL = re.compile(r"Collected : (\d+)")
+
+
+def count_instructions(args: Sequence[str], folder: Path, env: dict[str, str], gc_on: bool) -> int:
+    """Instructions one pytest run executes, counted by valgrind's callgrind (all threads)."""
+    python = (sys.executable, "-m", "pytest") if gc_on else (sys.executable, *WITHOUT_GC)
+    prefix = ("valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *python, *PYTEST[3:])
+    # String hashes are salted per process: fixed, so dicts and sets do the same work each run.
+    match = CALLGRIND_TOTAL.search(run_checked(args, folder, dict(env, PYTHONHASHSEED="0"), prefix).stderr)
+    if match is None:
+        sys.exit("benchmark aborted: no instruction count in valgrind's output")
+    return int(match.group(1))
+
+
+def instruction_rows(suites: Sequence[Suite], empty: Path, env: dict[str, str]) -> list[list[str]]:
+    """Each suite's instructions without and with the plugin; the one-off part from the empty suite.
+
+    A count repeats to within a few instructions for the same program and
+    inputs, whatever else the machine is doing, where wall times here vary
+    by 10 % and more. Instructions are not seconds: they leave out cache and
+    memory effects, but they rank and size CPU-bound Python work well. With
+    the garbage collector on (as users run), a small change in allocations
+    moves its full collections, a few million instructions each; the rows
+    without it split per-test and one-off work cleanly.
+    """
+    sides = ("without", "with_plugin")  # Suite's fields: each side's options
+    jobs = [(suite, folder, side, gc_on) for suite in suites for folder in (suite.folder, empty)
+            for side in sides for gc_on in (True, False)]
+    for suite, folder, side, gc_on in jobs:  # untimed, once each: writes the rewritten .pyc files first
+        if gc_on:
+            run_checked(getattr(suite, side), folder, env)
+
+    def count(job: tuple[Suite, Path, str, bool]) -> int:
+        suite, folder, side, gc_on = job
+        return count_instructions(getattr(suite, side), folder, env, gc_on)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+        counts = dict(zip(jobs, pool.map(count, jobs)))
+    rows = []
+    for suite in suites:
+        for gc_on in (True, False):
+            without, with_plugin = (counts[(suite, suite.folder, side, gc_on)] for side in sides)
+            bare_without, bare_with = (counts[(suite, empty, side, gc_on)] for side in sides)
+            one_off = bare_with - bare_without
+            per_test = (with_plugin - without - one_off) / suite.tests
+            percent = (with_plugin / without - 1) * 100
+            met = suite.target.met(percent, 0.0) if suite.target.max_overhead_percent is not None else None
+            rows.append([suite.name, "on" if gc_on else "off", f"{without / 1e6:.1f}", f"{with_plugin / 1e6:.1f}",
+                         f"{percent:+.2f}", f"{one_off / 1e6:.1f}", f"{per_test / 1e3:.1f}",
+                         f"{(without - bare_without) / suite.tests / 1e3:.0f}",
+                         suite.target.describe(), "-" if met is None else "met" if met else "NOT met"])
+    return rows
+
+
+INSTRUCTION_HEADERS = ("suite", "gc", "without (M)", "with (M)", "overhead %", "one-off (M)", "per test (k)",
+                       "a test without (k)", "target", "verdict")
+
+
 # -- start-up: imports and an empty collection ---------------------------------------
 
 IMPORT_LINE = re.compile(r"^import time:\s+(?P<self>\d+) \|\s+(?P<cumulative>\d+) \|(?P<indent> +)(?P<name>\S+)$")
@@ -512,22 +597,24 @@ def import_rows(env: dict[str, str], cwd: Path, runs: int) -> list[list[str]]:
 
 
 def collect_rows(empty: Path, env: dict[str, str], runs: int) -> list[list[str]]:
-    """`pytest --co -q` on an empty folder without the plugin, with it by module, and by entry-point name."""
+    """`pytest --co -q` on an empty folder: no plugin, an inert one by module, this one by module and by name."""
+    inert = WITHOUT_PLUGIN + ("-p", STAND_IN_MARKERS)
     sides = {
         "-p no:nocompile": WITHOUT_PLUGIN,
+        f"-p {STAND_IN_MARKERS} (inert: pytest's entry-point scan for the name)": inert,
         "-p pytest_nocompile.plugin": WITH_PLUGIN,
-        "-p nocompile (autoload off: pytest scans the installed distributions)": BY_ENTRY_POINT,
+        "-p nocompile (by entry-point name)": BY_ENTRY_POINT,
     }
     times: dict[str, list[float]] = {name: [] for name in sides}
     for index in range(runs):
         order = list(sides)[index % len(sides):] + list(sides)[:index % len(sides)]
         for name in order:
             times[name].append(run_pytest(("--co",) + sides[name], empty, env))
-    without = statistics.median(times["-p no:nocompile"])
+    reference = statistics.median(times[next(name for name, args in sides.items() if args == inert)])
     rows = []
     for name, measured in times.items():
         median = statistics.median(measured)
-        difference = "" if sides[name] == WITHOUT_PLUGIN else f", {(median - without) * 1000:+.1f} ms"
+        difference = "" if sides[name] in (WITHOUT_PLUGIN, inert) else f", {(median - reference) * 1000:+.1f} ms against the inert plugin"
         rows.append([f"`pytest --co -q` on an empty folder, {name}, median s", f"{median:.3f}{difference}"])
     return rows
 
@@ -554,15 +641,17 @@ def profile_suite(suite: Suite, env: dict[str, str], out: Path, top: int) -> Non
 # -- main ------------------------------------------------------------------------------
 
 
-SUITE_NAMES = ("empty", "a", "a+dynamo", "b", "c")
+SUITE_NAMES = ("empty", "a", "a-unused", "a+dynamo", "b", "c")
+# Under valgrind a run is about 50 times slower, and torch's import alone takes minutes there.
+INSTRUCTION_SUITES = ("a", "a-unused")
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=None, help="rounds of alternating runs (default 5; 3 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a tenth of the tests, for a smoke run")
-    parser.add_argument("--part", choices=("all", "suites", "startup"), default="all",
-                        help="the suites, the start-up checks, or both (default)")
+    parser.add_argument("--part", choices=("all", "suites", "instructions", "startup"), default="all",
+                        help="wall times of the suites, instruction counts (needs valgrind), the start-up checks, or all (default)")
     parser.add_argument("--suites", default=",".join(SUITE_NAMES),
                         help=f"comma-separated suites to time (default: all of {','.join(SUITE_NAMES)})")
     parser.add_argument("--profile", action="store_true", help="also profile suite a with the plugin under cProfile")
@@ -586,7 +675,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         env = pytest_env(root / "plugins")
         suites = {suite.name: suite for suite in make_suites(root / "suites", 1000 // scale, 200 // scale)}
         print(machine_description(env, suites["empty"].folder), flush=True)
-        startup_table = suites_table = own_table = ""
+        startup_table = suites_table = own_table = instruction_table = ""
         if args.part in ("all", "startup"):
             empty = suites["empty"].folder
             # Start-up differences (~30 ms) are within one run's noise here, and a run costs 0.3 s: take many.
@@ -598,10 +687,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             suites_table = format_table(SUITE_HEADERS, (suite_row(timing) for timing in timings))
             without = {timing.suite.name: statistics.median(timing.without) for timing in timings}
             own_table = format_table(OWN_WORK_HEADERS, own_work_rows(chosen, env, runs=3, without=without))
+        if args.part in ("all", "instructions"):
+            if shutil.which("valgrind"):
+                counted = [suites[name] for name in INSTRUCTION_SUITES]
+                instruction_table = format_table(INSTRUCTION_HEADERS, instruction_rows(counted, suites["empty"].folder, env))
+            else:
+                instruction_table = "instructions: valgrind not found; install it (Debian: valgrind) to count them"
         if args.profile:
             profile_suite(suites["a"], env, root, top=25)
         print(f"\nmedians of {rounds} rounds, each round runs both sides back to back, alternating which goes first")
-        for table in (suites_table, own_table, startup_table):
+        for table in (suites_table, own_table, instruction_table, startup_table):
             if table:
                 print("\n" + table)
     finally:
