@@ -187,14 +187,18 @@ import functools, inspect, json, os, time
 
 from pytest_nocompile import capture, plugin
 
-# Per test (a test starts at logstart): seconds inside the plugin's hooks and in its dynamo
-# reset, and how many plain and wrapper hook calls the timer itself added its cost to.
+import pytest
+
+# Per test: seconds inside the plugin's hooks and in its dynamo reset, and how
+# many plain and wrapper hook calls the timer itself added its cost to.
 spent = {"hooks": [], "reset": [], "plain_calls": [], "wrapper_calls": []}
 
 
-def pytest_runtest_logstart(nodeid, location):
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: a test starts here, before the plugin's own wrapper
+def pytest_runtest_protocol(item, nextitem):
     for series in spent.values():
         series.append(0)
+    return (yield)
 
 
 def timed_plain(function, key="hooks"):
