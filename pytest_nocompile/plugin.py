@@ -301,11 +301,15 @@ class NocompileSession:
         self.watcher.stop_capture()
 
 
+def _uses_a_nocompile_fixture(item: pytest.Item) -> bool:
+    return not FIXTURE_NAMES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
 def _any_asks_to_be_watched(items: Sequence[pytest.Item]) -> bool:
     """Whether a test has a budget marker or a nocompile fixture (whatever its arguments say)."""
     checked: set[int] = set()  # ids of modules and classes whose own markers were read
     for item in items:
-        if not FIXTURE_NAMES.isdisjoint(getattr(item, "fixturenames", ())):
+        if _uses_a_nocompile_fixture(item):
             return True
         # item.iter_markers() reads every parent again for every test; here each is read once.
         node: pytest.Item | pytest.Collector | None = item
@@ -450,7 +454,7 @@ class Watcher:
                     return _Watch(budget, usage_error=f"invalid {name} marker on {item.nodeid}: {error}")
             budget = _with_markers(budget, read)
             watched = budget.budgeted or session.watch_every_test
-        if watched or not FIXTURE_NAMES.isdisjoint(getattr(item, "fixturenames", ())):
+        if watched or _uses_a_nocompile_fixture(item):
             return _Watch(budget)
         return None
 
