@@ -5,9 +5,10 @@ compiles. The per-test hooks are registered only once some test of the run
 can be watched: a test with a budget marker or a nocompile fixture, or, under
 a run-wide budget or report, once torch is imported. Until torch is imported
 nothing can compile, so a run-wide budget costs one small teardown hook per
-test. torch is never imported by the plugin before something else imports
-it. The modules that parse, record and report recompiles load with the first
-test that needs them, so a run that never compiles never imports them.
+test (:class:`IdleTests`). torch is never imported by the plugin before
+something else imports it. The modules that parse, record and report
+recompiles load with the first test that needs them, so a run that never
+compiles never imports them.
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", help_text)
     session = config.stash[SESSION_KEY] = NocompileSession(config)
     config.pluginmanager.register(session, "nocompile-session")
+    if session.is_xdist_controller:  # never collects: gathers, from the start, what its workers send
+        config.pluginmanager.register(session.reports, "nocompile-reports")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -154,6 +157,8 @@ class NocompileSession:
         self.watch_every_test = bool(self.report_requested or self.json_path or self.save_path or self.compare_path)
         self.watch_by_default = self.watch_every_test or self.default_budget.budgeted  # a test with no marker
         self.is_worker = hasattr(config, "workerinput")
+        # pytest-xdist runs tests in workers when its dist mode is on (pytest-cov reads it the same way).
+        self.is_xdist_controller = not self.is_worker and config.getoption("dist", "no") != "no"
         self.baseline: Optional[dict[str, dict[str, int]]] = None
         self.comparison: Optional[Comparison] = None
         self.results: dict[str, dict[str, Any]] = {}  # each watched test's entry, by node id
@@ -162,8 +167,8 @@ class NocompileSession:
         self._outcomes: dict[str, list[tuple[str, str, bool]]] = {}
         self._final_outcomes: dict[str, list[tuple[str, str, bool]]] = {}
         self.watcher = Watcher(self)
-        self._idle: Optional[tuple[dict[str, Any], list[tuple[str, int]]]] = None  # the shared entry while idling
-        self._late_import: Optional[_LateImportWarning] = None
+        self.reports = Reports(self)
+        self._idle_tests: Optional[IdleTests] = None  # while the run idles
         self._idle_entries: dict[RecompileBudget, tuple[dict[str, Any], list[tuple[str, int]]]] = {}
         if not self.is_worker:
             self._check_output_paths()
@@ -183,17 +188,22 @@ class NocompileSession:
 
     # -- which per-test hooks the run needs --------------------------------------
     #
-    # Every hook costs every test its call, watched or not, so none is
-    # registered that the run cannot use. Only a process that collects tests
-    # runs them (an xdist controller does neither, and only gathers results).
+    # Every hook costs every test its call, pluggy's dispatch alone about as
+    # much as a small hook's body, so none is registered that the run cannot
+    # use. Only a process that collects tests runs this (an xdist controller
+    # does not).
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.watch_by_default and capture.torch_imported() or _any_asks_to_be_watched(session.items):
             self.wake_watcher()
         elif self.watch_by_default:
             # Idle: nothing can compile before torch is imported, so every test
-            # gets the same entry, from the logreport hook below; no hook of its own.
-            self._idle = self.shared_idle_entry(self.default_budget)
+            # gets the same entry, from one teardown hook; the report hook runs
+            # only for a JSON report's outcomes.
+            self._idle_tests = IdleTests(self)
+            self._register(self._idle_tests, "nocompile-idle")
+            if self.json_path and not self.is_worker:
+                self._register(self.reports, "nocompile-reports")
         else:
             # No budget, no report, and no test asks for one: nothing in this
             # run can be watched, and none of these hooks has anything to do.
@@ -201,12 +211,15 @@ class NocompileSession:
 
     def wake_watcher(self) -> None:
         """Register the per-test hooks; the run stops idling."""
-        self._idle = None
-        if self._late_import is not None:
-            self.config.pluginmanager.unregister(self._late_import)
-            self._late_import = None
-        if not self.config.pluginmanager.is_registered(self.watcher):
-            self.config.pluginmanager.register(self.watcher, "nocompile-watcher")
+        if self._idle_tests is not None:
+            self.config.pluginmanager.unregister(self._idle_tests)
+            self._idle_tests = None
+        self._register(self.watcher, "nocompile-watcher")
+        self._register(self.reports, "nocompile-reports")
+
+    def _register(self, hooks: object, name: str) -> None:
+        if not self.config.pluginmanager.is_registered(hooks):
+            self.config.pluginmanager.register(hooks, name)
 
     def shared_idle_entry(self, budget: RecompileBudget) -> tuple[dict[str, Any], list[tuple[str, int]]]:
         """The entry and properties of a test that ran before torch was imported: the same for every such test."""
@@ -216,51 +229,36 @@ class NocompileSession:
             cached = self._idle_entries[budget] = (entry, count_properties(entry))
         return cached
 
-    def _end_idle_test(self, report: pytest.TestReport) -> None:
-        """While idling: the shared entry on each teardown report; after the test that imported torch, wake."""
-        entry, properties = self._idle  # type: ignore[misc]
-        report.__dict__[ENTRY_ATTRIBUTE] = entry
-        report.user_properties.extend(properties)
-        if capture.torch_imported():
-            self.wake_watcher()
+    # -- the run's results, from each test's reports (on the xdist controller too)
 
-    def _warn_at_teardown(self, report: pytest.TestReport) -> None:
-        # torch arrived inside this test. Warn from its teardown, not from
-        # here: a warning raised as an error (-W error) in a logreport hook
-        # would end the run instead of failing the test.
-        self._late_import = _LateImportWarning(report.nodeid)
-        self.config.pluginmanager.register(self._late_import, "nocompile-late-import")
-
-    # -- each report: what the watcher adds, then the run's results (on the xdist controller too)
-
-    @pytest.hookimpl(tryfirst=True)  # before junitxml, the terminal and xdist's worker read the report
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        # Runs three times for every test of the run: kept to the fewest steps.
+    def gather(self, report: pytest.TestReport) -> None:
+        """Keep a finished test's entry, and the outcomes a JSON report needs."""
         when = report.when
-        if self.watcher.watches:
-            self.watcher.annotate(report)
-        elif self._idle is not None:
-            if when == "teardown":
-                self._end_idle_test(report)
-            elif when == "call" and self._late_import is None and capture.torch_imported():
-                self._warn_at_teardown(report)
-        if self.is_worker:  # the controller gathers the results, from the reports this worker sends
-            return
         # The report's __dict__, not hasattr/getattr: those raise and catch an
         # AttributeError for a missing attribute, on almost every report.
         attributes = report.__dict__
         if report.outcome != "passed" or "wasxfail" in attributes:  # a plain pass changes no outcome
             self._outcomes.setdefault(report.nodeid, []).append((when, report.outcome, "wasxfail" in attributes))
-        if when == "teardown":  # an attempt's last report, and the one that carries the entry
-            outcomes = self._outcomes.pop(report.nodeid, None) if self._outcomes else None
-            entry = attributes.get(ENTRY_ATTRIBUTE)
-            if entry is not None:
-                nodeid = report.nodeid
-                self.results[nodeid] = entry
-                if outcomes:
-                    self._final_outcomes[nodeid] = outcomes
-                elif self._final_outcomes:  # an earlier attempt's (pytest-rerunfailures)
-                    self._final_outcomes.pop(nodeid, None)
+        if when != "teardown":  # only an attempt's last report carries its entry
+            return
+        nodeid = report.nodeid
+        outcomes = self._outcomes.pop(nodeid, None) if self._outcomes else None
+        entry = attributes.get(ENTRY_ATTRIBUTE)
+        if entry is None and report.user_properties:
+            entry = self._idle_entry_of(report.user_properties)
+        if entry is not None:
+            self.results[nodeid] = entry
+            if outcomes:
+                self._final_outcomes[nodeid] = outcomes
+            elif self._final_outcomes:  # an earlier attempt's (pytest-rerunfailures)
+                self._final_outcomes.pop(nodeid, None)
+
+    def _idle_entry_of(self, properties: list[tuple[str, object]]) -> Optional[dict[str, Any]]:
+        # A test that ran idle carries only the idle properties, which its
+        # teardown hook could put on the report (the entry it cannot): every
+        # process of the run has the same default budget, so the same entry.
+        entry, idle_properties = self.shared_idle_entry(self.default_budget)
+        return entry if idle_properties[0] in properties else None
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.watcher.stop_capture()
@@ -307,19 +305,80 @@ def _uses_a_nocompile_fixture(item: pytest.Item) -> bool:
 
 def _any_asks_to_be_watched(items: Sequence[pytest.Item]) -> bool:
     """Whether a test has a budget marker or a nocompile fixture (whatever its arguments say)."""
+    # item.iter_markers() reads every parent again for every test; here each
+    # parent is read once, and a test whose parent is the previous test's
+    # (most tests) costs a few attribute reads.
     checked: set[int] = set()  # ids of modules and classes whose own markers were read
+    previous_parent = None
     for item in items:
-        if _uses_a_nocompile_fixture(item):
+        if _uses_a_nocompile_fixture(item) or item.own_markers and _has_a_budget_marker(item):
             return True
-        # item.iter_markers() reads every parent again for every test; here each is read once.
-        node: pytest.Item | pytest.Collector | None = item
+        node = item.parent
+        if node is previous_parent:
+            continue
+        previous_parent = node
         while node is not None and id(node) not in checked:
-            if any(marker.name in BUDGET_MARKERS for marker in node.own_markers):
+            if _has_a_budget_marker(node):
                 return True
-            if node is not item:
-                checked.add(id(node))
+            checked.add(id(node))
             node = node.parent
     return False
+
+
+def _has_a_budget_marker(node: pytest.Item | pytest.Collector) -> bool:
+    return any(marker.name in BUDGET_MARKERS for marker in node.own_markers)
+
+
+class Reports:
+    """The report hook: the watcher's sections and entries on each report, then the run's results.
+
+    Registered with the watcher, on an xdist controller (which gathers what
+    its workers send) and, while the run idles, for a JSON report's outcomes.
+    In a worker it only annotates: the controller gathers.
+    """
+
+    def __init__(self, session: NocompileSession) -> None:
+        self.session = session
+
+    @pytest.hookimpl(tryfirst=True)  # before junitxml, the terminal and xdist's worker read the report
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        session = self.session
+        if session.watcher.watches:
+            session.watcher.annotate(report)
+        if not session.is_worker:  # the controller gathers the results, from the reports this worker sends
+            session.gather(report)
+
+
+class IdleTests:
+    """The one per-test hook while no test has imported torch: nothing can have compiled yet.
+
+    Each test gets the run's shared idle entry, and its count properties on
+    its teardown report (an xdist controller makes the entry from those).
+    The test in which torch first appears wakes the watcher for the tests
+    after it, and is warned about if it compiled.
+    """
+
+    def __init__(self, session: NocompileSession) -> None:
+        self.session = session
+        self.entry, self.properties = session.shared_idle_entry(session.default_budget)
+        self.results = None if session.is_worker else session.results
+
+    # A wrapper: its code after the yield runs after pytest's own teardown,
+    # also when that raised, and before the teardown report is made from the
+    # item. A warning raised as an error (-W error) there errors this test.
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        finally:
+            properties = item.user_properties
+            if self.properties[0] not in properties:  # already there from an earlier attempt (pytest-rerunfailures)
+                properties.extend(self.properties)
+            if self.results is not None:
+                self.results[item.nodeid] = self.entry
+            if capture.torch_imported():
+                self.session.wake_watcher()
+                warn_if_compiled_unwatched(item)
 
 
 class Watcher:
@@ -327,17 +386,17 @@ class Watcher:
 
     Registered by :meth:`NocompileSession.wake_watcher`. For a test nobody
     watches each hook is a dict lookup and a return: setup plans the watch
-    and starts capture, call checks the budget, and the session's logreport
-    (through :meth:`annotate`) adds sections and, with the teardown report,
-    ends capture and attaches the test's entry. Capture ends with teardown,
-    not the protocol, because pytest-rerunfailures runs setup, call and
-    teardown again inside one protocol.
+    and starts capture, call checks the budget, and the report hook
+    (:class:`Reports`, through :meth:`annotate`) adds sections and, with the
+    teardown report, ends capture and attaches the test's entry. Capture
+    ends with teardown, not the protocol, because pytest-rerunfailures runs
+    setup, call and teardown again inside one protocol.
     """
 
     def __init__(self, session: NocompileSession) -> None:
         self.session = session
-        # Tests now running that the plugin watches, by node id: the session's
-        # logreport has only the report, and a stash miss costs an exception.
+        # Tests now running that the plugin watches, by node id: the report
+        # hook has only the report, and a stash miss costs an exception.
         self.watches: dict[str, _Watch] = {}
         self._capture: Optional[capture.RecompileCapture] = None
 
@@ -461,18 +520,6 @@ class Watcher:
     def stop_capture(self) -> None:
         if self._capture is not None:
             self._capture.stop()
-
-
-class _LateImportWarning:
-    """Registered for the one test in which torch was first imported while the run idled."""
-
-    def __init__(self, nodeid: str) -> None:
-        self.nodeid = nodeid
-
-    @pytest.hookimpl(trylast=True)  # after pytest's own teardown, which an error raised before it would skip
-    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
-        if item.nodeid == self.nodeid:
-            warn_if_compiled_unwatched(item)
 
 
 def warn_if_compiled_unwatched(item: pytest.Item) -> None:

@@ -265,6 +265,51 @@ def test_xdist_budgets_summary_json_and_compare(pytester: pytest.Pytester, run) 
     result.stdout.fnmatch_lines(["*= nocompile =*", "*1  *over budget*test_xdist.py::test_case[[]0]"])
 
 
+NEVER_IMPORTS_TORCH = """
+import pytest
+
+@pytest.fixture
+def breaks_in_teardown():
+    yield
+    raise RuntimeError("teardown failed")
+
+def test_passes():
+    pass
+
+def test_fails():
+    assert False
+
+def test_teardown_error(breaks_in_teardown):
+    pass
+
+@pytest.mark.skip
+def test_skipped():
+    pass
+"""
+
+
+@pytest.mark.parametrize("processes", [(), ("-p", "xdist", "-n", "2")], ids=["one process", "xdist"])
+def test_idle_tests_get_entries_outcomes_and_junit_properties(pytester: pytest.Pytester, run, processes: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    # Before torch is imported no report hook runs: one teardown hook puts the
+    # counts on the item, and an xdist controller makes each entry from those.
+    if processes:
+        pytest.importorskip("xdist")
+    pytester.makepyfile(test_idle=NEVER_IMPORTS_TORCH)
+    result = run(*processes, "-p", "no:randomly", "-p", "no:logging", "--max-recompiles=0",
+                 "--nocompile-json=report.json", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=2, failed=1, skipped=1, errors=1)
+    result.stdout.fnmatch_lines(["*= nocompile =*", "no test compiled (4 watched)"])
+    tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
+    assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {
+        "test_passes": ("passed", 0, 0, "within budget"),
+        "test_fails": ("failed", 0, 0, "within budget"),
+        "test_teardown_error": ("error", 0, 0, "within budget"),
+        "test_skipped": ("skipped", 0, 0, "within budget"),
+    }
+    zero = {"nocompile_compiles": "0", "nocompile_recompiles": "0", "nocompile_graph_breaks": "0"}
+    for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase"):
+        assert [(prop.get("name"), prop.get("value")) for prop in case.iter("property")] == list(zero.items()), case.get("name")
+
 STRICT = '''
 import pytest, torch
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import xml.etree.ElementTree as ElementTree
 
 import pytest
 from nocompile_testing import RECOMPILE_ONCE, expect_lines
@@ -89,6 +90,26 @@ def test_beside_rerunfailures_timeout_and_without_logging(pytester: pytest.Pytes
     assert result.parseoutcomes() == {"passed": 5, "rerun": 1}
     result.stdout.fnmatch_lines(["RERUN test_flaky.py::test_flaky_budget"])
 
+
+FLAKY_IDLE = """
+def test_flaky(tmp_path_factory):
+    marker = tmp_path_factory.getbasetemp().parent / "ran-once"
+    if not marker.exists():
+        marker.write_text("")
+        assert False, "first attempt"
+"""
+
+
+def test_a_rerun_idle_test_carries_its_counts_once(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    # While idle the counts go on the item, which every attempt of a rerun shares.
+    pytest.importorskip("pytest_rerunfailures")
+    pytester.makepyfile(test_flaky=FLAKY_IDLE)
+    result = run("-p", "rerunfailures", "--reruns", "1", "-p", "no:randomly", "--max-recompiles=0", "--junitxml=junit.xml")
+    assert result.parseoutcomes() == {"passed": 1, "rerun": 1}
+    attempts = list(ElementTree.parse(pytester.path / "junit.xml").iter("testcase"))  # junitxml writes one per attempt
+    assert len(attempts) == 2
+    for case in attempts:
+        assert [prop.get("name") for prop in case.iter("property")] == ["nocompile_compiles", "nocompile_recompiles", "nocompile_graph_breaks"]
 
 def test_random_order_gives_identical_counts(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("pytest_randomly")

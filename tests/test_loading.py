@@ -144,17 +144,20 @@ def test_two():
 
 
 WATCHER_HOOKS = ["nocompile-watcher pytest_runtest_call", "nocompile-watcher pytest_runtest_protocol", "nocompile-watcher pytest_runtest_setup"]
-SESSION_HOOK = ["nocompile-session pytest_runtest_logreport"]
+REPORT_HOOK = ["nocompile-reports pytest_runtest_logreport"]
+IDLE_HOOK = ["nocompile-idle pytest_runtest_teardown"]
 
 
 @pytest.mark.parametrize(("marker", "options", "expected"), [
     ("", (), []),
     ("import torch\n", (), []),
-    ("", ("--max-recompiles=0",), SESSION_HOOK),
-    ("", ("--nocompile-report",), SESSION_HOOK),
-    ("import torch\n", ("--max-recompiles=0",), SESSION_HOOK + WATCHER_HOOKS),
-    ("import pytest\npytestmark = pytest.mark.max_graph_breaks(None)\n", (), SESSION_HOOK + WATCHER_HOOKS),
-], ids=["nothing to watch", "torch, nothing to watch", "run-wide budget, no torch", "report, no torch", "run-wide budget, torch", "a marker"])
+    ("", ("--max-recompiles=0",), IDLE_HOOK),
+    ("", ("--nocompile-report",), IDLE_HOOK),
+    ("", ("--max-recompiles=0", "--nocompile-json=report.json"), IDLE_HOOK + REPORT_HOOK),
+    ("import torch\n", ("--max-recompiles=0",), REPORT_HOOK + WATCHER_HOOKS),
+    ("import pytest\npytestmark = pytest.mark.max_graph_breaks(None)\n", (), REPORT_HOOK + WATCHER_HOOKS),
+], ids=["nothing to watch", "torch, nothing to watch", "run-wide budget, no torch", "report, no torch",
+        "JSON report, no torch", "run-wide budget, torch", "a marker"])
 def test_per_test_hooks_are_registered_only_where_a_test_can_be_watched(  # type: ignore[no-untyped-def]
     pytester: pytest.Pytester, run, marker: str, options: tuple[str, ...], expected: list[str]
 ) -> None:
