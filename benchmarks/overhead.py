@@ -32,6 +32,9 @@ pay that scan, so neither table charges it to the plugin.
 The instructions part counts suites a and a-unused under valgrind's callgrind
 (about 50 times slower than a plain run), with the garbage collector on and
 off, and takes each one's one-off part from the empty suite run the same way.
+It counts copies of the suites at three locations, because the counts move
+with the suites' paths (see ``instruction_rows``), and gives the median and
+range.
 
 The start-up part checks whether loading the plugin imports torch
 (``python -X importtime``), times importing it after pytest, and times
@@ -46,7 +49,7 @@ anywhere::
     python benchmarks/overhead.py                  # about 14 minutes on 2 cores
     python benchmarks/overhead.py --quick          # a smoke run, about 3 minutes
     python benchmarks/overhead.py --suites a,a+dynamo --rounds 9
-    python benchmarks/overhead.py --part instructions   # only the counts, about 4 minutes
+    python benchmarks/overhead.py --part instructions   # only the counts, about 7 minutes
     python benchmarks/overhead.py --profile        # adds a cProfile of suite a
 
 To compare two versions of the plugin, put a copy of the other version's
@@ -244,8 +247,9 @@ def timed_wrapper(function):
     return timed
 
 
-# Every per-test hook of the plugin: the session's (always) and the watcher's (once a test can be watched).
-for owner in (plugin.NocompileSession, plugin.Watcher):
+# Every per-test hook of the plugin: the idle tests' (until torch is imported), the
+# watcher's and the report hook's (once a test can be watched).
+for owner in (plugin.IdleTests, plugin.Watcher, plugin.Reports):
     for name, hook in list(vars(owner).items()):
         if name.startswith("pytest_runtest_"):
             setattr(owner, name, (timed_wrapper if inspect.isgeneratorfunction(hook) else timed_plain)(hook))
@@ -496,47 +500,67 @@ def count_instructions(args: Sequence[str], folder: Path, env: dict[str, str], g
     return int(match.group(1))
 
 
-def instruction_rows(suites: Sequence[Suite], empty: Path, env: dict[str, str]) -> list[list[str]]:
+def instruction_rows(suites: Sequence[Suite], empty: Path, env: dict[str, str], locations: int) -> list[list[str]]:
     """Each suite's instructions without and with the plugin; the one-off part from the empty suite.
 
-    A count repeats to within a few instructions for the same program and
-    inputs, whatever else the machine is doing, where wall times here vary
+    A count repeats to within a few instructions for the same program, inputs
+    and paths, whatever else the machine is doing, where wall times here vary
     by 10 % and more. Instructions are not seconds: they leave out cache and
     memory effects, but they rank and size CPU-bound Python work well. With
     the garbage collector on (as users run), a small change in allocations
     moves its full collections, a few million instructions each; the rows
-    without it split per-test and one-off work cleanly.
-    """
-    sides = ("without", "with_plugin")  # Suite's fields: each side's options
-    jobs = [(suite, folder, side, gc_on) for suite in suites for folder in (suite.folder, empty)
-            for side in sides for gc_on in (True, False)]
-    for suite, folder, side, gc_on in jobs:  # untimed, once each: writes the rewritten .pyc files first
-        if gc_on:
-            run_checked(getattr(suite, side), folder, env)
+    without it split per-test and one-off work more cleanly.
 
-    def count(job: tuple[Suite, Path, str, bool]) -> int:
-        suite, folder, side, gc_on = job
-        return count_instructions(getattr(suite, side), folder, env, gc_on)
+    The counts also move with where the suite lies: a path's characters
+    change string hashes, and so the probing of dicts and sets all through
+    pytest, by up to about 0.3 % of a run of suite a. So every count is taken
+    in copies of the suites at several locations (folders of different
+    names), and each row gives the median and, for the overhead, the range;
+    the verdict is the worst location's.
+    """
+    places = []
+    for index in range(locations):
+        place = empty.parent.parent / f"located-{'x' * (3 * index + 1)}"  # names of different lengths
+        place.mkdir()
+        (place / "pytest.ini").write_text("[pytest]\n")
+        for folder in {suite.folder for suite in suites} | {empty}:
+            shutil.copytree(folder, place / folder.name, ignore=shutil.ignore_patterns("__pycache__"))
+        places.append(place)
+    sides = ("without", "with_plugin")  # Suite's fields: each side's options
+    # One job per distinct command: suites that share a folder and options share a count.
+    jobs = sorted({(place / folder.name, getattr(suite, side), gc_on) for place in places for suite in suites
+                   for folder in (suite.folder, empty) for side in sides for gc_on in (True, False)})
+    for folder, args, gc_on in jobs:  # untimed, once each: writes the rewritten .pyc files first
+        if gc_on:
+            run_checked(args, folder, env)
+
+    def count(job: tuple[Path, tuple[str, ...], bool]) -> int:
+        folder, args, gc_on = job
+        return count_instructions(args, folder, env, gc_on)
 
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
         counts = dict(zip(jobs, pool.map(count, jobs)))
     rows = []
     for suite in suites:
         for gc_on in (True, False):
-            without, with_plugin = (counts[(suite, suite.folder, side, gc_on)] for side in sides)
-            bare_without, bare_with = (counts[(suite, empty, side, gc_on)] for side in sides)
-            one_off = bare_with - bare_without
-            per_test = (with_plugin - without - one_off) / suite.tests
-            percent = (with_plugin / without - 1) * 100
-            met = suite.target.met(percent, 0.0) if suite.target.max_overhead_percent is not None else None
+            measured = []  # per location: without, with, overhead %, one-off, per test, a test without
+            for place in places:
+                without, with_plugin = (counts[(place / suite.folder.name, getattr(suite, side), gc_on)] for side in sides)
+                bare_without, bare_with = (counts[(place / empty.name, getattr(suite, side), gc_on)] for side in sides)
+                one_off = bare_with - bare_without
+                measured.append((without, with_plugin, (with_plugin / without - 1) * 100, one_off,
+                                 (with_plugin - without - one_off) / suite.tests, (without - bare_without) / suite.tests))
+            without, with_plugin, percent, one_off, per_test, test_without = (statistics.median(column) for column in zip(*measured))
+            percents = [row[2] for row in measured]
+            met = suite.target.met(max(percents), 0.0) if suite.target.max_overhead_percent is not None else None
             rows.append([suite.name, "on" if gc_on else "off", f"{without / 1e6:.1f}", f"{with_plugin / 1e6:.1f}",
-                         f"{percent:+.2f}", f"{one_off / 1e6:.1f}", f"{per_test / 1e3:.1f}",
-                         f"{(without - bare_without) / suite.tests / 1e3:.0f}",
+                         f"{percent:+.2f}", f"{min(percents):+.2f} .. {max(percents):+.2f}", f"{one_off / 1e6:.1f}",
+                         f"{per_test / 1e3:.1f}", f"{test_without / 1e3:.0f}",
                          suite.target.describe(), "-" if met is None else "met" if met else "NOT met"])
     return rows
 
 
-INSTRUCTION_HEADERS = ("suite", "gc", "without (M)", "with (M)", "overhead %", "one-off (M)", "per test (k)",
+INSTRUCTION_HEADERS = ("suite", "gc", "without (M)", "with (M)", "overhead %", "range %", "one-off (M)", "per test (k)",
                        "a test without (k)", "target", "verdict")
 
 
@@ -658,6 +682,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="wall times of the suites, instruction counts (needs valgrind), the start-up checks, or all (default)")
     parser.add_argument("--suites", default=",".join(SUITE_NAMES),
                         help=f"comma-separated suites to time (default: all of {','.join(SUITE_NAMES)})")
+    parser.add_argument("--locations", type=int, default=3,
+                        help="instructions part: count copies of the suites at this many locations (default 3)")
     parser.add_argument("--profile", action="store_true", help="also profile suite a with the plugin under cProfile")
     parser.add_argument("--keep", metavar="DIR", help="generate the suites in DIR, a new or empty folder, and keep them")
     args = parser.parse_args(argv)
@@ -694,7 +720,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         if args.part in ("all", "instructions"):
             if shutil.which("valgrind"):
                 counted = [suites[name] for name in INSTRUCTION_SUITES]
-                instruction_table = format_table(INSTRUCTION_HEADERS, instruction_rows(counted, suites["empty"].folder, env))
+                instruction_table = format_table(INSTRUCTION_HEADERS, instruction_rows(counted, suites["empty"].folder, env, args.locations))
             else:
                 instruction_table = "instructions: valgrind not found; install it (Debian: valgrind) to count them"
         if args.profile:
