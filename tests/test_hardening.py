@@ -111,6 +111,25 @@ def test_a_rerun_idle_test_carries_its_counts_once(pytester: pytest.Pytester, ru
     for case in attempts:
         assert [prop.get("name") for prop in case.iter("property")] == ["nocompile_compiles", "nocompile_recompiles", "nocompile_graph_breaks"]
 
+FLAKY_LATE_IMPORT = """
+def test_imports_torch_then_fails_once(tmp_path_factory):
+    import torch
+    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
+    marker = tmp_path_factory.getbasetemp().parent / "ran-once"
+    if not marker.exists():
+        marker.write_text("")
+        assert False, "first attempt"
+"""
+
+
+def test_a_rerun_first_attempt_that_imports_torch_is_still_warned_about(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+    # The idle hook runs at every attempt's teardown: the first one sees torch arrive.
+    pytest.importorskip("pytest_rerunfailures")
+    pytester.makepyfile(test_flaky=FLAKY_LATE_IMPORT)
+    result = run("-p", "rerunfailures", "--reruns", "1", "-p", "no:randomly", "--max-recompiles=0")
+    assert result.parseoutcomes() == {"passed": 1, "rerun": 1, "warnings": 1}
+    result.stdout.fnmatch_lines(["*CaptureLostWarning: torch was first imported inside test_flaky.py::test_imports_torch_then_fails_once, *"])
+
 def test_random_order_gives_identical_counts(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("pytest_randomly")
     pytester.makepyfile(test_counted=COUNTED, test_also=RECOMPILE_ONCE + "\ndef test_once(nocompile_recompiles):\n    recompile_once()\n")
