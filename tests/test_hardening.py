@@ -91,13 +91,14 @@ def test_beside_rerunfailures_timeout_and_without_logging(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["RERUN test_flaky.py::test_flaky_budget"])
 
 
-FLAKY_IDLE = """
+FAILS_ITS_FIRST_ATTEMPT = """
 def test_flaky(tmp_path_factory):
-    marker = tmp_path_factory.getbasetemp().parent / "ran-once"
+{first}    marker = tmp_path_factory.getbasetemp().parent / "ran-once"
     if not marker.exists():
         marker.write_text("")
         assert False, "first attempt"
 """
+FLAKY_IDLE = FAILS_ITS_FIRST_ATTEMPT.format(first="")
 
 
 def test_a_rerun_idle_test_carries_its_counts_once(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
@@ -111,15 +112,8 @@ def test_a_rerun_idle_test_carries_its_counts_once(pytester: pytest.Pytester, ru
     for case in attempts:
         assert [prop.get("name") for prop in case.iter("property")] == ["nocompile_compiles", "nocompile_recompiles", "nocompile_graph_breaks"]
 
-FLAKY_LATE_IMPORT = """
-def test_imports_torch_then_fails_once(tmp_path_factory):
-    import torch
-    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
-    marker = tmp_path_factory.getbasetemp().parent / "ran-once"
-    if not marker.exists():
-        marker.write_text("")
-        assert False, "first attempt"
-"""
+
+FLAKY_LATE_IMPORT = FAILS_ITS_FIRST_ATTEMPT.format(first="    import torch\n    torch.compile(lambda x: x + 1, backend='eager')(torch.ones(1))\n")
 
 
 def test_a_rerun_first_attempt_that_imports_torch_is_still_warned_about(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
@@ -128,7 +122,7 @@ def test_a_rerun_first_attempt_that_imports_torch_is_still_warned_about(pytester
     pytester.makepyfile(test_flaky=FLAKY_LATE_IMPORT)
     result = run("-p", "rerunfailures", "--reruns", "1", "-p", "no:randomly", "--max-recompiles=0")
     assert result.parseoutcomes() == {"passed": 1, "rerun": 1, "warnings": 1}
-    result.stdout.fnmatch_lines(["*CaptureLostWarning: torch was first imported inside test_flaky.py::test_imports_torch_then_fails_once, *"])
+    result.stdout.fnmatch_lines(["*CaptureLostWarning: torch was first imported inside test_flaky.py::test_flaky, *"])
 
 def test_random_order_gives_identical_counts(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("pytest_randomly")
