@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 from contextlib import nullcontext
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError, distribution
 from typing import TYPE_CHECKING, Any, Generator, Optional, Sequence
 
 import pytest
@@ -124,9 +124,18 @@ def pytest_report_header(config: pytest.Config) -> str:
 def _distribution_version(name: str) -> str:
     # Metadata, not an import: the header must not pay for importing torch.
     try:
-        return version(name)
+        found = distribution(name)
     except PackageNotFoundError:
         return "not installed"
+    # Only the Version field: importlib.metadata's version() parses all of
+    # METADATA, 38 kB for torch with its long description, which costs more
+    # than loading this plugin does.
+    text = found.read_text("METADATA") or ""
+    headers_end = text.find("\n\n")
+    start = text.find("\nVersion:", 0, headers_end if headers_end != -1 else len(text))
+    if start == -1:  # another layout (an egg's PKG-INFO): the full parse
+        return found.version
+    return text[start + len("\nVersion:"):].partition("\n")[0].strip()
 
 
 def _ini_count(config: pytest.Config, key: str) -> Optional[int]:

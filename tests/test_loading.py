@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import sys
 
 import pytest
+
+from pytest_nocompile.plugin import _distribution_version
 
 SIMPLE = '''
 import pytest
@@ -34,6 +37,13 @@ def test_disabled_with_no_nocompile(pytester: pytest.Pytester, monkeypatch: pyte
     result.stdout.fnmatch_lines(["*'max_recompiles' not found in `markers` configuration option*"])
     assert "nocompile: pytest-nocompile" not in result.stdout.str()
 
+
+
+@pytest.mark.parametrize("name", ["torch", "pytest", "pluggy", "pytest-nocompile"])
+def test_header_versions_are_the_installed_distributions(name: str) -> None:
+    # Read from METADATA's Version field alone, not importlib.metadata's full parse.
+    assert _distribution_version(name) == importlib.metadata.version(name)
+    assert _distribution_version("no-such-distribution-nocompile") == "not installed"
 
 @pytest.mark.parametrize(
     "poison, reason",
