@@ -46,10 +46,10 @@ explicit ``-p`` options, so other installed plugins take no part, and an
 empty pytest.ini above the suites keeps any project's ini file out. Run from
 anywhere::
 
-    python benchmarks/overhead.py                  # about 14 minutes on 2 cores
+    python benchmarks/overhead.py                  # about 13 minutes on 2 cores
     python benchmarks/overhead.py --quick          # a smoke run, about 3 minutes
     python benchmarks/overhead.py --suites a,a+dynamo --rounds 9
-    python benchmarks/overhead.py --part instructions   # only the counts, about 7 minutes
+    python benchmarks/overhead.py --part instructions   # only the counts, about 6 minutes
     python benchmarks/overhead.py --profile        # adds a cProfile of suite a
 
 To compare two versions of the plugin, put a copy of the other version's
