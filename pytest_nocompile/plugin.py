@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 from contextlib import nullcontext
+from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, distribution
 from typing import TYPE_CHECKING, Any, Generator, Optional, Sequence
 
@@ -57,12 +58,12 @@ class _Watch:
 
     __slots__ = ("budget", "record", "usage_error", "budget_failed", "deferred")
 
-    def __init__(self, budget: RecompileBudget, usage_error: Optional[str] = None, deferred: bool = False) -> None:
+    def __init__(self, budget: RecompileBudget, usage_error: Optional[str] = None) -> None:
         self.budget = budget
         self.record: Optional[RecompileRecord] = None  # made when the test starts with torch imported
         self.usage_error = usage_error
         self.budget_failed = False
-        self.deferred = deferred  # torch was not imported when the test started: nothing to watch
+        self.deferred = False  # torch was not imported when the test started: nothing to watch
 
 
 SESSION_KEY = pytest.StashKey["NocompileSession"]()
@@ -121,6 +122,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"nocompile: pytest-nocompile {_distribution_version('pytest-nocompile')}, torch {_distribution_version('torch')}"
 
 
+@lru_cache(maxsize=None)  # the header and the JSON report both ask
 def _distribution_version(name: str) -> str:
     # Metadata, not an import: the header must not pay for importing torch.
     try:
