@@ -89,6 +89,7 @@ BY_ENTRY_POINT = ("-p", "nocompile")
 PYTEST = (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
 TESTS_PER_FILE = 100
 STAND_IN_MARKERS = "nocompile_markers_stand_in"
+INERT = WITHOUT_PLUGIN + ("-p", STAND_IN_MARKERS)  # the side without the plugin, for most suites
 STAND_IN_RESET = "nocompile_reset_stand_in"
 HOOK_TIMER = "nocompile_hook_timer"
 EXIT_NO_TESTS = 5  # pytest's exit code when it collected nothing
@@ -297,7 +298,6 @@ def make_suites(root: Path, trivial_count: int, compiling_count: int) -> list[Su
     ratio_target = Target(max_overhead_percent=2.0)
     per_test_target = Target(max_ms_per_test=1.0)
     budget = ("--max-recompiles=0",)
-    inert = WITHOUT_PLUGIN + ("-p", STAND_IN_MARKERS)
     # An ini file of our own, found before any ini file further up (a project's, when --keep is inside one).
     root.mkdir(parents=True)
     (root / "pytest.ini").write_text("[pytest]\n")
@@ -306,12 +306,12 @@ def make_suites(root: Path, trivial_count: int, compiling_count: int) -> list[Su
     write_tests(root / "b", compiling_count, "import pytest\nimport torch\n\n\n", compiling_test)
     (root / "empty").mkdir()
     return [
-        Suite("empty", root / "empty", 0, inert, WITH_PLUGIN + budget, Target()),
-        Suite("a", root / "a", trivial_count, inert, WITH_PLUGIN + budget, ratio_target),
-        Suite("a-unused", root / "a", trivial_count, inert, WITH_PLUGIN, Target()),
-        Suite("a+dynamo", root / "a_dynamo", trivial_count, inert, WITH_PLUGIN + budget, ratio_target),
+        Suite("empty", root / "empty", 0, INERT, WITH_PLUGIN + budget, Target()),
+        Suite("a", root / "a", trivial_count, INERT, WITH_PLUGIN + budget, ratio_target),
+        Suite("a-unused", root / "a", trivial_count, INERT, WITH_PLUGIN, Target()),
+        Suite("a+dynamo", root / "a_dynamo", trivial_count, INERT, WITH_PLUGIN + budget, ratio_target),
         Suite("b", root / "b", compiling_count, WITHOUT_PLUGIN + ("-p", STAND_IN_RESET), WITH_PLUGIN, per_test_target),
-        Suite("c", root / "b", compiling_count, inert, WITH_PLUGIN + ("--nocompile-no-isolate",), per_test_target),
+        Suite("c", root / "b", compiling_count, INERT, WITH_PLUGIN + ("--nocompile-no-isolate",), per_test_target),
     ]
 
 
@@ -626,10 +626,10 @@ def import_rows(env: dict[str, str], cwd: Path, runs: int) -> list[list[str]]:
 
 def collect_rows(empty: Path, env: dict[str, str], runs: int) -> list[list[str]]:
     """`pytest --co -q` on an empty folder: no plugin, an inert one by module, this one by module and by name."""
-    inert = WITHOUT_PLUGIN + ("-p", STAND_IN_MARKERS)
+    inert_name = f"-p {STAND_IN_MARKERS} (inert: pytest's entry-point scan for the name)"
     sides = {
         "-p no:nocompile": WITHOUT_PLUGIN,
-        f"-p {STAND_IN_MARKERS} (inert: pytest's entry-point scan for the name)": inert,
+        inert_name: INERT,
         "-p pytest_nocompile.plugin": WITH_PLUGIN,
         "-p nocompile (by entry-point name)": BY_ENTRY_POINT,
     }
@@ -638,11 +638,11 @@ def collect_rows(empty: Path, env: dict[str, str], runs: int) -> list[list[str]]
         order = list(sides)[index % len(sides):] + list(sides)[:index % len(sides)]
         for name in order:
             times[name].append(run_pytest(("--co",) + sides[name], empty, env))
-    reference = statistics.median(times[next(name for name, args in sides.items() if args == inert)])
+    reference = statistics.median(times[inert_name])
     rows = []
     for name, measured in times.items():
         median = statistics.median(measured)
-        difference = "" if sides[name] in (WITHOUT_PLUGIN, inert) else f", {(median - reference) * 1000:+.1f} ms against the inert plugin"
+        difference = "" if sides[name] in (WITHOUT_PLUGIN, INERT) else f", {(median - reference) * 1000:+.1f} ms against the inert plugin"
         rows.append([f"`pytest --co -q` on an empty folder, {name}, median s", f"{median:.3f}{difference}"])
     return rows
 
@@ -690,6 +690,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     unknown = set(args.suites.split(",")) - set(SUITE_NAMES)
     if unknown:
         parser.error(f"--suites: unknown {', '.join(sorted(unknown))}; choose from {', '.join(SUITE_NAMES)}")
+    if args.locations < 1:
+        parser.error("--locations: give 1 or more")
     if args.keep and Path(args.keep).exists() and any(Path(args.keep).iterdir()):
         parser.error(f"--keep {args.keep}: not empty; give a new or empty folder")
     return args
