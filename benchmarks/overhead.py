@@ -248,9 +248,10 @@ def timed_wrapper(function):
     return timed
 
 
-# Every per-test hook of the plugin: the idle tests' (until torch is imported), the
-# watcher's and the report hook's (once a test can be watched).
-for owner in (plugin.IdleTests, plugin.Watcher, plugin.Reports):
+# Every per-test hook of the plugin (the idle tests' until torch is imported, the
+# watcher's and the report hook's once a test can be watched), from the seam the
+# plugin keeps for this.
+for owner in plugin.PER_TEST_HOOK_CLASSES:
     for name, hook in list(vars(owner).items()):
         if name.startswith("pytest_runtest_"):
             setattr(owner, name, (timed_wrapper if inspect.isgeneratorfunction(hook) else timed_plain)(hook))

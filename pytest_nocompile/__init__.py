@@ -15,26 +15,53 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .assertions import AssertMaxRecompiles, RecompileBudgetExceeded
-    from .budget import RecompileBudget
-    from .events import CodeLocation, GuardFailure, RecompileEvent, RecompileLimitHit, parse_recompile_message
+    from .assertions import AssertMaxRecompiles, BlockLog, RecompileBudgetExceeded
+    from .budget import KINDS, BudgetKind, RecompileBudget
+    from .events import CodeLocation, GraphBreakEvent, GuardFailure, RecompileEvent, RecompileLimitHit, parse_recompile_message
     from .record import RecompileLog
+    from .result import TestResult, Verdict
+    from .watching import CaptureLostWarning
 
 __version__ = "0.1.0"
 
 _PUBLIC_MODULES = {
     "AssertMaxRecompiles": ".assertions",
+    "BlockLog": ".assertions",
     "RecompileBudgetExceeded": ".assertions",
+    "KINDS": ".budget",
+    "BudgetKind": ".budget",
     "RecompileBudget": ".budget",
     "CodeLocation": ".events",
+    "GraphBreakEvent": ".events",
     "GuardFailure": ".events",
     "RecompileEvent": ".events",
     "RecompileLimitHit": ".events",
     "parse_recompile_message": ".events",
     "RecompileLog": ".record",
+    "TestResult": ".result",
+    "Verdict": ".result",
+    "CaptureLostWarning": ".watching",
 }
 
-__all__ = sorted([*_PUBLIC_MODULES, "__version__"])
+__all__ = [
+    "KINDS",
+    "AssertMaxRecompiles",
+    "BlockLog",
+    "BudgetKind",
+    "CaptureLostWarning",
+    "CodeLocation",
+    "GraphBreakEvent",
+    "GuardFailure",
+    "RecompileBudget",
+    "RecompileBudgetExceeded",
+    "RecompileEvent",
+    "RecompileLimitHit",
+    "RecompileLog",
+    "TestResult",
+    "Verdict",
+    "__version__",
+    "parse_recompile_message",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,23 +1,33 @@
-"""Baselines of per-test counts, and the comparison that gates pull requests. Pure code."""
+"""Baselines of per-test counts, and the comparison that gates pull requests. Pure code.
+
+Which counts a baseline holds and gates comes from the budget kinds' table.
+A baseline written before a kind existed lacks its key: that kind is then not
+compared for that test, so older baselines keep working.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from .budget import KINDS
+
+if TYPE_CHECKING:
+    from .result import TestResult
 
 BASELINE_FORMAT = "pytest-nocompile-baseline/1"
-GATED = ("recompiles", "graph_breaks")
+GATED = tuple(kind.key for kind in KINDS if kind.gated_by_baseline)
 
 
 class BaselineError(ValueError):
     """The baseline file is missing, unreadable or of another format."""
 
 
-def baseline_document(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def baseline_document(results: dict[str, TestResult]) -> dict[str, Any]:
     return {
         "format": BASELINE_FORMAT,
-        "tests": {nodeid: {key: entry[key] for key in GATED} for nodeid, entry in sorted(results.items())},
+        "tests": {nodeid: {key: result.counts[key] for key in GATED} for nodeid, result in sorted(results.items())},
     }
 
 
@@ -34,9 +44,12 @@ def load_baseline(path: str) -> dict[str, dict[str, int]]:
         raise BaselineError(f"baseline {path} has format {found!r}, expected {BASELINE_FORMAT!r}")
     tests = document.get("tests")
     if not isinstance(tests, dict) or not all(
-        isinstance(counts, dict) and all(isinstance(counts.get(key), int) for key in GATED) for counts in tests.values()
+        isinstance(counts, dict)
+        and any(key in counts for key in GATED)
+        and all(isinstance(counts[key], int) and not isinstance(counts[key], bool) for key in GATED if key in counts)
+        for counts in tests.values()
     ):
-        raise BaselineError(f"baseline {path} is corrupt: 'tests' must map node ids to recompile and graph-break counts")
+        raise BaselineError(f"baseline {path} is corrupt: 'tests' must map node ids to counts ({', '.join(GATED)})")
     return tests
 
 
@@ -61,17 +74,20 @@ class Comparison:
         return lines or ["no change against the baseline"]
 
 
-def compare(baseline: dict[str, dict[str, int]], results: dict[str, dict[str, Any]]) -> Comparison:
+def compare(baseline: dict[str, dict[str, int]], results: dict[str, TestResult]) -> Comparison:
     comparison = Comparison()
-    for nodeid, entry in sorted(results.items()):
+    for nodeid, result in sorted(results.items()):
         before = baseline.get(nodeid)
         if before is None:
             comparison.new.append(nodeid)
             continue
         for key in GATED:
-            if entry[key] > before[key]:
-                comparison.increased.append((nodeid, key, before[key], entry[key]))
-            elif entry[key] < before[key]:
-                comparison.decreased.append((nodeid, key, before[key], entry[key]))
+            if key not in before:  # a kind newer than this baseline
+                continue
+            now = result.counts[key]
+            if now > before[key]:
+                comparison.increased.append((nodeid, key, before[key], now))
+            elif now < before[key]:
+                comparison.decreased.append((nodeid, key, before[key], now))
     comparison.removed = sorted(set(baseline) - set(results))
     return comparison

@@ -1,34 +1,121 @@
-"""Budgets: what markers, command-line options and ini keys allow, validated and resolved.
+"""Budget kinds, and budgets: what markers, options and ini keys allow, validated and resolved.
+
+Every kind of budget (recompiles, graph breaks, compiles) is one entry of
+:data:`KINDS`. Markers, options, ini keys, the summary table's columns, the
+JSON report, junit properties and baselines all loop over that table, so a new
+kind is one entry here plus its counter in :mod:`.record`.
 
 Pure code: no torch, no pytest. Bad input raises :class:`BudgetUsageError`
 with a message that says what was given and what is accepted; the plugin turns
 it into an error of the test (markers) or a usage error of the run (options).
 
 Precedence, lowest first: ini key < command-line option < marker. A marker
-with ``None`` takes the test out of the budget the run set.
+with ``None`` takes the test out of that kind's budget.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-RECOMPILES = "max_recompiles"
-GRAPH_BREAKS = "max_graph_breaks"
+PLUGIN = "[pytest-nocompile]"
 
-MARKER_FORMS = {
-    RECOMPILES: "@pytest.mark.max_recompiles(N), N an int >= 0 or None, "
-    "with optional isolate=True/False and strict=True/False",
-    GRAPH_BREAKS: "@pytest.mark.max_graph_breaks(N), N an int >= 0 or None",
-}
-MARKER_KEYWORDS = {RECOMPILES: ("isolate", "strict"), GRAPH_BREAKS: ()}
-MARKER_HELP = {
-    RECOMPILES: "max_recompiles(N, isolate=True, strict=False): fail the test when its call phase has more "
-    "than N TorchDynamo recompiles (N an int >= 0; None: no budget). isolate=False skips the "
-    "torch._dynamo.reset() before the test; strict=True raises at the recompiling call. [pytest-nocompile]",
-    GRAPH_BREAKS: "max_graph_breaks(N): fail the test when its call phase has more than N TorchDynamo "
-    "graph breaks (N an int >= 0; None: no budget). [pytest-nocompile]",
-}
+
+@dataclass(frozen=True)
+class BudgetKind:
+    """One kind of budget: what it counts and every name users see it by.
+
+    ``key`` names the count (the JSON count key, the junit property
+    ``nocompile_<key>``, the baseline's key and the record's tally);
+    ``marker`` names the marker, the ini key, the option ``--<marker>`` and
+    the JSON budget key. Only the call phase counts, for every kind.
+    """
+
+    key: str
+    marker: str
+    noun: str  # singular; plural adds "s"
+    counts: str  # what it counts, for help texts
+    column: str  # the summary table's column header
+    short: str  # the summary table's budget cell: f"{short}<={N}"
+    keywords: tuple[str, ...] = ()  # the marker's keyword options besides N
+    keyword_help: str = ""
+    gated_by_baseline: bool = True
+    limit_hit_fails: bool = False  # dynamo's recompile limit makes the count a lower bound
+    # The recorded events that explain a count over budget, listed in its failure:
+    # "recompiles" (with limit hits), "graph_breaks", or both.
+    explained_by: tuple[str, ...] = ()
+
+    @property
+    def marker_form(self) -> str:
+        options = "".join(f" and {word}=True/False" for word in self.keywords[1:])
+        extra = f", with optional {self.keywords[0]}=True/False{options}" if self.keywords else ""
+        return f"@pytest.mark.{self.marker}(N), N an int >= 0 or None{extra}"
+
+    @property
+    def marker_help(self) -> str:
+        signature = "".join(f", {word}={'True' if word == 'isolate' else 'False'}" for word in self.keywords)
+        return (f"{self.marker}(N{signature}): fail the test when its call phase has more than N "
+                f"{self.counts} (N an int >= 0; None: no budget).{self.keyword_help} {PLUGIN}")
+
+    @property
+    def option(self) -> str:
+        return "--" + self.marker.replace("_", "-")
+
+    @property
+    def assertion(self) -> str:
+        """The block-assertion fixture's name, e.g. ``nocompile_assert_max_recompiles``."""
+        return f"nocompile_assert_{self.marker}"
+
+    def headline(self, count: int, allowed: int, budget: str, exact: bool = False) -> str:
+        """First line of a failure, e.g. ``3 recompiles > max_recompiles(0)``, for a count already judged over."""
+        counted = plural(count, self.noun)
+        if count > allowed:
+            return f"{counted} > {budget}"
+        if exact and count != allowed:
+            return f"{counted} != {budget}"
+        return f"{counted} within {budget}, but dynamo hit its recompile limit"
+
+
+RECOMPILES = BudgetKind(
+    key="recompiles",
+    marker="max_recompiles",
+    noun="recompile",
+    counts="TorchDynamo recompiles",
+    column="recompiles",
+    short="recompiles",
+    keywords=("isolate", "strict"),
+    keyword_help=" isolate=False skips the torch._dynamo.reset() before the test; "
+    "strict=True raises at the recompiling call.",
+    limit_hit_fails=True,
+    explained_by=("recompiles",),
+)
+GRAPH_BREAKS = BudgetKind(
+    key="graph_breaks",
+    marker="max_graph_breaks",
+    noun="graph break",
+    counts="TorchDynamo graph breaks",
+    column="graph breaks",
+    short="breaks",
+    explained_by=("graph_breaks",),
+)
+COMPILES = BudgetKind(
+    key="compiles",
+    marker="max_compiles",
+    noun="compile",
+    counts="graphs compiled by TorchDynamo (first compiles, recompiles and each piece a graph break makes)",
+    column="compiles",
+    short="compiles",
+    explained_by=("recompiles", "graph_breaks"),  # the graphs beyond one per compiled frame
+)
+
+# In the summary table's column order.
+KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS)
+KINDS_BY_MARKER: dict[str, BudgetKind] = {kind.marker: kind for kind in KINDS}
+KINDS_BY_KEY: dict[str, BudgetKind] = {kind.key: kind for kind in KINDS}
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 class BudgetUsageError(ValueError):
@@ -52,19 +139,50 @@ class MarkerBudget:
 
 @dataclass(frozen=True)
 class RecompileBudget:
-    """A test's resolved budgets; None means unbudgeted. ``isolate``/``strict`` None: the run's default."""
+    """A test's resolved budgets, one per kind; a kind absent (or None) is unbudgeted.
 
-    max_recompiles: Optional[int] = None
-    max_graph_breaks: Optional[int] = None
+    ``limits`` holds ``(kind key, N)`` pairs in :data:`KINDS` order; read a
+    kind's budget with :meth:`allowed` or as ``budget.max_recompiles``
+    (the kind's marker name). ``isolate``/``strict`` None: the run's default.
+    """
+
+    limits: tuple[tuple[str, int], ...] = ()
     isolate: Optional[bool] = None
     strict: Optional[bool] = None
+    # limits as a dict: allowed() runs several times for every watched test
+    _by_key: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_key", dict(self.limits))
+
+    @classmethod
+    def of(cls, allowed: Mapping[str, Optional[int]], isolate: Optional[bool] = None,
+           strict: Optional[bool] = None) -> RecompileBudget:
+        """A budget from ``{kind key: N or None}``."""
+        limits = tuple((kind.key, allowed[kind.key]) for kind in KINDS if allowed.get(kind.key) is not None)
+        return cls(limits, isolate, strict)  # type: ignore[arg-type]  # the None values were dropped
+
+    def allowed(self, kind: BudgetKind) -> Optional[int]:
+        """This kind's N, or None when the test has no budget of that kind."""
+        return self._by_key.get(kind.key)
+
+    def by_key(self) -> dict[str, Optional[int]]:
+        """Every kind's N (None: unbudgeted), by kind key."""
+        return {kind.key: self._by_key.get(kind.key) for kind in KINDS}
+
+    def __getattr__(self, name: str) -> Optional[int]:
+        kind = KINDS_BY_MARKER.get(name)
+        if kind is None or name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self.allowed(kind)
 
     @property
     def budgeted(self) -> bool:
-        return self.max_recompiles is not None or self.max_graph_breaks is not None
+        return bool(self.limits)
 
-    def describe(self) -> str:
-        return f"max_recompiles({self.max_recompiles})"
+    def describe(self, kind: BudgetKind = RECOMPILES) -> str:
+        """The budget as a marker call, e.g. ``max_recompiles(0)``."""
+        return f"{kind.marker}({self.allowed(kind)})"
 
 
 def validate_count(value: object, what: str, form: str) -> int:
@@ -87,21 +205,24 @@ def parse_option_count(text: str, option: str) -> int:
     return value
 
 
-def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], name: str = RECOMPILES) -> MarkerBudget:
-    """Read ``max_recompiles(N, isolate=..., strict=...)`` or ``max_graph_breaks(N)`` arguments."""
-    shown = _render_call(name, args, kwargs)
-    form = MARKER_FORMS[name]
-    unknown = sorted(set(kwargs) - set(MARKER_KEYWORDS[name]))
+def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], kind: BudgetKind = RECOMPILES) -> MarkerBudget:
+    """Read a budget marker's arguments, e.g. ``max_recompiles(N, isolate=..., strict=...)``."""
+    if len(args) == 1 and not kwargs.keys() - kind.keywords and all(
+        value is None or isinstance(value, bool) for value in kwargs.values()
+    ) and (args[0] is None or type(args[0]) is int and args[0] >= 0):  # the usual case, checked cheaply
+        return MarkerBudget(args[0], kwargs.get("isolate"), kwargs.get("strict"))
+    shown = _render_call(kind.marker, args, kwargs)
+    form = kind.marker_form
+    unknown = sorted(set(kwargs) - set(kind.keywords))
     if unknown:
         raise BudgetUsageError(f"{shown}: unknown keyword {', '.join(unknown)}; use {form}")
     if len(args) != 1:
         raise BudgetUsageError(f"{shown}: expected exactly one positional N, got {len(args)}; use {form}")
-    for keyword in MARKER_KEYWORDS[name]:
+    for keyword in kind.keywords:
         value = kwargs.get(keyword)
         if value is not None and not isinstance(value, bool):
             raise BudgetUsageError(f"{shown}: {keyword} must be True or False, got {value!r}; use {form}")
-    count = None if args[0] is None else validate_count(args[0], shown, form)
-    return MarkerBudget(count, kwargs.get("isolate"), kwargs.get("strict"))
+    return MarkerBudget(validate_count(args[0], shown, form), kwargs.get("isolate"), kwargs.get("strict"))
 
 
 def resolve(ini: Optional[int], cli: Optional[int], marker: Optional[MarkerBudget]) -> Optional[int]:
@@ -109,6 +230,23 @@ def resolve(ini: Optional[int], cli: Optional[int], marker: Optional[MarkerBudge
     if marker is not None:
         return marker.count
     return cli if cli is not None else ini
+
+
+def with_markers(default: RecompileBudget, markers: Mapping[str, MarkerBudget]) -> RecompileBudget:
+    """A test's budget: its markers (by kind key) over the run's defaults (ini and CLI)."""
+    recompile_marker = markers.get(RECOMPILES.key)
+    isolate = recompile_marker.isolate if recompile_marker else None
+    strict = recompile_marker.strict if recompile_marker else None
+    key = (default, isolate, strict, *((kind_key, marker.count) for kind_key, marker in markers.items()))
+    # Most tests of a suite share a few budgets: made once each, not once per test.
+    budget = _MERGED.get(key)
+    if budget is None:
+        budget = _MERGED[key] = RecompileBudget.of(
+            {kind.key: resolve(None, default.allowed(kind), markers.get(kind.key)) for kind in KINDS}, isolate, strict)
+    return budget
+
+
+_MERGED: dict[tuple[object, ...], RecompileBudget] = {}
 
 
 def _render_call(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:

@@ -20,7 +20,7 @@ import os
 import sys
 import warnings
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 if TYPE_CHECKING:  # for annotations only: building these aliases at import costs every pytest run
@@ -58,7 +58,7 @@ def torch_imported() -> bool:
     return "torch" in sys.modules
 
 
-@lru_cache(maxsize=None)
+@cache
 def torch_installed() -> bool:
     return importlib.util.find_spec("torch") is not None
 
@@ -68,13 +68,13 @@ def compiled_anything() -> bool:
     return "torch._dynamo" in sys.modules and _compile_stamp() != (0, 0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def torch_problem() -> str | None:
     """Why torch cannot be used by the plugin, or None when it can."""
     try:
         with _torch_import_warnings_silenced():
             import torch
-            import torch._dynamo  # noqa: F401
+            import torch._dynamo
     except Exception as error:  # ImportError, or a broken install raising anything
         return f"torch cannot be imported ({type(error).__name__}: {error})"
     version = _parse_version(torch.__version__)
@@ -108,7 +108,7 @@ def _torch_import_warnings_silenced() -> Iterator[None]:
 _stamp_after_reset: tuple[int, int] = (0, 0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _dynamo_counters():  # type: ignore[no-untyped-def]
     from torch._dynamo.utils import counters
 
@@ -155,7 +155,7 @@ def set_level(logger: logging.Logger, level: int) -> None:
     logger._cache.clear()  # type: ignore[attr-defined]  # stdlib's per-logger isEnabledFor cache
 
 
-@lru_cache(maxsize=None)
+@cache
 def _has_children(name: str) -> bool:
     # Cached: torch's artifact loggers ("...__recompiles") never get child loggers.
     prefix = name + "."
@@ -238,7 +238,7 @@ class _ArtifactTap:
         self._enabled_in = None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _logging_internals():  # type: ignore[no-untyped-def]
     """torch's logging internals, once the modules that own our artifact loggers are imported.
 
@@ -246,9 +246,9 @@ def _logging_internals():  # type: ignore[no-untyped-def]
     propagation back on for an artifact we had already enabled.
     """
     with _torch_import_warnings_silenced():
-        import torch._dynamo.convert_frame  # noqa: F401
-        import torch._dynamo.exc  # noqa: F401
-        import torch._dynamo.guards  # noqa: F401
+        import torch._dynamo.convert_frame
+        import torch._dynamo.exc
+        import torch._dynamo.guards
         import torch._dynamo.symbolic_convert  # noqa: F401
         import torch._logging._internal as torch_logging
     return torch_logging
@@ -274,7 +274,6 @@ class RecompileCapture:
         ]
         self._limit_logger = logging.getLogger(LIMIT_LOGGER)
         self._limit_handler = _SinkHandler(logging.WARNING, self._handle_limit)
-        self._graphs_at_start = 0
         self.active = False
 
     def start(self, on_recompile: RecompileSink, on_limit: LimitSink, on_graph_break: GraphBreakSink) -> None:
@@ -284,7 +283,6 @@ class RecompileCapture:
         for tap in self._taps:
             tap.start(state)
         self._limit_logger.addHandler(self._limit_handler)
-        self._graphs_at_start = _graphs_compiled()
         self.active = True
 
     def stop(self) -> None:
@@ -300,10 +298,6 @@ class RecompileCapture:
         """False when something (``torch._logging.set_logs``) switched recompile capture off mid-test."""
         return self.active and self._taps[0].capturing()
 
-    def graphs_compiled(self) -> int:
-        """Graphs dynamo compiled since start: first compiles, recompiles, and each graph-broken piece."""
-        return _graphs_compiled() - self._graphs_at_start
-
     # The filters and the handler stay attached only while started, so a sink is always set here.
     def _handle_recompile(self, record: logging.LogRecord) -> None:
         thread = None if record.threadName == "MainThread" else record.threadName
@@ -316,9 +310,10 @@ class RecompileCapture:
         self._on_limit(record.getMessage())  # type: ignore[misc]
 
 
-def _graphs_compiled() -> int:
+def graphs_compiled() -> int:
+    """Graphs dynamo compiled in this process so far: first compiles, recompiles, each graph-broken piece."""
     # counters["frames"] skips fullgraph=True compiles; "unique_graphs" counts every graph.
-    return _compile_stamp()[1]
+    return int(_dynamo_counters()["stats"]["unique_graphs"])
 
 
 @contextmanager
@@ -352,7 +347,7 @@ class _Roots:
         self.sites = sites  # may sit inside stdlib; installed user packages live here
 
 
-@lru_cache(maxsize=None)
+@cache
 def _library_roots() -> _Roots:
     import sysconfig
 

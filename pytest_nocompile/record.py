@@ -1,10 +1,16 @@
-"""What the plugin recorded for one test: its budget, its recompiles, its limit hits."""
+"""What the plugin recorded for one test: its budget, its events, and its phase.
+
+The record owns its phase: the watcher tells it when the call starts and ends,
+and it snapshots every kind's running tally there. A kind's count is the
+difference of those snapshots, so "only the call phase counts" is decided here
+and nowhere else.
+"""
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence, overload
+from typing import Callable, Iterator, Optional, Sequence, overload
 
-from .budget import RecompileBudget
+from .budget import COMPILES, GRAPH_BREAKS, KINDS, RECOMPILES, BudgetKind, RecompileBudget
 from .events import (
     CodeLocation,
     GraphBreakEvent,
@@ -49,17 +55,72 @@ class RecompileLog(Sequence[RecompileEvent]):
         return f"RecompileLog({list(self._events)!r})"
 
 
-class RecompileRecord:
-    """Everything recorded for one test; kept in the item's stash."""
+def _no_graphs() -> int:
+    return 0
 
-    def __init__(self, budget: RecompileBudget | None = None) -> None:
+
+class RecompileRecord:
+    """Everything recorded for one test, and the phase it is in.
+
+    ``graphs_compiled`` reads the process's running count of graphs dynamo
+    compiled (from capture); without it (torch not imported) nothing compiles.
+    """
+
+    def __init__(self, budget: RecompileBudget | None = None, graphs_compiled: Callable[[], int] = _no_graphs) -> None:
         self.budget = budget or RecompileBudget()
         self.phase: Phase = "setup"
         self.events: list[RecompileEvent] = []
         self.limit_hits: list[RecompileLimitHit] = []
         self.graph_breaks: list[GraphBreakEvent] = []
-        self.compiles = 0
         self.log = RecompileLog(self.events)
+        self._graphs_compiled = graphs_compiled
+        self._call_start: Optional[list[int]] = None  # each kind's tally when the call started, in KINDS order
+        self._call_end: Optional[list[int]] = None
+
+    # -- phases -----------------------------------------------------------------
+
+    def start_call(self) -> None:
+        self._call_start = self._tallies()
+        self.phase = "call"
+
+    def end_call(self) -> None:
+        if self.phase == "call":
+            self._call_end = self._tallies()
+        self.phase = "teardown"
+
+    def end_setup(self) -> None:
+        """Setup reported: what comes before a call (none, if setup failed) is not counted."""
+        if self.phase == "setup":
+            self.phase = "teardown"
+
+    # -- counting ---------------------------------------------------------------
+
+    def tally(self, kind: BudgetKind) -> int:
+        """The running total of one kind in this test so far, every phase included: the kind's counter."""
+        return _COUNTERS[kind.key](self)
+
+    def _tallies(self) -> list[int]:
+        return [counter(self) for counter in _COUNTERS_IN_ORDER]
+
+    def count(self, kind: BudgetKind) -> int:
+        """How many of this kind the call phase had (so far, while it runs)."""
+        if self._call_start is None:
+            return 0
+        index = _INDEX[kind.key]
+        end = self._call_end[index] if self._call_end is not None else self.tally(kind)
+        return end - self._call_start[index]
+
+    def counts(self) -> dict[str, int]:
+        """Every kind's call-phase count, by kind key."""
+        if self._call_start is None:
+            return {kind.key: 0 for kind in KINDS}
+        end = self._call_end if self._call_end is not None else self._tallies()
+        return {kind.key: after - before for kind, before, after in zip(KINDS, self._call_start, end)}
+
+    def call_limit_hits(self) -> list[RecompileLimitHit]:
+        return self.limit_hits_in("call") if self.limit_hits else []
+
+    # -- events, added by capture's sinks (in whatever thread compiled) ---------
 
     def add_recompile(
         self, message: str, compile_id: str | None, user_code: CodeLocation | None, thread: str | None
@@ -92,16 +153,13 @@ class RecompileRecord:
     def limit_hits_in(self, phase: Phase) -> list[RecompileLimitHit]:
         return [hit for hit in self.limit_hits if hit.phase == phase]
 
-    def recompiles_over_budget(self) -> bool:
-        """The call phase recompiled more than allowed, or hit dynamo's limit, under a recompile budget."""
-        allowed = self.budget.max_recompiles
-        if allowed is None:
-            return False
-        return len(self.in_phase("call")) > allowed or bool(self.limit_hits_in("call"))
 
-    def graph_breaks_over_budget(self) -> bool:
-        allowed = self.budget.max_graph_breaks
-        return allowed is not None and len(self.graph_breaks_in("call")) > allowed
-
-    def exceeds_budget(self) -> bool:
-        return self.recompiles_over_budget() or self.graph_breaks_over_budget()
+# Each budget kind's counter: its running total in a record. A new kind in
+# budget.KINDS needs one here; importing this module fails loudly without it.
+_COUNTERS: dict[str, Callable[[RecompileRecord], int]] = {
+    RECOMPILES.key: lambda record: len(record.events),
+    GRAPH_BREAKS.key: lambda record: len(record.graph_breaks),
+    COMPILES.key: lambda record: record._graphs_compiled(),
+}
+_COUNTERS_IN_ORDER = tuple(_COUNTERS[kind.key] for kind in KINDS)
+_INDEX = {kind.key: index for index, kind in enumerate(KINDS)}

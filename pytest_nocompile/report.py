@@ -4,25 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from .budget import KINDS, BudgetKind, plural
 from .events import GraphBreakEvent, RecompileEvent, RecompileLimitHit, display_path
 
 if TYPE_CHECKING:
     from .record import RecompileRecord
 
 SECTION_TITLE = "nocompile recompiles"
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def budget_headline(count: int, allowed: int, budget: str, exact: bool = False) -> str:
-    """First line of a failure, e.g. ``3 recompiles > max_recompiles(0)``."""
-    if count > allowed:
-        return f"{plural(count, 'recompile')} > {budget}"
-    if exact and count != allowed:
-        return f"{plural(count, 'recompile')} != {budget}"
-    return f"{plural(count, 'recompile')} within {budget}, but dynamo hit its recompile limit"
 
 
 def format_event(index: int, total: int, event: RecompileEvent) -> list[str]:
@@ -59,20 +47,6 @@ def format_limit_hits(hits: Iterable[RecompileLimitHit]) -> list[str]:
     ]
 
 
-def format_failure(
-    headline: str,
-    counted: Sequence[RecompileEvent],
-    limit_hits: Sequence[RecompileLimitHit] = (),
-    not_counted: Sequence[RecompileEvent] = (),
-) -> str:
-    """A budget failure: headline, each counted recompile, limit hits, then the rest."""
-    lines = [headline, *format_events(counted), *format_limit_hits(limit_hits)]
-    if not_counted:
-        lines.append(f"not counted (outside the call phase): {plural(len(not_counted), 'recompile')}")
-        lines += _format_with_phase(not_counted)
-    return "\n".join(lines)
-
-
 def format_section(events: Sequence[RecompileEvent], limit_hits: Sequence[RecompileLimitHit] = ()) -> str:
     """Body of the report section added to a test that failed for its own reason."""
     lines = [f"{plural(len(events), 'recompile')} recorded", *_format_with_phase(events)]
@@ -88,10 +62,6 @@ def _format_with_phase(events: Sequence[RecompileEvent]) -> list[str]:
     return lines
 
 
-def graph_break_headline(count: int, allowed: int) -> str:
-    return f"{plural(count, 'graph break')} > max_graph_breaks({allowed})"
-
-
 def format_graph_breaks(events: Sequence[GraphBreakEvent]) -> list[str]:
     lines: list[str] = []
     for index, event in enumerate(events, start=1):
@@ -104,15 +74,27 @@ def format_graph_breaks(events: Sequence[GraphBreakEvent]) -> list[str]:
     return lines
 
 
-def format_budget_failure(record: "RecompileRecord") -> str:
-    """The failure text of a test over its marker, CLI or ini budget."""
-    parts: list[str] = []
+def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent], limit_hits: Sequence[RecompileLimitHit],
+            graph_breaks: Sequence[GraphBreakEvent], not_counted: Sequence[RecompileEvent] = ()) -> str:
+    """A kind's failure: its headline, then the events its table entry says explain it."""
+    lines = [headline]
+    for source in kind.explained_by:
+        if source == "recompiles":
+            lines += format_events(recompiles) + format_limit_hits(limit_hits)
+            if not_counted:
+                lines.append(f"not counted (outside the call phase): {plural(len(not_counted), 'recompile')}")
+                lines += _format_with_phase(not_counted)
+        elif source == "graph_breaks":
+            lines += format_graph_breaks(graph_breaks)
+    return "\n".join(lines)
+
+
+def format_budget_failure(record: RecompileRecord, over: Sequence[str]) -> str:
+    """The failure text of a test over its marker, CLI or ini budget: one part per kind in ``over``."""
     budget = record.budget
-    if record.recompiles_over_budget():
-        counted = record.in_phase("call")
-        headline = budget_headline(len(counted), budget.max_recompiles or 0, budget.describe())
-        parts.append(format_failure(headline, counted, record.limit_hits_in("call"), record.in_phase("setup")))
-    if record.graph_breaks_over_budget():
-        breaks = record.graph_breaks_in("call")
-        parts.append("\n".join([graph_break_headline(len(breaks), budget.max_graph_breaks or 0), *format_graph_breaks(breaks)]))
-    return "\n\n".join(parts)
+    calls = record.in_phase("call"), record.call_limit_hits(), record.graph_breaks_in("call")
+    return "\n\n".join(
+        explain(kind, kind.headline(record.count(kind), budget.allowed(kind) or 0, budget.describe(kind)),
+                *calls, not_counted=record.in_phase("setup"))
+        for kind in KINDS if kind.key in over
+    )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from nocompile_testing import RunPytest
+
 
 @pytest.fixture
-def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RunPytest:
     """Run pytest with the plugin on the files written to ``pytester``.
 
     Always in a subprocess: pytester's in-process mode drops the modules a run

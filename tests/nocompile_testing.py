@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
 DATA = Path(__file__).parent / "data"
+
+
+class RunPytest(Protocol):
+    """The ``run`` fixture: pytest with only this plugin, in a subprocess, on the files written to ``pytester``."""
+
+    def __call__(self, *args: str) -> pytest.RunResult: ...
 
 
 def recorded_messages(name: str) -> list[str]:

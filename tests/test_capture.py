@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from nocompile_testing import RECOMPILE_ONCE, expect_lines
+
+from nocompile_testing import RECOMPILE_ONCE, RunPytest, expect_lines
 
 # An inner conftest that snapshots every torch global the plugin could touch
 # around each test (outermost wrapper) and writes any difference to a file.
@@ -78,7 +79,7 @@ def test_unwatched():
 '''
 
 
-def test_torch_state_is_identical_before_and_after_every_test(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_torch_state_is_identical_before_and_after_every_test(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makeconftest(STATE_CHECK_CONFTEST)
     pytester.makepyfile(test_mixed=MIXED)
     result = run("-p", "no:logging")
@@ -88,7 +89,7 @@ def test_torch_state_is_identical_before_and_after_every_test(pytester: pytest.P
                      ("test_passing", "test_budget_failure", "test_error", "test_fixture", "test_bad_marker", "test_unwatched")]
 
 
-def test_state_check_detects_a_leak(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_state_check_detects_a_leak(pytester: pytest.Pytester, run: RunPytest) -> None:
     # The check above must be able to fail: a test that leaves the artifact on is caught.
     pytester.makeconftest(STATE_CHECK_CONFTEST)
     pytester.makepyfile('''
@@ -100,7 +101,7 @@ def test_state_check_detects_a_leak(pytester: pytest.Pytester, run) -> None:  # 
     assert (pytester.path / "state-differences.txt").read_text() == "test_leaks: ['artifacts']\n"
 
 
-def test_nothing_is_printed_for_passing_and_failing_tests(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_nothing_is_printed_for_passing_and_failing_tests(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_mixed=MIXED)
     result = run("-s", "-p", "no:logging")  # -s: anything printed would reach the output
     assert "Recompiling function" not in result.stdout.str() + result.stderr.str()
@@ -121,7 +122,7 @@ def test_recompiles():
 '''
 
 
-def test_user_torch_logs_recompiles_output_stays(pytester: pytest.Pytester, run, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_user_torch_logs_recompiles_output_stays(pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCH_LOGS", "recompiles")
     pytester.makepyfile(USER_LOGS)
     result = run("-s", "-p", "no:logging")
@@ -131,7 +132,7 @@ def test_user_torch_logs_recompiles_output_stays(pytester: pytest.Pytester, run,
 
 
 @pytest.mark.parametrize("where", ["conftest", "test"])
-def test_user_set_logs_recompiles_output_stays(pytester: pytest.Pytester, run, where: str) -> None:  # type: ignore[no-untyped-def]
+def test_user_set_logs_recompiles_output_stays(pytester: pytest.Pytester, run: RunPytest, where: str) -> None:
     enable = "torch._logging.set_logs(recompiles=True)"
     if where == "conftest":
         pytester.makeconftest(f"import torch\n{enable}\n")
@@ -144,7 +145,7 @@ def test_user_set_logs_recompiles_output_stays(pytester: pytest.Pytester, run, w
     assert "[__recompiles] Recompiling function <lambda>" in result.stderr.str()
 
 
-def test_count_agrees_with_compilation_metrics_and_compile_ids(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_count_agrees_with_compilation_metrics_and_compile_ids(pytester: pytest.Pytester, run: RunPytest) -> None:
     # Independent of the log text: torch's compilation metrics carry a recompile_reason
     # for every recompile, and a recompile's compile id has an attempt number above 0.
     pytester.makepyfile('''
@@ -175,7 +176,7 @@ def test_count_agrees_with_compilation_metrics_and_compile_ids(pytester: pytest.
     run("-p", "no:logging").assert_outcomes(passed=1)
 
 
-def test_torch_warnings_from_the_plugins_own_reset_do_not_fail_tests(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_torch_warnings_from_the_plugins_own_reset_do_not_fail_tests(pytester: pytest.Pytester, run: RunPytest) -> None:
     # torch 2.11's reset() imports inductor modules that emit a DeprecationWarning;
     # under -W error that must not become the user's error. Simulate it on any torch.
     pytester.makeconftest('''

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 
 import pytest
-from nocompile_testing import DATA, recorded_messages
 
+from nocompile_testing import DATA, recorded_messages
 from pytest_nocompile import GuardFailure, parse_recompile_message
 from pytest_nocompile.events import UnrecognisedMessage, event_from_message, parse_limit_warning
 
@@ -49,7 +49,7 @@ def test_verbose_format_matches_standard_guards_2_13() -> None:
     verbose = [parse_recompile_message(m) for m in recorded_messages("torch-2.13-recompiles_verbose.txt")]
     assert len(standard) == len(verbose) == 9
     # Object ids differ between the two recording runs; compare the rest.
-    def shape(parsed):  # type: ignore[no-untyped-def]
+    def shape(parsed):
         function, _, line, reasons = parsed
         return function, line, [(r.compile_id, r.guard.split("(")[0]) for r in reasons]
 

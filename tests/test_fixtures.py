@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from nocompile_testing import expect_lines
+
+from nocompile_testing import RunPytest, expect_lines
 
 FIXTURES = '''
 import pytest, torch
@@ -68,7 +69,7 @@ def test_block_failure_is_an_assertion_error(nocompile_assert_max_recompiles):
 '''
 
 
-def test_fixtures(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_fixtures(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_fixtures_user=FIXTURES)
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=4, failed=3)

@@ -6,7 +6,8 @@ import json
 import xml.etree.ElementTree as ElementTree
 
 import pytest
-from nocompile_testing import RECOMPILE_ONCE, expect_lines
+
+from nocompile_testing import RECOMPILE_ONCE, RunPytest, expect_lines
 
 GRAPH_BREAKS = '''
 import pytest, torch
@@ -26,7 +27,7 @@ def test_one_break_allowed():
 '''
 
 
-def test_graph_break_budget_names_reason_and_user_code(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_graph_break_budget_names_reason_and_user_code(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_breaks=GRAPH_BREAKS)
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=1, failed=1)
@@ -39,7 +40,7 @@ def test_graph_break_budget_names_reason_and_user_code(pytester: pytest.Pytester
     ])
 
 
-def test_graph_break_count_agrees_with_dynamo_counters(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_graph_break_count_agrees_with_dynamo_counters(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile('''
         import json, torch
         from torch._dynamo.utils import counters
@@ -93,7 +94,7 @@ def test_fullgraph_compiles_count():
     ],
     ids=["none", "ini", "cli-over-ini", "cli-loosens-ini"],
 )
-def test_precedence_ini_cli_marker(pytester: pytest.Pytester, run, ini, cli, expected) -> None:  # type: ignore[no-untyped-def]
+def test_precedence_ini_cli_marker(pytester: pytest.Pytester, run: RunPytest, ini, cli, expected) -> None:
     pytester.makepyfile(test_precedence=PRECEDENCE)
     if ini is not None:
         pytester.makeini(f"[pytest]\nmax_recompiles = {ini}\n")
@@ -105,18 +106,18 @@ def test_precedence_ini_cli_marker(pytester: pytest.Pytester, run, ini, cli, exp
 
 
 @pytest.mark.parametrize("value", ["-1", "1.5", "many"])
-def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester, run, value: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester, run: RunPytest, value: str) -> None:
     pytester.makepyfile("def test_a(): pass")
     result = run(f"--max-recompiles={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*argument --max-recompiles: --max-recompiles: expected an int >= 0, got *"])
+    result.stderr.fnmatch_lines(["*argument --max-recompiles: --max-recompiles: expected an int >= 0, got *"])
     pytester.makeini(f"[pytest]\nmax_graph_breaks = {value}\n")
     result = run()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: ini key max_graph_breaks: expected an int >= 0, got *"])
 
 
-def test_summary_table_worst_first_and_one_line_when_nothing_compiled(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_summary_table_worst_first_and_one_line_when_nothing_compiled(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_precedence=PRECEDENCE)
     result = run("-p", "no:logging", "--max-recompiles=0")
     result.stdout.fnmatch_lines([
@@ -134,7 +135,7 @@ def test_summary_table_worst_first_and_one_line_when_nothing_compiled(pytester: 
     result.stdout.fnmatch_lines(["*= nocompile =*", "no test compiled (1 watched)"])
 
 
-def test_json_report_and_junit_properties(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_json_report_and_junit_properties(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_precedence=PRECEDENCE)
     result = run("-p", "no:logging", "--max-recompiles=0", "--nocompile-json=out/report.json", "--junitxml=junit.xml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # folder out/ does not exist
@@ -144,7 +145,8 @@ def test_json_report_and_junit_properties(pytester: pytest.Pytester, run) -> Non
     assert document["format"] == "pytest-nocompile-report/1"
     assert document["torch_version"].startswith("2.") and document["plugin_version"] == "0.1.0"
     tests = {entry["nodeid"]: entry for entry in document["tests"]}
-    assert set(tests) == {f"test_precedence.py::{name}" for name in ("test_default", "test_marker_allows_one", "test_opted_out", "test_no_compile", "test_fullgraph_compiles_count")}
+    names = ("test_default", "test_marker_allows_one", "test_opted_out", "test_no_compile", "test_fullgraph_compiles_count")
+    assert set(tests) == {f"test_precedence.py::{name}" for name in names}
     assert tests["test_precedence.py::test_fullgraph_compiles_count"]["compiles"] == 1
     assert tests["test_precedence.py::test_no_compile"]["compiles"] == 0
     default = tests["test_precedence.py::test_default"]
@@ -159,7 +161,7 @@ def test_json_report_and_junit_properties(pytester: pytest.Pytester, run) -> Non
     assert properties == {"nocompile_compiles": "2", "nocompile_recompiles": "1", "nocompile_graph_breaks": "0"}
 
 
-def test_baseline_save_then_compare(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_base='''
         import torch
         def scale(x, n):
@@ -177,7 +179,7 @@ def test_baseline_save_then_compare(pytester: pytest.Pytester, run) -> None:  # 
     run("--nocompile-save=baseline.json").assert_outcomes(passed=3)
     saved = json.loads((pytester.path / "baseline.json").read_text())
     assert saved["format"] == "pytest-nocompile-baseline/1"
-    assert saved["tests"]["test_base.py::test_improves"] == {"recompiles": 1, "graph_breaks": 0}
+    assert saved["tests"]["test_base.py::test_improves"] == {"compiles": 2, "recompiles": 1, "graph_breaks": 0}
     pytester.makepyfile(test_base='''
         import torch
         def scale(x, n):
@@ -197,12 +199,14 @@ def test_baseline_save_then_compare(pytester: pytest.Pytester, run) -> None:  # 
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
         "*= nocompile baseline baseline.json =*",
+        "test_base.py::test_stable: compiles rose 1 -> 2",
         "test_base.py::test_stable: recompiles rose 0 -> 1",
+        "test_base.py::test_improves: compiles fell 2 -> 1",
         "test_base.py::test_improves: recompiles fell 1 -> 0",
         "new test (not in baseline): test_base.py::test_new",
         "removed test (only in baseline): test_base.py::test_removed",
-        "nocompile: 1 count(s) rose against the baseline",
-    ])
+        "nocompile: 2 count(s) rose against the baseline",
+    ], consecutive=True)
     # Without the rise, the same comparison passes.
     pytester.makepyfile(test_base="import torch\ndef test_improves():\n    torch.compile(lambda x: x, backend='eager')(torch.ones(1))\n")
     assert run("--nocompile-compare=baseline.json").ret == pytest.ExitCode.OK
@@ -218,7 +222,7 @@ def test_baseline_save_then_compare(pytester: pytest.Pytester, run) -> None:  # 
     ],
     ids=["missing", "corrupt-json", "wrong-version", "corrupt-counts"],
 )
-def test_bad_baselines_are_usage_errors(pytester: pytest.Pytester, run, content, problem) -> None:  # type: ignore[no-untyped-def]
+def test_bad_baselines_are_usage_errors(pytester: pytest.Pytester, run: RunPytest, content, problem) -> None:
     if content is not None:
         (pytester.path / "baseline.json").write_text(content)
     pytester.makepyfile("def test_a(): pass")
@@ -246,7 +250,7 @@ def test_worker_crash():
 '''
 
 
-def test_xdist_budgets_summary_json_and_compare(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_xdist_budgets_summary_json_and_compare(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytest.importorskip("xdist")
     pytester.makepyfile(test_xdist=XDIST)
     result = run("-p", "xdist", "-n", "2", "-p", "no:logging", "--nocompile-json=report.json", "--nocompile-save=baseline.json")
@@ -289,7 +293,7 @@ def test_skipped():
 
 
 @pytest.mark.parametrize("processes", [(), ("-p", "xdist", "-n", "2")], ids=["one process", "xdist"])
-def test_idle_tests_get_entries_outcomes_and_junit_properties(pytester: pytest.Pytester, run, processes: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+def test_idle_tests_get_entries_outcomes_and_junit_properties(pytester: pytest.Pytester, run: RunPytest, processes: tuple[str, ...]) -> None:
     # Before torch is imported no report hook runs: one teardown hook puts the
     # counts on the item, and an xdist controller makes each entry from those.
     if processes:
@@ -331,7 +335,7 @@ def test_first_compiles_pass_in_strict_mode():
 '''
 
 
-def test_strict_mode_raises_at_the_recompiling_call_and_restores_config(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_strict_mode_raises_at_the_recompiling_call_and_restores_config(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_strict=STRICT.replace("    assert not torch._dynamo.config.error_on_recompile is False\n", ""))
     pytester.makeconftest('''
         import pytest, torch._dynamo.config
@@ -348,7 +352,7 @@ def test_strict_mode_raises_at_the_recompiling_call_and_restores_config(pytester
     result.assert_outcomes(passed=1)
 
 
-def test_graph_break_budget_from_cli_and_ini_with_marker_opt_out(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_graph_break_budget_from_cli_and_ini_with_marker_opt_out(pytester: pytest.Pytester, run: RunPytest) -> None:
     unmarked = GRAPH_BREAKS.replace("@pytest.mark.max_graph_breaks(0)\n", "")
     pytester.makepyfile(test_breaks=unmarked.replace("max_graph_breaks(1)", "max_graph_breaks(None)"))
     result = run("-p", "no:logging", "--max-graph-breaks=0")
@@ -358,7 +362,7 @@ def test_graph_break_budget_from_cli_and_ini_with_marker_opt_out(pytester: pytes
     run("-p", "no:logging").assert_outcomes(passed=1, failed=1)
 
 
-def test_teardown_recompiles_are_recorded_and_shown_not_counted(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_teardown_recompiles_are_recorded_and_shown_not_counted(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_teardown=RECOMPILE_ONCE + '''
 @pytest.fixture
 def recompiles_in_teardown():

@@ -7,11 +7,12 @@ import json
 import xml.etree.ElementTree as ElementTree
 
 import pytest
-from nocompile_testing import RECOMPILE_ONCE, expect_lines
 from test_capture import STATE_CHECK_CONFTEST
 
+from nocompile_testing import RECOMPILE_ONCE, RunPytest, expect_lines
 
-def test_state_is_restored_when_a_test_is_interrupted(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+
+def test_state_is_restored_when_a_test_is_interrupted(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makeconftest(STATE_CHECK_CONFTEST)
     pytester.makepyfile(test_interrupted=RECOMPILE_ONCE + '''
 @pytest.mark.max_recompiles(0)
@@ -49,7 +50,7 @@ def test_later_test_is_captured_again(nocompile_recompiles):
 '''
 
 
-def test_tests_that_reset_or_reconfigure_torch_logging(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_tests_that_reset_or_reconfigure_torch_logging(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_reconfiguring=RECONFIGURING)
     result = run("-p", "no:logging", "-p", "no:randomly")
     result.assert_outcomes(passed=2, failed=1)
@@ -82,7 +83,7 @@ def test_flaky_budget(tmp_path_factory):
 '''
 
 
-def test_beside_rerunfailures_timeout_and_without_logging(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_beside_rerunfailures_timeout_and_without_logging(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytest.importorskip("pytest_rerunfailures")  # in the test extra; not on every machine
     pytest.importorskip("pytest_timeout")
     pytester.makepyfile(test_counted=COUNTED, test_flaky=FLAKY)
@@ -101,7 +102,7 @@ def test_flaky(tmp_path_factory):
 FLAKY_IDLE = FAILS_ITS_FIRST_ATTEMPT.format(first="")
 
 
-def test_a_rerun_idle_test_carries_its_counts_once(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_a_rerun_idle_test_carries_its_counts_once(pytester: pytest.Pytester, run: RunPytest) -> None:
     # While idle the counts go on the item, which every attempt of a rerun shares.
     pytest.importorskip("pytest_rerunfailures")
     pytester.makepyfile(test_flaky=FLAKY_IDLE)
@@ -116,7 +117,7 @@ def test_a_rerun_idle_test_carries_its_counts_once(pytester: pytest.Pytester, ru
 FLAKY_LATE_IMPORT = FAILS_ITS_FIRST_ATTEMPT.format(first="    import torch\n    torch.compile(lambda x: x + 1, backend='eager')(torch.ones(1))\n")
 
 
-def test_a_rerun_first_attempt_that_imports_torch_is_still_warned_about(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_a_rerun_first_attempt_that_imports_torch_is_still_warned_about(pytester: pytest.Pytester, run: RunPytest) -> None:
     # The idle hook runs at every attempt's teardown: the first one sees torch arrive.
     pytest.importorskip("pytest_rerunfailures")
     pytester.makepyfile(test_flaky=FLAKY_LATE_IMPORT)
@@ -124,7 +125,7 @@ def test_a_rerun_first_attempt_that_imports_torch_is_still_warned_about(pytester
     assert result.parseoutcomes() == {"passed": 1, "rerun": 1, "warnings": 1}
     result.stdout.fnmatch_lines(["*CaptureLostWarning: torch was first imported inside test_flaky.py::test_flaky, *"])
 
-def test_random_order_gives_identical_counts(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_random_order_gives_identical_counts(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytest.importorskip("pytest_randomly")
     pytester.makepyfile(test_counted=COUNTED, test_also=RECOMPILE_ONCE + "\ndef test_once(nocompile_recompiles):\n    recompile_once()\n")
     counts = []
@@ -157,7 +158,7 @@ def test_recompiles_after_it():
 
 
 @pytest.mark.parametrize("marker", ["", "pytestmark = pytest.mark.max_recompiles(0)"], ids=["run-wide budget only", "module marker"])
-def test_a_test_that_imports_torch_wakes_the_watcher_for_the_tests_after_it(pytester: pytest.Pytester, run, marker: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_test_that_imports_torch_wakes_the_watcher_for_the_tests_after_it(pytester: pytest.Pytester, run: RunPytest, marker: str) -> None:
     # Without markers no per-test hook runs until torch is imported (the idle watcher);
     # with one, the watcher runs from the start and defers. Both must count what follows.
     pytester.makepyfile(test_late=LATE_IMPORT.format(marker=marker))
@@ -176,7 +177,7 @@ def test_a_test_that_imports_torch_wakes_the_watcher_for_the_tests_after_it(pyte
     ]
 
 
-def test_late_import_warning_under_w_error_is_an_error_of_that_test(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_late_import_warning_under_w_error_is_an_error_of_that_test(pytester: pytest.Pytester, run: RunPytest) -> None:
     # The idle watcher warns from the teardown hook: as an error it must fail that
     # test's teardown, never the run (INTERNALERROR).
     pytester.makepyfile(test_late=LATE_IMPORT.format(marker=""))
@@ -195,7 +196,7 @@ ARGUMENTS = ["0", "3", "None", "-1", "1.5", "'0'", "True", "[]", "{}", "object()
 KEYWORDS = ["", ", isolate=False", ", strict=True", ", isolate='no'", ", exact=True", ", **{'': 1}"]
 
 
-def test_no_marker_input_gives_internalerror(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_no_marker_input_gives_internalerror(pytester: pytest.Pytester, run: RunPytest) -> None:
     body = ["import pytest", ""]
     cases = list(itertools.product(["max_recompiles", "max_graph_breaks"], ARGUMENTS + ["", "0, 1"], KEYWORDS))
     for index, (marker, argument, keyword) in enumerate(cases):
@@ -212,7 +213,7 @@ def test_no_marker_input_gives_internalerror(pytester: pytest.Pytester, run) -> 
 
 
 @pytest.mark.parametrize("value", ["0", "7", "-1", "x", "", "1e3", "0x10", "  2  ", "١"])
-def test_no_option_value_gives_internalerror(pytester: pytest.Pytester, run, value: str) -> None:  # type: ignore[no-untyped-def]
+def test_no_option_value_gives_internalerror(pytester: pytest.Pytester, run: RunPytest, value: str) -> None:
     pytester.makepyfile("def test_a(): pass")
     for args in ([f"--max-recompiles={value}"], [f"--max-graph-breaks={value}"]):
         result = run(*args)
@@ -225,7 +226,7 @@ def test_no_option_value_gives_internalerror(pytester: pytest.Pytester, run, val
 
 
 @pytest.mark.parametrize("compiled_before", [False, True], ids=["fresh process", "compiled before the tests"])
-def test_reset_is_skipped_only_when_nothing_compiled_since(pytester: pytest.Pytester, run, compiled_before: bool) -> None:  # type: ignore[no-untyped-def]
+def test_reset_is_skipped_only_when_nothing_compiled_since(pytester: pytest.Pytester, run: RunPytest, compiled_before: bool) -> None:
     compile_first = 'torch.compile(lambda x: x - 1, backend="eager")(torch.ones(1))' if compiled_before else ""
     pytester.makeconftest(f'''
         import torch, torch._dynamo
@@ -262,7 +263,7 @@ def test_reset_is_skipped_only_when_nothing_compiled_since(pytester: pytest.Pyte
     assert resets == (1 if compiled_before else 0) + 2
 
 
-def test_tests_that_never_import_torch_do_not_import_it(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_tests_that_never_import_torch_do_not_import_it(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_plain='''
         import sys
 

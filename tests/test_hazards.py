@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from nocompile_testing import expect_lines
+
+from nocompile_testing import RunPytest, expect_lines
 
 HAZARDS = '''
 import threading
@@ -176,7 +177,7 @@ def resolve_lines(lines: list[str], source: list[str]) -> list[str]:
     return [re.sub(r"\{(?P<text>[^}]+)\}(?:-(?P<minus>\d))?", line_number, line) for line in lines]
 
 
-def test_every_hazard_fails_and_names_its_guard(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_every_hazard_fails_and_names_its_guard(pytester: pytest.Pytester, run: RunPytest) -> None:
     source = pytester.makepyfile(test_hazards_user=HAZARDS).read_text().splitlines()
     result = run("-p", "no:logging")
     result.assert_outcomes(failed=len(EXPECTED))
@@ -212,12 +213,12 @@ def test_one_automatic_dynamic_recompile_allowed():
 '''
 
 
-def test_clean_controls_pass(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_clean_controls_pass(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(CONTROLS)
     run().assert_outcomes(passed=3)
 
 
-def test_automatic_dynamic_recompile_counts_once(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_automatic_dynamic_recompile_counts_once(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(CONTROLS.replace("max_recompiles(1)", "max_recompiles(0)"))
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=2, failed=1)
@@ -244,13 +245,13 @@ def test_b():
 
 
 @pytest.mark.parametrize("order", [["test_a", "test_b"], ["test_b", "test_a"]])
-def test_counts_do_not_depend_on_test_order(pytester: pytest.Pytester, run, order: list[str]) -> None:  # type: ignore[no-untyped-def]
+def test_counts_do_not_depend_on_test_order(pytester: pytest.Pytester, run: RunPytest, order: list[str]) -> None:
     pytester.makepyfile(test_order=ORDER)
     result = run(*[f"test_order.py::{name}" for name in order])
     result.assert_outcomes(passed=2)
 
 
-def test_without_isolation_an_earlier_compile_counts(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_without_isolation_an_earlier_compile_counts(pytester: pytest.Pytester, run: RunPytest) -> None:
     # Proves isolation is what makes the order test pass: without the reset, test_b recompiles.
     pytester.makepyfile(test_order=ORDER)
     result = run("--nocompile-no-isolate", "-p", "no:logging")
@@ -258,7 +259,7 @@ def test_without_isolation_an_earlier_compile_counts(pytester: pytest.Pytester, 
     expect_lines(result, ["*_ test_b _*", "1 recompile > max_recompiles(0)"])
 
 
-def test_isolation_opt_out_by_marker_and_ini(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_isolation_opt_out_by_marker_and_ini(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_order=ORDER.replace("def test_b", "@pytest.mark.max_recompiles(0, isolate=False)\ndef test_b"))
     run("-p", "no:logging").assert_outcomes(passed=1, failed=1)
     pytester.makepyfile(test_order=ORDER)
@@ -281,7 +282,7 @@ def test_limit_hit():
 '''
 
 
-def test_recompile_limit_hit_fails_a_budgeted_test(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_recompile_limit_hit_fails_a_budgeted_test(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(LIMIT)
     result = run("-p", "no:logging")
     result.assert_outcomes(failed=1)

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from pytest_nocompile.plugin import _distribution_version
+from nocompile_testing import RunPytest
+from pytest_nocompile.settings import distribution_version
 
 SIMPLE = '''
 import pytest
@@ -22,7 +23,7 @@ def test_plain():
 '''
 
 
-def test_loads_with_autoload_disabled(pytester: pytest.Pytester, run, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_loads_with_autoload_disabled(pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makepyfile(SIMPLE)
     result = run("--strict-markers")
@@ -42,8 +43,8 @@ def test_disabled_with_no_nocompile(pytester: pytest.Pytester, monkeypatch: pyte
 @pytest.mark.parametrize("name", ["torch", "pytest", "pluggy", "pytest-nocompile"])
 def test_header_versions_are_the_installed_distributions(name: str) -> None:
     # Read from METADATA's Version field alone, not importlib.metadata's full parse.
-    assert _distribution_version(name) == importlib.metadata.version(name)
-    assert _distribution_version("no-such-distribution-nocompile") == "not installed"
+    assert distribution_version(name) == importlib.metadata.version(name)
+    assert distribution_version("no-such-distribution-nocompile") == "not installed"
 
 @pytest.mark.parametrize(
     "poison, reason",
@@ -53,7 +54,7 @@ def test_header_versions_are_the_installed_distributions(name: str) -> None:
     ],
     ids=["missing", "too-old"],
 )
-def test_without_usable_torch_budgeted_tests_error_and_the_rest_runs(pytester: pytest.Pytester, run, poison: str, reason: str) -> None:  # type: ignore[no-untyped-def]
+def test_without_usable_torch_budgeted_tests_error_and_the_rest_runs(pytester: pytest.Pytester, run: RunPytest, poison: str, reason: str) -> None:
     pytester.makeconftest(f"import sys\n{poison}\n")
     pytester.makepyfile(SIMPLE)
     result = run("--strict-markers")
@@ -75,7 +76,12 @@ def test_public_names_load_on_first_use() -> None:
 
     for name in pytest_nocompile.__all__:
         value = getattr(pytest_nocompile, name)
-        assert name == "__version__" or value.__module__.startswith("pytest_nocompile."), name
+        if name == "KINDS":  # a constant: the budget kinds' table itself
+            from pytest_nocompile import budget
+
+            assert value is budget.KINDS
+        else:
+            assert name == "__version__" or value.__module__.startswith("pytest_nocompile."), name
     assert set(pytest_nocompile.__all__) <= set(dir(pytest_nocompile))
     with pytest.raises(AttributeError, match="module 'pytest_nocompile' has no attribute 'RecompileEvents'"):
         pytest_nocompile.RecompileEvents  # noqa: B018
@@ -112,7 +118,7 @@ def pytest_unconfigure(config):
 '''
 
 
-def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester: pytest.Pytester, run: RunPytest) -> None:
     # What a suite of tests that never compile pays for: the modules below, no torch,
     # and one shared entry per budget, which must still carry each test's own outcome.
     pytester.makeconftest(RECORD_LOADED_MODULES)
@@ -120,7 +126,8 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
     result = run("-p", "no:randomly", "--max-recompiles=0", "--nocompile-json=report.json")
     result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
     loaded = (pytester.path / "modules.txt").read_text().split()
-    assert loaded == ["pytest_nocompile", "pytest_nocompile.budget", "pytest_nocompile.capture", "pytest_nocompile.plugin", "pytest_nocompile.summary"]
+    assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
+        "budget", "capture", "fixtures", "plugin", "result", "results", "settings", "summary", "watching")]
     tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {
         "test_passes": ("passed", 0, 0, "within budget"),
@@ -168,8 +175,8 @@ IDLE_HOOK = ["nocompile-idle pytest_runtest_teardown"]
     ("import pytest\npytestmark = pytest.mark.max_graph_breaks(None)\n", (), REPORT_HOOK + WATCHER_HOOKS),
 ], ids=["nothing to watch", "torch, nothing to watch", "run-wide budget, no torch", "report, no torch",
         "JSON report, no torch", "run-wide budget, torch", "a marker"])
-def test_per_test_hooks_are_registered_only_where_a_test_can_be_watched(  # type: ignore[no-untyped-def]
-    pytester: pytest.Pytester, run, marker: str, options: tuple[str, ...], expected: list[str]
+def test_per_test_hooks_are_registered_only_where_a_test_can_be_watched(
+    pytester: pytest.Pytester, run: RunPytest, marker: str, options: tuple[str, ...], expected: list[str]
 ) -> None:
     # Every hook costs every test its call: a run pays only for the hooks it can use.
     pytester.makeconftest(RECORD_PER_TEST_HOOKS)

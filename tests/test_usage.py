@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from nocompile_testing import RECOMPILE_ONCE, expect_lines
+
+from nocompile_testing import RECOMPILE_ONCE, RunPytest, expect_lines
 
 ACCEPTED = "use @pytest.mark.max_recompiles(N), N an int >= 0 or None, with optional isolate=True/False and strict=True/False"
 
@@ -24,7 +25,7 @@ BAD_GRAPH_BREAK_MARKERS = {
 }
 
 
-def test_bad_marker_input_is_an_error_of_that_test_naming_it(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_bad_marker_input_is_an_error_of_that_test_naming_it(pytester: pytest.Pytester, run: RunPytest) -> None:
     body = ["import pytest", ""]
     for name, (marker, _) in {**BAD_MARKERS, **BAD_GRAPH_BREAK_MARKERS}.items():
         body += [f"@pytest.mark.{marker}", f"def {name}():", "    pass", ""]
@@ -75,7 +76,7 @@ def test_skipped():
 '''
 
 
-def test_marker_scopes_xfail_skip_parametrize(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_marker_scopes_xfail_skip_parametrize(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_scopes=SCOPES)
     result = run("-rA", "-p", "no:logging")
     result.assert_outcomes(passed=3, failed=3, skipped=1, xfailed=1)
@@ -123,7 +124,7 @@ def test_setup_shown_when_call_fails(warmed):
 '''
 
 
-def test_own_failure_is_kept_and_recompiles_go_in_a_section(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_own_failure_is_kept_and_recompiles_go_in_a_section(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_own=OWN_FAILURE)
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=1, failed=2)
@@ -148,7 +149,7 @@ def test_own_failure_is_kept_and_recompiles_go_in_a_section(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(["FAILED test_own.py::test_fails_for_its_own_reason - AssertionError*"])
 
 
-def test_markers_are_listed_and_strict_markers_with_warnings_as_errors_are_clean(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_markers_are_listed_and_strict_markers_with_warnings_as_errors_are_clean(pytester: pytest.Pytester, run: RunPytest) -> None:
     result = run("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.max_recompiles(N, isolate=True, strict=False): fail the test when its call phase has more than N*"])
     result.stdout.fnmatch_lines(["@pytest.mark.max_graph_breaks(N): fail the test when its call phase has more than N*"])
@@ -167,7 +168,7 @@ def test_markers_are_listed_and_strict_markers_with_warnings_as_errors_are_clean
     assert "warnings summary" not in result.stdout.str()
 
 
-def test_help_documents_the_options(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_help_documents_the_options(pytester: pytest.Pytester, run: RunPytest) -> None:
     result = run("--help")
     result.stdout.fnmatch_lines(["torch.compile recompile budgets (pytest-nocompile):", "*--nocompile-no-isolate*"])
     result.stdout.fnmatch_lines(["  nocompile_isolate (bool):", "*reset dynamo's caches before each watched test (default:"])

@@ -1,0 +1,182 @@
+"""A test's result: its counts and budgets, the verdict computed once, as typed data.
+
+The failure text, the summary table, the JSON report, junit properties, the
+baseline and the block assertion all derive from :func:`over_budget` and
+:class:`TestResult`; xdist carries :meth:`TestResult.to_dict` from a worker to
+the controller, which reads it back with :meth:`TestResult.from_dict`.
+
+Light at import: a suite that never compiles gets its results from here too.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from .budget import KINDS, KINDS_BY_KEY, BudgetKind, RecompileBudget
+
+if TYPE_CHECKING:
+    from .events import CodeLocation
+    from .record import RecompileRecord
+
+
+class Verdict(enum.Enum):
+    """How a test stands against its budgets; the value is what reports print."""
+
+    NO_BUDGET = "no budget"
+    WITHIN = "within budget"
+    OVER = "over budget"
+
+
+def over_budget(kind: BudgetKind, count: int, allowed: Optional[int], *, exact: bool = False, limit_hit: bool = False) -> bool:
+    """The one rule: more than allowed (with ``exact``: other than allowed), or a limit hit where the kind says so."""
+    if allowed is None:
+        return False
+    return count > allowed or (exact and count != allowed) or (limit_hit and kind.limit_hit_fails)
+
+
+RESULT_ATTRIBUTE = "nocompile_entry"  # on teardown reports: a result's to_dict(), JSON-able, so xdist carries it
+
+# The event lists a result carries, as JSON keys.
+DETAIL_KEYS = ("recompile_events", "recompile_limit_hits", "graph_break_events")
+_NO_DETAILS: dict[str, list[dict[str, Any]]] = {key: [] for key in DETAIL_KEYS}  # shared, never changed
+
+
+@dataclass  # not frozen: a frozen dataclass's __init__ costs every watched test microseconds
+class TestResult:
+    """One test's counts (of the call phase) and budgets, by kind key, and the verdict on them; read-only by convention.
+
+    ``over`` names the kinds over budget, ``cause`` the first thing that put
+    the test over, and ``details`` holds the recorded events as JSON-able
+    lists (every phase, each with its phase).
+    """
+
+    __test__ = False  # not a test class, whatever pytest collects
+
+    counts: dict[str, int]
+    budgets: dict[str, Optional[int]]
+    verdict: Verdict
+    over: tuple[str, ...] = ()
+    cause: Optional[str] = None
+    details: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: _NO_DETAILS)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: what the JSON report holds per test, and what xdist carries."""
+        return {
+            **{kind.key: self.counts[kind.key] for kind in KINDS},
+            **{kind.marker: self.budgets[kind.key] for kind in KINDS},
+            "verdict": self.verdict.value,
+            "over_budget": list(self.over),
+            "cause": self.cause,
+            **self.details,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TestResult:
+        return cls(
+            counts={kind.key: int(data[kind.key]) for kind in KINDS},
+            budgets={kind.key: data[kind.marker] for kind in KINDS},
+            verdict=Verdict(data["verdict"]),
+            over=tuple(data["over_budget"]),
+            cause=data["cause"],
+            details={key: list(data[key]) for key in DETAIL_KEYS},
+        )
+
+    def budget_text(self) -> str:
+        """The summary table's budget cell, e.g. ``recompiles<=0, breaks<=1``."""
+        return ", ".join(f"{kind.short}<={self.budgets[kind.key]}" for kind in KINDS if self.budgets[kind.key] is not None) or "-"
+
+
+def kinds_over_budget(record: RecompileRecord, counts: Optional[dict[str, int]] = None) -> tuple[str, ...]:
+    """The keys of the kinds whose call-phase count is over the record's budget, in table order."""
+    limits = record.budget.limits  # budgeted kinds only, in table order
+    if not limits:
+        return ()
+    counts = record.counts() if counts is None else counts
+    limit_hit = bool(record.call_limit_hits())
+    return tuple(key for key, allowed in limits if over_budget(KINDS_BY_KEY[key], counts[key], allowed, limit_hit=limit_hit))
+
+
+def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> TestResult:
+    """The verdict on a finished test's record, with everything the reports show (``over``: already judged)."""
+    budget = record.budget
+    counts = record.counts()
+    if over is None:
+        over = kinds_over_budget(record, counts)
+    return TestResult(
+        counts=counts,
+        budgets=budget.by_key(),
+        verdict=Verdict.OVER if over else Verdict.WITHIN if budget.limits else Verdict.NO_BUDGET,
+        over=over,
+        cause=_first_cause(record, over, counts) if over else None,
+        details=_details(record) if record.events or record.limit_hits or record.graph_breaks else _NO_DETAILS,
+    )
+
+
+def idle_result(budget: RecompileBudget) -> TestResult:
+    """The result of a test that ran before anything imported torch: nothing can have compiled."""
+    return TestResult(
+        counts={kind.key: 0 for kind in KINDS},
+        budgets=budget.by_key(),
+        verdict=Verdict.WITHIN if budget.budgeted else Verdict.NO_BUDGET,
+    )
+
+
+def count_properties(result: TestResult) -> list[tuple[str, int]]:
+    """The counts as ``user_properties`` (and so junit XML ``<property>`` elements)."""
+    return [(f"nocompile_{kind.key}", result.counts[kind.key]) for kind in KINDS]
+
+
+def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[str, int]) -> str:
+    """The first thing that put a test over budget: a recompile's guard, a graph break's reason, or the headline."""
+    kind = next(kind for kind in KINDS if kind.key in over)
+    for source in kind.explained_by:
+        if source == "recompiles":
+            for event in record.in_phase("call"):
+                if event.reasons:
+                    return f"{event.function} recompiled: {str(event.reasons[0]).splitlines()[0]}"
+        elif source == "graph_breaks":
+            for graph_break in record.graph_breaks_in("call"):
+                return f"graph break: {graph_break.reason}"
+    return kind.headline(counts[kind.key], record.budget.allowed(kind) or 0, record.budget.describe(kind))
+
+
+def _where(location: Optional[CodeLocation]) -> Optional[str]:
+    return None if location is None else str(location)
+
+
+def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
+    return {
+        "recompile_events": [
+            {
+                "function": event.function,
+                "filename": event.filename,
+                "line": event.line,
+                "phase": event.phase,
+                "compile_id": event.compile_id,
+                "thread": event.thread,
+                "user_code": _where(event.user_code),
+                "reasons": [
+                    {"compile_id": reason.compile_id, "guard": reason.guard, "source": reason.source}
+                    for reason in event.reasons
+                ],
+            }
+            for event in record.events
+        ],
+        "recompile_limit_hits": [
+            {"limit_name": hit.limit_name, "limit": hit.limit, "function": hit.function, "phase": hit.phase}
+            for hit in record.limit_hits
+        ],
+        "graph_break_events": [
+            {
+                "filename": event.filename,
+                "line": event.line,
+                "phase": event.phase,
+                "reason": event.reason,
+                "explanation": event.explanation,
+                "user_code": _where(event.user_code),
+            }
+            for event in record.graph_breaks
+        ],
+    }

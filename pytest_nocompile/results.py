@@ -1,0 +1,129 @@
+"""The run's results: gathered from each test's reports (on an xdist controller too), then shown, written and gated."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+import pytest
+
+from .result import RESULT_ATTRIBUTE, TestResult, Verdict, count_properties, idle_result
+from .summary import json_document, summary_lines, write_json_atomically
+
+if TYPE_CHECKING:
+    from .baseline import Comparison
+    from .budget import RecompileBudget
+    from .settings import RunSettings
+    from .watching import Watching
+
+
+
+class Results:
+    """Each watched test's result, by node id, and what the run does with them at its end."""
+
+    def __init__(self, settings: RunSettings) -> None:
+        self.settings = settings
+        self.results: dict[str, TestResult] = {}
+        self.comparison: Optional[Comparison] = None
+        self.watching: Optional[Watching] = None  # set once watching is set up; the report hook asks it
+        self.report_hook = ReportHook(self)
+        # (when, outcome, was_xfail) of the reports that were not plain passes:
+        # of the test now running, and of each finished test that had any.
+        self._outcomes: dict[str, list[tuple[str, str, bool]]] = {}
+        self._final_outcomes: dict[str, list[tuple[str, str, bool]]] = {}
+        self._idle: dict[RecompileBudget, tuple[TestResult, list[tuple[str, int]]]] = {}
+
+    def idle(self, budget: RecompileBudget) -> tuple[TestResult, list[tuple[str, int]]]:
+        """The result and count properties of a test that ran before torch was imported: the same for every such test."""
+        cached = self._idle.get(budget)
+        if cached is None:
+            result = idle_result(budget)
+            cached = self._idle[budget] = (result, count_properties(result))
+        return cached
+
+    def gather(self, report: pytest.TestReport, made_here: Optional[TestResult] = None) -> None:
+        """Keep a finished test's result (``made_here`` when this process ran it), and the outcomes a JSON report needs."""
+        when = report.when
+        # The report's __dict__, not hasattr/getattr: those raise and catch an
+        # AttributeError for a missing attribute, on almost every report.
+        attributes = report.__dict__
+        if report.outcome != "passed" or "wasxfail" in attributes:  # a plain pass changes no outcome
+            self._outcomes.setdefault(report.nodeid, []).append((when, report.outcome, "wasxfail" in attributes))
+        if when != "teardown":  # only an attempt's last report carries its result
+            return
+        nodeid = report.nodeid
+        outcomes = self._outcomes.pop(nodeid, None) if self._outcomes else None
+        result = made_here
+        if result is None:  # from a worker (xdist), as JSON
+            carried = attributes.get(RESULT_ATTRIBUTE)
+            result = TestResult.from_dict(carried) if carried is not None else None
+        if result is None and report.user_properties:
+            result = self._idle_result_of(report.user_properties)
+        if result is not None:
+            self.results[nodeid] = result
+            if outcomes:
+                self._final_outcomes[nodeid] = outcomes
+            elif self._final_outcomes:  # an earlier attempt's (pytest-rerunfailures)
+                self._final_outcomes.pop(nodeid, None)
+
+    def _idle_result_of(self, properties: list[tuple[str, object]]) -> Optional[TestResult]:
+        # A test that ran idle carries only the idle properties, which its
+        # teardown hook could put on the report (the result it cannot): every
+        # process of the run has the same default budget, so the same result.
+        result, idle_properties = self.idle(self.settings.default_budget)
+        return result if idle_properties[0] in properties else None
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        settings = self.settings
+        if settings.is_worker:
+            return
+        if settings.json_path:
+            from .settings import distribution_version
+
+            versions = {"plugin_version": distribution_version("pytest-nocompile"), "torch_version": distribution_version("torch")}
+            write_json_atomically(settings.json_path, json_document(self.results, self._final_outcomes, versions))
+        if settings.save_path:
+            from .baseline import baseline_document
+
+            write_json_atomically(settings.save_path, baseline_document(self.results))
+        if settings.baseline is not None:
+            from .baseline import compare
+
+            self.comparison = compare(settings.baseline, self.results)
+            if self.comparison.regressed and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        settings = self.settings
+        if settings.is_worker:
+            return
+        budgeted = any(result.verdict is not Verdict.NO_BUDGET for result in self.results.values())
+        if settings.report_requested or budgeted:
+            terminalreporter.write_sep("=", "nocompile")
+            for line in summary_lines(self.results):
+                terminalreporter.write_line(line)
+        if self.comparison is not None:
+            terminalreporter.write_sep("=", f"nocompile baseline {settings.compare_path}")
+            for line in self.comparison.lines():
+                terminalreporter.write_line(line)
+            if self.comparison.regressed:
+                terminalreporter.write_line(f"nocompile: {len(self.comparison.increased)} count(s) rose against the baseline", red=True)
+
+
+class ReportHook:
+    """The report hook: the watcher's sections and result on each report, then the run's results.
+
+    Registered with the watcher, on an xdist controller (which gathers what
+    its workers send) and, while the run idles, for a JSON report's outcomes.
+    In a worker it only annotates: the controller gathers.
+    """
+
+    def __init__(self, results: Results) -> None:
+        self.results = results
+
+    @pytest.hookimpl(tryfirst=True)  # before junitxml, the terminal and xdist's worker read the report
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        results = self.results
+        watching = results.watching
+        made_here = watching.watcher.annotate(report) if watching is not None and watching.watcher.watches else None
+        if not results.settings.is_worker:  # the controller gathers the results, from the reports this worker sends
+            results.gather(report, made_here)

@@ -1,0 +1,89 @@
+"""The run's configuration: options and ini keys read once, and the versions the header and JSON name."""
+
+from __future__ import annotations
+
+import argparse
+from functools import cache
+from importlib.metadata import PackageNotFoundError, distribution
+from typing import Callable, Optional
+
+import pytest
+
+from .budget import KINDS, BudgetUsageError, RecompileBudget, parse_option_count, resolve
+from .summary import check_writable
+
+
+def count_argument(option: str) -> Callable[[str], int]:
+    """An argparse ``type=`` for a budget option: a usage error names the option."""
+
+    def parse(text: str) -> int:
+        try:
+            return parse_option_count(text, option)
+        except BudgetUsageError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
+def _ini_count(config: pytest.Config, key: str) -> Optional[int]:
+    text = config.getini(key)
+    if text in (None, ""):
+        return None
+    try:
+        return parse_option_count(str(text), f"ini key {key}")
+    except BudgetUsageError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+class RunSettings:
+    """What the options and ini keys say for this run, and which process of it this is."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.isolate_by_default = bool(not config.getoption("nocompile_no_isolate") and config.getini("nocompile_isolate"))
+        self.strict_by_default = bool(config.getoption("nocompile_strict"))
+        self.default_budget = RecompileBudget.of({
+            kind.key: resolve(_ini_count(config, kind.marker), config.getoption(kind.marker), None) for kind in KINDS
+        })
+        self.json_path: Optional[str] = config.getoption("nocompile_json")
+        self.save_path: Optional[str] = config.getoption("nocompile_save")
+        self.compare_path: Optional[str] = config.getoption("nocompile_compare")
+        self.report_requested = bool(config.getoption("nocompile_report"))
+        self.watch_every_test = bool(self.report_requested or self.json_path or self.save_path or self.compare_path)
+        self.watch_by_default = self.watch_every_test or self.default_budget.budgeted  # a test with no marker
+        self.is_worker = hasattr(config, "workerinput")
+        # pytest-xdist runs tests in workers when its dist mode is on (pytest-cov reads it the same way).
+        self.is_xdist_controller = not self.is_worker and config.getoption("dist", "no") != "no"
+        self.baseline: Optional[dict[str, dict[str, int]]] = None
+        if not self.is_worker:
+            self._check_output_paths()
+
+    def _check_output_paths(self) -> None:
+        for option, path in (("--nocompile-json", self.json_path), ("--nocompile-save", self.save_path)):
+            problem = path and check_writable(path)
+            if problem:
+                raise pytest.UsageError(f"{option}={path}: cannot write there: {problem}")
+        if self.compare_path:
+            from .baseline import BaselineError, load_baseline
+
+            try:
+                self.baseline = load_baseline(self.compare_path)
+            except BaselineError as error:
+                raise pytest.UsageError(f"--nocompile-compare: {error}") from None
+
+
+@cache  # the header and the JSON report both ask
+def distribution_version(name: str) -> str:
+    """An installed distribution's version from its metadata, or "not installed"; imports nothing."""
+    try:
+        found = distribution(name)
+    except PackageNotFoundError:
+        return "not installed"
+    # Only the Version field: importlib.metadata's version() parses all of
+    # METADATA, 38 kB for torch with its long description, which costs more
+    # than loading this plugin does.
+    text = found.read_text("METADATA") or ""
+    headers_end = text.find("\n\n")
+    start = text.find("\nVersion:", 0, headers_end if headers_end != -1 else len(text))
+    if start == -1:  # another layout (an egg's PKG-INFO): the full parse
+        return found.version
+    return text[start + len("\nVersion:"):].partition("\n")[0].strip()

@@ -1,0 +1,120 @@
+"""The record's phases and counts, and the verdict on them: pure code on recorded messages, no torch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nocompile_testing import recorded_messages
+from pytest_nocompile.budget import COMPILES, GRAPH_BREAKS, RECOMPILES, RecompileBudget
+from pytest_nocompile.record import RecompileRecord
+from pytest_nocompile.report import format_budget_failure
+from pytest_nocompile.result import TestResult, Verdict, count_properties, idle_result, judge, over_budget
+
+RECOMPILE = recorded_messages("torch-2.13-recompiles.txt")[0]  # f recompiled: n == 2
+LIMIT = "torch._dynamo hit config.recompile_limit (8)\n   function: 'step' (adam.py:214)"
+GRAPH_BREAK = "Graph break in user code at /x/test_a.py:5\nGraph Break Reason: Failed to trace builtin operator"
+
+
+class Graphs:
+    """A stand-in for dynamo's running count of compiled graphs."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def __call__(self) -> int:
+        return self.total
+
+
+def recorded(budget: RecompileBudget, setup: int = 0, call: int = 0, teardown: int = 0, graphs: int = 0,
+             breaks: int = 0, limit: bool = False) -> RecompileRecord:
+    compiled = Graphs()
+    record = RecompileRecord(budget, compiled)
+    for _ in range(setup):
+        record.add_recompile(RECOMPILE, "0/1", None, None)
+        compiled.total += 1
+    record.end_setup()
+    record.start_call()
+    for _ in range(call):
+        record.add_recompile(RECOMPILE, "0/1", None, None)
+    for _ in range(breaks):
+        record.add_graph_break(GRAPH_BREAK)
+    if limit:
+        record.add_limit_warning(LIMIT)
+    compiled.total += graphs
+    record.end_call()
+    for _ in range(teardown):
+        record.add_recompile(RECOMPILE, "0/1", None, None)
+        compiled.total += 1
+    return record
+
+
+def test_only_the_call_phase_counts_for_every_kind() -> None:
+    record = recorded(RecompileBudget.of({"recompiles": 5}), setup=2, call=1, teardown=3, graphs=4, breaks=2)
+    assert [event.phase for event in record.events] == ["setup", "setup", "call", "teardown", "teardown", "teardown"]
+    assert (record.count(RECOMPILES), record.count(GRAPH_BREAKS), record.count(COMPILES)) == (1, 2, 4)
+    assert (record.tally(RECOMPILES), record.tally(COMPILES)) == (6, 2 + 4 + 3)
+
+
+def test_a_test_whose_setup_failed_counts_nothing() -> None:
+    record = RecompileRecord(RecompileBudget.of({"recompiles": 0}))
+    record.add_recompile(RECOMPILE, None, None, None)
+    record.end_setup()
+    record.add_recompile(RECOMPILE, None, None, None)
+    assert [event.phase for event in record.events] == ["setup", "teardown"]
+    assert record.count(RECOMPILES) == 0 and judge(record).verdict is Verdict.WITHIN
+
+
+@pytest.mark.parametrize(("budget", "over", "verdict"), [
+    ({}, (), Verdict.NO_BUDGET),
+    ({"recompiles": 1, "graph_breaks": 2, "compiles": 3}, (), Verdict.WITHIN),
+    ({"recompiles": 0}, ("recompiles",), Verdict.OVER),
+    ({"compiles": 2, "graph_breaks": 1}, ("compiles", "graph_breaks"), Verdict.OVER),
+])
+def test_the_verdict(budget: dict[str, int], over: tuple[str, ...], verdict: Verdict) -> None:
+    result = judge(recorded(RecompileBudget.of(budget), call=1, graphs=3, breaks=2))
+    assert (result.over, result.verdict) == (over, verdict)
+    assert result.counts == {"compiles": 3, "recompiles": 1, "graph_breaks": 2}
+
+
+def test_a_limit_hit_fails_a_recompile_budget_only() -> None:
+    assert judge(recorded(RecompileBudget.of({"recompiles": 8}), call=2, limit=True)).over == ("recompiles",)
+    assert judge(recorded(RecompileBudget.of({"compiles": 8}), call=2, limit=True)).over == ()
+    assert over_budget(RECOMPILES, 0, 0, limit_hit=True) and not over_budget(COMPILES, 0, 0, limit_hit=True)
+    assert over_budget(COMPILES, 1, 2, exact=True) and not over_budget(COMPILES, 1, None, exact=True)
+
+
+def test_causes_follow_the_first_kind_over_budget() -> None:
+    assert judge(recorded(RecompileBudget.of({"recompiles": 0}), call=1)).cause == "f recompiled: 0/0: n == 2"
+    assert judge(recorded(RecompileBudget.of({"graph_breaks": 0}), call=1, breaks=1)).cause == "graph break: Failed to trace builtin operator"
+    assert judge(recorded(RecompileBudget.of({"compiles": 1}), graphs=2, breaks=1)).cause == "graph break: Failed to trace builtin operator"
+    assert judge(recorded(RecompileBudget.of({"compiles": 1}), graphs=2)).cause == "2 compiles > max_compiles(1)"
+    assert judge(recorded(RecompileBudget.of({"recompiles": 1}), limit=True)).cause == (
+        "0 recompiles within max_recompiles(1), but dynamo hit its recompile limit")
+
+
+def test_failure_text_has_a_part_per_kind_over_budget() -> None:
+    record = recorded(RecompileBudget.of({"recompiles": 0, "graph_breaks": 0, "compiles": 9}), setup=1, call=1, breaks=1)
+    text = format_budget_failure(record, judge(record).over)
+    first, second = text.split("\n\n")
+    assert first.splitlines()[0] == "1 recompile > max_recompiles(0)"
+    assert "not counted (outside the call phase): 1 recompile" in first
+    assert second.splitlines()[:3] == ["1 graph break > max_graph_breaks(0)", "[1/1] graph break at /x/test_a.py:5", "    reason: Failed to trace builtin operator"]
+
+
+def test_results_travel_as_json_and_come_back_equal() -> None:
+    record = recorded(RecompileBudget.of({"recompiles": 0}), setup=1, call=2, graphs=3, breaks=1, limit=True)
+    result = judge(record)
+    carried = json.loads(json.dumps(result.to_dict()))
+    assert TestResult.from_dict(carried) == result
+    assert carried["verdict"] == "over budget" and carried["max_recompiles"] == 0 and carried["max_compiles"] is None
+    assert [event["phase"] for event in carried["recompile_events"]] == ["setup", "call", "call"]
+    assert carried["recompile_limit_hits"] == [{"limit_name": "recompile_limit", "limit": 8, "function": "'step' (adam.py:214)", "phase": "call"}]
+    assert count_properties(result) == [("nocompile_compiles", 3), ("nocompile_recompiles", 2), ("nocompile_graph_breaks", 1)]
+
+
+def test_idle_results() -> None:
+    assert idle_result(RecompileBudget.of({"recompiles": 0})).verdict is Verdict.WITHIN
+    assert idle_result(RecompileBudget()).to_dict()["verdict"] == "no budget"
+    assert TestResult.from_dict(idle_result(RecompileBudget()).to_dict()) == idle_result(RecompileBudget())

@@ -1,0 +1,84 @@
+"""The summary table, JSON document and baseline comparison from typed results: pure code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_nocompile.baseline import BaselineError, baseline_document, compare, load_baseline
+from pytest_nocompile.budget import RecompileBudget
+from pytest_nocompile.result import TestResult, Verdict, idle_result
+from pytest_nocompile.summary import json_document, outcome_of, summary_lines
+
+
+def result(compiles: int, recompiles: int, graph_breaks: int, budget: dict[str, int], over: tuple[str, ...] = (), cause: str | None = None) -> TestResult:
+    counts = {"compiles": compiles, "recompiles": recompiles, "graph_breaks": graph_breaks}
+    verdict = Verdict.OVER if over else Verdict.WITHIN if budget else Verdict.NO_BUDGET
+    return TestResult(counts, {key: budget.get(key) for key in counts}, verdict, over, cause)
+
+
+RESULTS = {
+    "t.py::quiet": idle_result(RecompileBudget.of({"recompiles": 0})),
+    "t.py::within": result(2, 1, 0, {"recompiles": 1}),
+    "t.py::over": result(3, 1, 1, {"recompiles": 0, "graph_breaks": 1}, ("recompiles",), "f recompiled: 0/0: n == 2"),
+    "t.py::unbudgeted": result(1, 0, 0, {}),
+}
+
+
+def test_table_worst_first_with_causes() -> None:
+    assert summary_lines(RESULTS) == [
+        "compiles  recompiles  graph breaks  budget                    verdict        test",
+        "       3           1             1  recompiles<=0, breaks<=1  over budget    t.py::over",
+        "       2           1             0  recompiles<=1             within budget  t.py::within",
+        "       1           0             0  -                         no budget      t.py::unbudgeted",
+        "t.py::over: f recompiled: 0/0: n == 2",
+    ]
+    assert summary_lines({"t.py::quiet": RESULTS["t.py::quiet"]}) == ["no test compiled (1 watched)"]
+
+
+def test_json_document_carries_outcomes_and_every_count() -> None:
+    document = json_document(RESULTS, {"t.py::over": [("call", "failed", False)]}, {"torch_version": "2.x"})
+    tests = {entry["nodeid"]: entry for entry in document["tests"]}
+    assert document["format"] == "pytest-nocompile-report/1" and document["torch_version"] == "2.x"
+    assert (tests["t.py::over"]["outcome"], tests["t.py::within"]["outcome"]) == ("failed", "passed")
+    assert {key: tests["t.py::over"][key] for key in ("compiles", "recompiles", "graph_breaks", "max_compiles", "max_graph_breaks")} == {
+        "compiles": 3, "recompiles": 1, "graph_breaks": 1, "max_compiles": None, "max_graph_breaks": 1}
+
+
+@pytest.mark.parametrize(("reports", "outcome"), [
+    ([], "passed"),
+    ([("setup", "failed", False)], "error"),
+    ([("call", "skipped", True)], "xfailed"),
+    ([("call", "passed", True)], "xpassed"),
+    ([("setup", "skipped", False)], "skipped"),
+])
+def test_outcomes(reports: list[tuple[str, str, bool]], outcome: str) -> None:
+    assert outcome_of(reports) == outcome
+
+
+def test_baseline_round_trip_and_comparison(tmp_path: Path) -> None:
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(baseline_document(RESULTS)))
+    saved = load_baseline(str(path))
+    assert saved["t.py::over"] == {"compiles": 3, "recompiles": 1, "graph_breaks": 1}
+    later = {**RESULTS, "t.py::within": result(3, 2, 0, {"recompiles": 1}), "t.py::new": result(0, 0, 0, {})}
+    del later["t.py::quiet"]
+    comparison = compare(saved, later)
+    assert comparison.regressed
+    assert comparison.lines() == [
+        "t.py::within: compiles rose 2 -> 3",
+        "t.py::within: recompiles rose 1 -> 2",
+        "new test (not in baseline): t.py::new",
+        "removed test (only in baseline): t.py::quiet",
+    ]
+    assert compare(saved, RESULTS).lines() == ["no change against the baseline"]
+
+
+@pytest.mark.parametrize("tests", [{"t": {"recompiles": "1"}}, {"t": {}}, {"t": {"compiles": True, "recompiles": 0}}, []])
+def test_corrupt_baselines_are_refused(tmp_path: Path, tests: object) -> None:
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({"format": "pytest-nocompile-baseline/1", "tests": tests}))
+    with pytest.raises(BaselineError, match="is corrupt"):
+        load_baseline(str(path))
