@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from nocompile_testing import RunPytest
+
 README = Path(__file__).parent.parent / "README.md"
 
 
@@ -16,15 +18,35 @@ def readme_fixture_example() -> str:
     return "import torch\n" + fixtures_block
 
 
-def test_readme_fixture_examples_pass(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_readme_fixture_examples_pass(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_readme_example=readme_fixture_example())
     run("--strict-markers", "-W", "error").assert_outcomes(passed=2)
 
 
-def test_readme_fixture_examples_can_fail(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
+def test_readme_fixture_examples_can_fail(pytester: pytest.Pytester, run: RunPytest) -> None:
     # Same code with a recompile inside the zero-budget block: it must fail.
     broken = readme_fixture_example().replace("            f(torch.ones(2))\n", "            f(torch.ones(2, 2))\n")
     pytester.makepyfile(test_readme_example=broken)
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["E   *RecompileBudgetExceeded: 1 recompile > nocompile_assert_max_recompiles(0)"])
+
+
+def readme_reference_table() -> str:
+    text = README.read_text()
+    start = text.index("\n## Reference\n")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_reference_table_names_every_option_ini_key_marker_and_fixture(pytester: pytest.Pytester, run: RunPytest) -> None:
+    help_text = run("--help").stdout.str()
+    group = help_text.split("torch.compile recompile budgets (pytest-nocompile):\n")[1].split("\n\n")[0]
+    options = set(re.findall(r"^\s+(--[\w-]+)", group, flags=re.M))
+    ini_keys = {name for name, description in re.findall(r"^  (\w+) \(\w+\):\n((?:^ {20,}.*\n)+)", help_text, flags=re.M)
+                if "[pytest-nocompile]" in description}
+    markers = set(re.findall(r"^@pytest\.mark\.((?:max|nocompile)_\w+)\(", run("--markers").stdout.str(), flags=re.M))
+    fixtures = set(re.findall(r"^(nocompile_\w+)", run("--fixtures").stdout.str(), flags=re.M))
+    assert len(options) == 9 and len(ini_keys) == 4 and len(markers) == 3 and len(fixtures) == 4
+    table = readme_reference_table()
+    missing = sorted(name for name in options | ini_keys | markers | fixtures if f"`{name}" not in table)
+    assert missing == []
