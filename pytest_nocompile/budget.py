@@ -149,11 +149,15 @@ class RecompileBudget:
     limits: tuple[tuple[str, int], ...] = ()
     isolate: Optional[bool] = None
     strict: Optional[bool] = None
-    # limits as a dict: allowed() runs several times for every watched test
+    # Derived once: allowed() runs several times for every watched test, and
+    # every result carries by_key(); budgets are shared between tests.
     _by_key: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
+    _every_kind: dict[str, Optional[int]] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_key", dict(self.limits))
+        by_key = dict(self.limits)
+        object.__setattr__(self, "_by_key", by_key)
+        object.__setattr__(self, "_every_kind", {kind.key: by_key.get(kind.key) for kind in KINDS})
 
     @classmethod
     def of(cls, allowed: Mapping[str, Optional[int]], isolate: Optional[bool] = None,
@@ -167,8 +171,8 @@ class RecompileBudget:
         return self._by_key.get(kind.key)
 
     def by_key(self) -> dict[str, Optional[int]]:
-        """Every kind's N (None: unbudgeted), by kind key."""
-        return {kind.key: self._by_key.get(kind.key) for kind in KINDS}
+        """Every kind's N (None: unbudgeted), by kind key; shared, so read it, do not change it."""
+        return self._every_kind
 
     def __getattr__(self, name: str) -> Optional[int]:
         kind = KINDS_BY_MARKER.get(name)

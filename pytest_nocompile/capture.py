@@ -313,7 +313,7 @@ class RecompileCapture:
 def graphs_compiled() -> int:
     """Graphs dynamo compiled in this process so far: first compiles, recompiles, each graph-broken piece."""
     # counters["frames"] skips fullgraph=True compiles; "unique_graphs" counts every graph.
-    return int(_dynamo_counters()["stats"]["unique_graphs"])
+    return _dynamo_counters()["stats"]["unique_graphs"]
 
 
 @contextmanager

@@ -75,7 +75,7 @@ class RecompileRecord:
         self.log = RecompileLog(self.events)
         self._graphs_compiled = graphs_compiled
         self._call_start: Optional[list[int]] = None  # each kind's tally when the call started, in KINDS order
-        self._call_end: Optional[list[int]] = None
+        self._call_counts: Optional[dict[str, int]] = None  # fixed when the call ended
 
     # -- phases -----------------------------------------------------------------
 
@@ -85,7 +85,7 @@ class RecompileRecord:
 
     def end_call(self) -> None:
         if self.phase == "call":
-            self._call_end = self._tallies()
+            self._call_counts = self._counts_since_call_start()
         self.phase = "teardown"
 
     def end_setup(self) -> None:
@@ -104,18 +104,18 @@ class RecompileRecord:
 
     def count(self, kind: BudgetKind) -> int:
         """How many of this kind the call phase had (so far, while it runs)."""
-        if self._call_start is None:
-            return 0
-        index = _INDEX[kind.key]
-        end = self._call_end[index] if self._call_end is not None else self.tally(kind)
-        return end - self._call_start[index]
+        return self.counts()[kind.key]
 
     def counts(self) -> dict[str, int]:
-        """Every kind's call-phase count, by kind key."""
+        """Every kind's call-phase count, by kind key (fixed once the call has ended)."""
+        if self._call_counts is not None:
+            return self._call_counts
         if self._call_start is None:
-            return {kind.key: 0 for kind in KINDS}
-        end = self._call_end if self._call_end is not None else self._tallies()
-        return {kind.key: after - before for kind, before, after in zip(KINDS, self._call_start, end)}
+            return dict.fromkeys(_KEYS, 0)
+        return self._counts_since_call_start()
+
+    def _counts_since_call_start(self) -> dict[str, int]:
+        return {key: after - before for key, before, after in zip(_KEYS, self._call_start or (), self._tallies())}
 
     def call_limit_hits(self) -> list[RecompileLimitHit]:
         return self.limit_hits_in("call") if self.limit_hits else []
@@ -162,4 +162,4 @@ _COUNTERS: dict[str, Callable[[RecompileRecord], int]] = {
     COMPILES.key: lambda record: record._graphs_compiled(),
 }
 _COUNTERS_IN_ORDER = tuple(_COUNTERS[kind.key] for kind in KINDS)
-_INDEX = {kind.key: index for index, kind in enumerate(KINDS)}
+_KEYS = tuple(kind.key for kind in KINDS)
