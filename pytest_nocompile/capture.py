@@ -21,7 +21,7 @@ import sys
 import warnings
 from contextlib import contextmanager
 from functools import cache
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 if TYPE_CHECKING:  # for annotations only: building these aliases at import costs every pytest run
     from .events import CodeLocation
@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # for annotations only: building these aliases at import cost
     GraphBreakSink = Callable[[str], None]
 
 MIN_TORCH = (2, 11)
+DYNAMO = "torch._dynamo"
 RECOMPILES_ARTIFACT = "recompiles"
 VERBOSE_ARTIFACT = "recompiles_verbose"
 GRAPH_BREAKS_ARTIFACT = "graph_breaks"
@@ -49,32 +50,17 @@ LIMIT_LOGGER = "torch._dynamo.convert_frame"
 
 
 
-def torch_imported() -> bool:
-    """Whether anything imported torch yet (or tried: a blocked import counts).
-
-    Until then nothing can have compiled, so a watched test need not import
-    torch, reset dynamo or capture: suites that never touch torch pay nothing.
-    """
-    return "torch" in sys.modules
-
-
-@cache
-def torch_installed() -> bool:
-    return importlib.util.find_spec("torch") is not None
-
-
 def compiled_anything() -> bool:
     """Whether dynamo compiled anything in this process; never imports torch or dynamo."""
-    return "torch._dynamo" in sys.modules and _compile_stamp() != (0, 0)
+    return _dynamo_utils() is not None and _compile_stamp() != (0, 0)
 
 
 @cache
 def torch_problem() -> str | None:
-    """Why torch cannot be used by the plugin, or None when it can."""
+    """Why torch cannot be used by the plugin, or None when it can; imports torch, never dynamo."""
     try:
         with _torch_import_warnings_silenced():
             import torch
-            import torch._dynamo
     except Exception as error:  # ImportError, or a broken install raising anything
         return f"torch cannot be imported ({type(error).__name__}: {error})"
     version = _parse_version(torch.__version__)
@@ -82,6 +68,21 @@ def torch_problem() -> str | None:
         needed = ".".join(map(str, MIN_TORCH))
         return f"torch {torch.__version__} is too old; pytest-nocompile needs torch>={needed}"
     return None
+
+
+def torch_imported_or_missing() -> bool:
+    """Whether torch is imported, or cannot be: then :func:`torch_problem` costs no import of torch."""
+    return "torch" in sys.modules or not _torch_installed()
+
+
+@cache
+def _torch_installed() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def dynamo_imported() -> bool:
+    """Whether torch._dynamo is imported: until then nothing can have compiled."""
+    return DYNAMO in sys.modules
 
 
 def _parse_version(text: str) -> tuple[int, int]:
@@ -108,15 +109,13 @@ def _torch_import_warnings_silenced() -> Iterator[None]:
 _stamp_after_reset: tuple[int, int] = (0, 0)
 
 
-@cache
-def _dynamo_counters():  # type: ignore[no-untyped-def]
-    from torch._dynamo.utils import counters
-
-    return counters  # one dict for the life of the process: reset() does not clear it
+def _dynamo_utils():  # type: ignore[no-untyped-def]
+    """The module that holds dynamo's counters, once dynamo imported it; never imports it."""
+    return sys.modules.get("torch._dynamo.utils")
 
 
 def _compile_stamp() -> tuple[int, int]:
-    counters = _dynamo_counters()
+    counters = _dynamo_utils().counters
     # Every compile dynamo attempts moves one of these (fullgraph ones only the second).
     return int(counters["frames"]["total"]), int(counters["stats"]["unique_graphs"])
 
@@ -129,7 +128,7 @@ def reset_dynamo() -> None:
     pay nothing.
     """
     global _stamp_after_reset
-    if _compile_stamp() == _stamp_after_reset:
+    if _dynamo_utils() is None or _compile_stamp() == _stamp_after_reset:
         return
     with _torch_import_warnings_silenced():
         import torch._dynamo
@@ -313,7 +312,8 @@ class RecompileCapture:
 def graphs_compiled() -> int:
     """Graphs dynamo compiled in this process so far: first compiles, recompiles, each graph-broken piece."""
     # counters["frames"] skips fullgraph=True compiles; "unique_graphs" counts every graph.
-    return _dynamo_counters()["stats"]["unique_graphs"]
+    utils = _dynamo_utils()
+    return 0 if utils is None else utils.counters["stats"]["unique_graphs"]
 
 
 @contextmanager
@@ -333,6 +333,86 @@ def _current_compile_id() -> str | None:
     except Exception:  # the API moved: the id is a nicety, the count is not
         return None
     return str(compile_id) if compile_id is not None else None
+
+
+# -- dynamo's arrival ------------------------------------------------------------
+#
+# The plugin never imports dynamo (about 1 s): a suite that imports torch and
+# never compiles should not pay for it. Capture starts when dynamo finishes
+# importing, which ``torch.compile`` can do in the middle of a test that then
+# recompiles; an import hook calls back right then, before anything compiled.
+
+
+class _NotifyingLoader:
+    """dynamo's own loader, with a call back once its module has executed."""
+
+    def __init__(self, loader: Any, finder: _ArrivalFinder) -> None:
+        self._loader = loader
+        self._finder = finder
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        # Put the real loader back before any code can read it off the module.
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        try:
+            self._loader.exec_module(module)
+        except BaseException:
+            self._finder.install()  # the import failed: watch for the next attempt
+            raise
+        self._finder.arrived()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+class _ArrivalFinder:
+    """A meta path finder that sees only ``torch._dynamo``'s import, and leaves once it has seen it."""
+
+    def __init__(self) -> None:
+        self.callbacks: list[Callable[[], None]] = []
+
+    def install(self) -> None:
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def uninstall(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != DYNAMO:
+            return None
+        self.uninstall()  # the finders after us find the real spec
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _NotifyingLoader(spec.loader, self)  # type: ignore[assignment]
+        return spec
+
+    def arrived(self) -> None:
+        callbacks, self.callbacks = self.callbacks, []
+        for callback in callbacks:
+            callback()
+
+
+_arrival = _ArrivalFinder()
+
+
+def when_dynamo_arrives(callback: Callable[[], None]) -> None:
+    """Call ``callback`` once ``torch._dynamo`` has finished importing (in the importing thread)."""
+    if callback not in _arrival.callbacks:
+        _arrival.callbacks.append(callback)
+    _arrival.install()
+
+
+def stop_waiting_for_dynamo(callback: Callable[[], None]) -> None:
+    if callback in _arrival.callbacks:
+        _arrival.callbacks.remove(callback)
+    if not _arrival.callbacks:
+        _arrival.uninstall()
 
 
 # A plain class with __slots__, not a NamedTuple: making a NamedTuple class

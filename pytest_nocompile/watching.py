@@ -17,8 +17,9 @@ them.
 
 from __future__ import annotations
 
+import os
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Generator, Optional, Sequence
+from typing import TYPE_CHECKING, ContextManager, Generator, Optional, Sequence
 
 import pytest
 
@@ -42,22 +43,47 @@ class CaptureLostWarning(pytest.PytestWarning):
 class Watch:
     """A watched test's plan: its budget, then its record, or why its marker is unusable."""
 
-    __slots__ = ("budget", "record", "usage_error", "over", "deferred")
+    __slots__ = ("budget", "record", "usage_error", "phase", "over", "strict", "strict_patch", "problem")
 
     def __init__(self, budget: RecompileBudget, usage_error: Optional[str] = None) -> None:
         self.budget = budget
-        self.record: Optional[RecompileRecord] = None  # made when the test starts with torch imported
+        # Made when capture starts, or when a fixture or block asks for it: a
+        # test that runs before dynamo is imported, and never imports it, needs none.
+        self.record: Optional[RecompileRecord] = None
         self.usage_error = usage_error
+        self.phase = "setup"  # the test's phase, for a record made mid-test
         self.over: Optional[tuple[str, ...]] = None  # the kinds over budget, judged when the call ended
-        self.deferred = False  # torch was not imported when the test started: nothing to watch
+        self.strict = False  # the call raises at a recompile (dynamo's error_on_recompile)
+        self.strict_patch: Optional[ContextManager[None]] = None  # entered when dynamo arrived mid-call
+        self.problem: Optional[str] = None  # why capture could not start when dynamo arrived
 
     def ensure_record(self) -> RecompileRecord:
-        """The record, made empty if torch is not imported yet (then nothing will be captured)."""
+        """The record, made empty and put in the test's phase if it is not there yet.
+
+        Before dynamo is imported nothing can have compiled, so a record made
+        in the middle of the call counts that call from zero exactly.
+        """
         if self.record is None:
             from .record import RecompileRecord
 
-            self.record = RecompileRecord(self.budget)
+            record = self.record = RecompileRecord(self.budget, capture.graphs_compiled)
+            if self.phase == "call":
+                record.start_call()
+            elif self.phase == "teardown":
+                record.end_call()
         return self.record
+
+
+# Every configured run's watcher in this process (pytester runs nest), latest last.
+_WATCHERS: list[Watcher] = []
+
+
+def recording_now() -> Optional[RecompileRecord]:
+    """The record of the test a watcher in this process is watching now, or None."""
+    for watcher in reversed(_WATCHERS):
+        if watcher.current is not None:
+            return watcher.current.ensure_record()
+    return None
 
 
 def watch_of(config: pytest.Config, nodeid: str) -> Optional[Watch]:
@@ -72,13 +98,16 @@ class Watching:
         self.config = config
         self.settings = settings
         self.results = results
-        self.watcher = Watcher(settings, results)
+        self.watcher = Watcher(config, settings, results)
         self._idle_tests: Optional[IdleTests] = None  # while the run idles
+        self._items: Sequence[pytest.Item] = ()
+        self.dynamo_arrived_here = False  # dynamo was imported while this run waited for it
 
     # Only a process that collects tests runs this (an xdist controller does not).
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         settings = self.settings
-        if settings.watch_by_default and capture.torch_imported() or _any_asks_to_be_watched(session.items):
+        self._items = session.items
+        if settings.watch_by_default and capture.dynamo_imported() or _any_asks_to_be_watched(session.items):
             self.wake_watcher()
         elif settings.watch_by_default:
             # Idle: nothing can compile before torch is imported, so every test
@@ -93,6 +122,22 @@ class Watching:
             # run can be watched, and none of these hooks has anything to do.
             self.config.pluginmanager.unregister(self)
             self.config.pluginmanager.unregister(self.results)
+            _WATCHERS.remove(self.watcher)
+            return
+        if not capture.dynamo_imported():
+            capture.when_dynamo_arrives(self.dynamo_arrived)
+
+    def dynamo_arrived(self) -> None:
+        """dynamo finished importing: watch from now on, the test now running included."""
+        self.dynamo_arrived_here = True
+        self.wake_watcher()
+        running = os.environ.get("PYTEST_CURRENT_TEST")  # "<nodeid> (<phase>)", set by pytest for each phase
+        if not running:
+            return  # between tests: the next test's setup starts capture
+        nodeid, _, phase = running.rpartition(" (")
+        item = next((item for item in self._items if item.nodeid == nodeid), None)
+        if item is not None:
+            self.watcher.dynamo_arrived(item, phase.rstrip(")"))
 
     def wake_watcher(self) -> None:
         """Register the per-test hooks; the run stops idling."""
@@ -108,9 +153,13 @@ class Watching:
 
     def pytest_sessionfinish(self) -> None:
         self.watcher.stop_capture()
+        capture.stop_waiting_for_dynamo(self.dynamo_arrived)
 
     def pytest_unconfigure(self) -> None:
         self.watcher.stop_capture()
+        capture.stop_waiting_for_dynamo(self.dynamo_arrived)
+        if self.watcher in _WATCHERS:
+            _WATCHERS.remove(self.watcher)
 
 
 def uses_a_nocompile_fixture(item: pytest.Item) -> bool:
@@ -148,8 +197,8 @@ class IdleTests:
 
     Each test gets the run's shared idle result, and its count properties on
     its teardown report (an xdist controller makes the result from those).
-    The test in which torch first appears wakes the watcher for the tests
-    after it, and is warned about if it compiled.
+    The test in which dynamo arrives is watched from then on: the import hook
+    wakes the watcher, which takes that test over.
     """
 
     def __init__(self, watching: Watching) -> None:
@@ -166,14 +215,17 @@ class IdleTests:
         try:
             return (yield)
         finally:
-            properties = item.user_properties
-            if self.properties[0] not in properties:  # already there from an earlier attempt (pytest-rerunfailures)
-                properties.extend(self.properties)
-            if self.results is not None:
-                self.results[item.nodeid] = self.result
-            if capture.torch_imported():
-                self.watching.wake_watcher()
-                warn_if_compiled_unwatched(item)
+            if item.nodeid not in self.watching.watcher.watches:  # else dynamo arrived in it: the watcher judges it
+                properties = item.user_properties
+                if self.properties[0] not in properties:  # already there from an earlier attempt (pytest-rerunfailures)
+                    properties.extend(self.properties)
+                if self.results is not None:
+                    self.results[item.nodeid] = self.result
+                if capture.dynamo_imported() and not self.watching.dynamo_arrived_here:
+                    # Imported past the import hook (it was never installed, or something
+                    # bypassed sys.meta_path): watch from the next test, and say what was missed.
+                    self.watching.wake_watcher()
+                    warn_if_compiled_unwatched(item)
 
 
 class Watcher:
@@ -188,13 +240,16 @@ class Watcher:
     again inside one protocol.
     """
 
-    def __init__(self, settings: RunSettings, results: Results) -> None:
+    def __init__(self, config: pytest.Config, settings: RunSettings, results: Results) -> None:
+        self.config = config
         self.settings = settings
         self.results = results
         # Tests now running that the plugin watches, by node id: the report
         # hook has only the report, and a stash miss costs an exception.
         self.watches: dict[str, Watch] = {}
         self._capture: Optional[capture.RecompileCapture] = None
+        self.current: Optional[Watch] = None  # the watched test now running
+        _WATCHERS.append(self)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, object, object]:
@@ -216,55 +271,100 @@ class Watcher:
         self.watches[item.nodeid] = watch
         if watch.usage_error is not None:
             pytest.fail(watch.usage_error, pytrace=False)
-        if not capture.torch_imported() and capture.torch_installed():
-            watch.deferred = True
-            return
-        problem = capture.torch_problem()
+        self.current = watch
+        dynamo_here = capture.dynamo_imported()
+        # A torch that is imported (or missing) but unusable fails a budget that cannot be checked.
+        problem = capture.torch_problem() if dynamo_here or capture.torch_imported_or_missing() else None
         if problem is not None:
             pytest.fail(f"pytest-nocompile cannot watch {item.nodeid}: {problem}", pytrace=False)
+        if not dynamo_here:
+            return  # nothing can have compiled yet: capture starts when dynamo arrives (dynamo_arrived)
         budget = watch.budget
         if budget.isolate if budget.isolate is not None else self.settings.isolate_by_default:
             capture.reset_dynamo()
-        from .record import RecompileRecord
+        self._start_capture(watch)
 
-        record = watch.record = RecompileRecord(budget, capture.graphs_compiled)
+    def _start_capture(self, watch: Watch) -> None:
+        record = watch.ensure_record()
         if self._capture is None:
             self._capture = capture.RecompileCapture()
         self._capture.start(record.add_recompile, record.add_limit_warning, record.add_graph_break)
+        self.current = watch
+
+    def dynamo_arrived(self, item: pytest.Item, phase: str) -> None:
+        """dynamo finished importing during ``phase`` of ``item``: capture from here on, before anything compiles."""
+        watch = self.watches.get(item.nodeid)
+        if watch is None:  # the run idled until now: no hook of this test planned its watch
+            watch = self._plan_watch(item)
+            if watch is None or watch.usage_error is not None:
+                return
+            self.watches[item.nodeid] = watch
+            watch.phase = phase
+            if phase == "call":
+                watch.strict = self._strict(watch.budget)
+                self.config.pluginmanager.register(_LateCall(self, item, watch))
+        if watch.usage_error is not None:
+            return
+        watch.problem = capture.torch_problem()
+        if watch.problem is not None:
+            return
+        self._start_capture(watch)
+        if watch.phase == "call" and watch.strict:
+            watch.strict_patch = capture.raising_on_recompile()
+            watch.strict_patch.__enter__()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         watch = self.watches.get(item.nodeid)
-        if watch is None:
+        if watch is None or watch.usage_error is not None:
             return (yield)
-        record = watch.record
-        if watch.deferred or record is None:
-            try:
-                return (yield)
-            finally:
-                if watch.deferred:
-                    warn_if_compiled_unwatched(item)
-        budget = record.budget
-        strict = budget.allowed(RECOMPILES) is not None and (
-            budget.strict if budget.strict is not None else self.settings.strict_by_default
-        )
-        record.start_call()
+        watch.strict = self._strict(watch.budget)
+        watch.phase = "call"
+        if watch.record is not None:
+            watch.record.start_call()
         try:
-            with capture.raising_on_recompile() if strict else nullcontext():
+            # Without dynamo yet, dynamo_arrived enters the patch if it arrives in the call.
+            with capture.raising_on_recompile() if watch.strict and capture.dynamo_imported() else nullcontext():
                 result = yield
         finally:
-            record.end_call()
-            if self._capture is not None and self._capture.active and not self._capture.capturing():
-                item.warn(CaptureLostWarning(
-                    f"recompile capture was switched off during {item.nodeid} (torch._logging.set_logs "
-                    "resets torch's log state); its recompile count may be incomplete"
-                ))
-        over = watch.over = kinds_over_budget(record)
-        if over:
-            from .report import format_budget_failure
-
-            pytest.fail(format_budget_failure(record, over), pytrace=False)
+            self.end_call(item, watch)
+        failure = self.judge_call(item, watch)
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
         return result
+
+    def _strict(self, budget: RecompileBudget) -> bool:
+        """Whether the call raises at a recompile: a recompile budget, and strict by marker or option."""
+        return budget.allowed(RECOMPILES) is not None and (
+            budget.strict if budget.strict is not None else self.settings.strict_by_default
+        )
+
+    def end_call(self, item: pytest.Item, watch: Watch) -> None:
+        """The call ended (its own error, if any, still on its way): fix the counts, undo what the call changed."""
+        watch.phase = "teardown"
+        if watch.record is not None:
+            watch.record.end_call()
+        if watch.strict_patch is not None:
+            watch.strict_patch.__exit__(None, None, None)
+            watch.strict_patch = None
+        if self._capture is not None and self._capture.active and not self._capture.capturing():
+            item.warn(CaptureLostWarning(
+                f"recompile capture was switched off during {item.nodeid} (torch._logging.set_logs "
+                "resets torch's log state); its recompile count may be incomplete"
+            ))
+
+    def judge_call(self, item: pytest.Item, watch: Watch) -> Optional[str]:
+        """The failure text of a call that passed but is over budget (or could not be watched), else None."""
+        if watch.problem is not None and watch.budget.budgeted:
+            return f"pytest-nocompile cannot watch {item.nodeid}: {watch.problem}"
+        if watch.record is None:
+            return None  # dynamo never arrived: nothing compiled
+        over = watch.over = kinds_over_budget(watch.record)
+        if not over:
+            return None
+        from .report import format_budget_failure
+
+        return format_budget_failure(watch.record, over)
 
     def annotate(self, report: pytest.TestReport) -> Optional[TestResult]:
         """Add a watched test's recompile sections to its report; with teardown, end the watch, attach its result and return it."""
@@ -317,16 +417,45 @@ class Watcher:
         return None
 
     def stop_capture(self) -> None:
+        self.current = None
         if self._capture is not None:
             self._capture.stop()
 
 
+class _LateCall:
+    """Judges the call of the test in which dynamo arrived while the run idled.
+
+    No call hook of the watcher wrapped that call (it was registered in the
+    middle of it), so the call's report is judged instead: a call that passed
+    but went over budget gets a failed report, made as pytest makes one.
+    Registered for that one test, and unregistered with its call's report.
+    """
+
+    def __init__(self, watcher: Watcher, item: pytest.Item, watch: Watch) -> None:
+        self.watcher, self.item, self.watch = watcher, item, watch
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if item is not self.item or call.when != "call":
+            return report
+        self.watcher.config.pluginmanager.unregister(self)
+        self.watcher.end_call(item, self.watch)
+        failure = self.watcher.judge_call(item, self.watch) if report.passed else None
+        if failure is None:
+            return report
+        failed_call = pytest.CallInfo.from_call(lambda: pytest.fail(failure, pytrace=False), when="call")
+        failed = pytest.TestReport.from_item_and_call(item, failed_call)
+        failed.duration, failed.start, failed.stop = report.duration, report.start, report.stop
+        return failed
+
+
 def warn_if_compiled_unwatched(item: pytest.Item) -> None:
-    """Warn when a test imported torch itself and compiled: capture could not start before that import."""
+    """Warn when dynamo arrived unseen by the import hook and compiled: capture could not start before that."""
     if capture.compiled_anything():
         item.warn(CaptureLostWarning(
-            f"torch was first imported inside {item.nodeid}, so its compiles were not watched; "
-            "import torch at module level (or in a conftest) to watch it"
+            f"torch._dynamo was first imported inside {item.nodeid} past pytest-nocompile's import hook, "
+            "so its compiles were not watched; import torch._dynamo at module level (or in a conftest) to watch it"
         ))
 
 
