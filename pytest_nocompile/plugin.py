@@ -50,6 +50,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="fail the run when a test's recompiles, graph breaks or compiles rose against this baseline")
     parser.addini("nocompile_isolate", type="bool", default=True,
                   help="reset dynamo's caches before each watched test (default: true) [pytest-nocompile]")
+    group.addoption("--nocompile-keep-trace-logs", action="store_true", default=None,
+                    help="keep torch's structured-trace records (torch.__trace) in pytest's captured logs "
+                    "(ini: nocompile_drop_trace_logs)")
+    parser.addini("nocompile_drop_trace_logs", type="bool", default=True,
+                  help="leave torch.__trace records out of pytest's captured logs (default: true) [pytest-nocompile]")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -63,6 +68,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(fixtures, "nocompile-fixtures")
     if settings.is_xdist_controller:  # never collects: gathers, from the start, what its workers send
         config.pluginmanager.register(results.report_hook, "nocompile-reports")
+
+
+# pytest's logging plugin makes its handlers in its own (trylast) pytest_configure.
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if not config.getoption("nocompile_keep_trace_logs") and config.getini("nocompile_drop_trace_logs"):
+        from .trace_records import drop_trace_records_from_pytest_capture
+
+        drop_trace_records_from_pytest_capture(config)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
