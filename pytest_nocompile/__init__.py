@@ -15,7 +15,14 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .assertions import AssertMaxRecompiles, BlockLog, RecompileBudgetExceeded
+    from .assertions import (
+        AssertMaxRecompiles,
+        BlockLog,
+        RecompileBudgetExceeded,
+        assert_max_compiles,
+        assert_max_graph_breaks,
+        assert_max_recompiles,
+    )
     from .budget import KINDS, BudgetKind, RecompileBudget
     from .events import CodeLocation, GraphBreakEvent, GuardFailure, RecompileEvent, RecompileLimitHit, parse_recompile_message
     from .record import RecompileLog
@@ -28,6 +35,9 @@ _PUBLIC_MODULES = {
     "AssertMaxRecompiles": ".assertions",
     "BlockLog": ".assertions",
     "RecompileBudgetExceeded": ".assertions",
+    "assert_max_compiles": ".assertions",
+    "assert_max_graph_breaks": ".assertions",
+    "assert_max_recompiles": ".assertions",
     "KINDS": ".budget",
     "BudgetKind": ".budget",
     "RecompileBudget": ".budget",
@@ -60,6 +70,9 @@ __all__ = [
     "TestResult",
     "Verdict",
     "__version__",
+    "assert_max_compiles",
+    "assert_max_graph_breaks",
+    "assert_max_recompiles",
     "parse_recompile_message",
 ]
 

@@ -1,10 +1,20 @@
-"""Block-scoped budget assertions: ``with nocompile_assert_max_recompiles(0): ...`` and one per budget kind."""
+"""Block-scoped budget assertions, one per budget kind.
+
+Two ways in: the fixtures (``with nocompile_assert_max_recompiles(0): ...``)
+and the plain functions (``with assert_max_recompiles(0): ...`` or
+``@assert_max_recompiles(0)``), which need no fixture and so work in a
+``unittest.TestCase`` method, in a helper a test calls, and outside pytest.
+Inside a test the plugin watches, a block counts from that test's record;
+anywhere else it captures on its own for its duration and restores torch's
+logging state on exit.
+"""
 
 from __future__ import annotations
 
-from typing import ContextManager, Optional, Protocol
+from contextlib import ContextDecorator
+from typing import Callable, ContextManager, Optional, Protocol
 
-from .budget import BudgetKind, validate_count
+from .budget import COMPILES, GRAPH_BREAKS, RECOMPILES, BudgetKind, RecompileBudget, validate_count
 from .events import GraphBreakEvent, RecompileEvent
 from .record import RecompileLog, RecompileRecord
 from .report import explain
@@ -38,28 +48,45 @@ class AssertMaxRecompiles(Protocol):
     def __call__(self, allowed: int, /, *, exact: bool = False) -> ContextManager[BlockLog]: ...
 
 
-class _BudgetBlock:
-    """One ``with`` block: counts one kind in the record between enter and exit."""
+class _BudgetBlock(ContextDecorator):
+    """One ``with`` block (or decorated call): counts one kind in a record between enter and exit.
 
-    def __init__(self, kind: BudgetKind, record: RecompileRecord, allowed: int, exact: bool) -> None:
-        name = kind.assertion
+    ``record`` None: the record of the watched test now running, else a
+    capture of the block's own.
+    """
+
+    def __init__(self, kind: BudgetKind, record: Optional[RecompileRecord], allowed: int, exact: bool,
+                 name: str) -> None:
         self._shown = f"{name}({allowed!r}{', exact=True' if exact else ''})"
         validate_count(allowed, self._shown, f"{name}(N) or {name}(N, exact=True), N an int >= 0")
         if not isinstance(exact, bool):
             raise TypeError(f"{self._shown}: exact must be True or False, got {exact!r}")
         self._kind = kind
-        self._record = record
+        self._given_record = record
         self._allowed = allowed
         self._exact = exact
+        self._name = name
         self._log = BlockLog()
+        self._own: Optional[_OwnCapture] = None
+
+    def _recreate_cm(self) -> _BudgetBlock:
+        # As a decorator: each call of the function is a block of its own.
+        return _BudgetBlock(self._kind, self._given_record, self._allowed, self._exact, self._name)
 
     def __enter__(self) -> BlockLog:
-        record = self._record
+        record = self._given_record or _recording_now()
+        if record is None:
+            self._own = _OwnCapture()
+            record = self._own.record
+        self._record = record
         self._start = (record.tally(self._kind), len(record.events), len(record.limit_hits), len(record.graph_breaks))
         return self._log
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         __tracebackhide__ = True  # the traceback should end at the user's with-block
+        if self._own is not None:
+            self._own.stop()
+            self._own = None
         record, log = self._record, self._log
         tally_start, events_start, hits_start, breaks_start = self._start
         recompiles: list[RecompileEvent] = record.events[events_start:]
@@ -78,7 +105,61 @@ def block_assertion(kind: BudgetKind, record: RecompileRecord) -> AssertMaxRecom
     """Make a fixture's callable for one kind and one test's record."""
 
     def assert_within(allowed: int, /, *, exact: bool = False) -> _BudgetBlock:
-        return _BudgetBlock(kind, record, allowed, exact)
+        return _BudgetBlock(kind, record, allowed, exact, kind.assertion)
 
     assert_within.__name__ = kind.assertion
     return assert_within
+
+
+def _standalone(kind: BudgetKind) -> Callable[..., _BudgetBlock]:
+    name = kind.assertion.removeprefix("nocompile_")
+
+    def assert_within(allowed: int, /, *, exact: bool = False) -> _BudgetBlock:
+        return _BudgetBlock(kind, None, allowed, exact, name)
+
+    assert_within.__name__ = assert_within.__qualname__ = name
+    assert_within.__doc__ = (
+        f"``with {name}(N):`` or ``@{name}(N)``: raise RecompileBudgetExceeded when the block (or each call of the "
+        f"decorated function) has more than N {kind.counts} (with ``exact=True``: other than N). Needs no fixture: "
+        "inside a test the plugin watches it counts from that test's record, anywhere else it captures on its own."
+    )
+    return assert_within
+
+
+assert_max_recompiles = _standalone(RECOMPILES)
+assert_max_graph_breaks = _standalone(GRAPH_BREAKS)
+assert_max_compiles = _standalone(COMPILES)
+
+
+# Blocks with a capture of their own, innermost last: a nested block counts from the outer one's record.
+_OWN_RECORDS: list[RecompileRecord] = []
+
+
+def _recording_now() -> Optional[RecompileRecord]:
+    """The record a fixture-less block counts from: an enclosing own capture's, else the watched test's."""
+    if _OWN_RECORDS:
+        return _OWN_RECORDS[-1]
+    from .watching import recording_now
+
+    return recording_now()
+
+
+class _OwnCapture:
+    """Capture for one block outside any watched test; ``stop`` restores torch's logging state."""
+
+    def __init__(self) -> None:
+        from . import capture
+
+        problem = capture.torch_problem()
+        if problem is not None:
+            raise RuntimeError(f"pytest-nocompile cannot count: {problem}")
+        self.record = RecompileRecord(RecompileBudget(), capture.graphs_compiled)
+        self._capture = capture.RecompileCapture()
+        self._capture.start(self.record.add_recompile, self.record.add_limit_warning, self.record.add_graph_break)
+        self.record.start_call()
+        _OWN_RECORDS.append(self.record)
+
+    def stop(self) -> None:
+        self.record.end_call()
+        self._capture.stop()
+        _OWN_RECORDS.remove(self.record)

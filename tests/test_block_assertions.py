@@ -1,0 +1,162 @@
+"""assert_max_recompiles (and its siblings) without fixtures: TestCase methods, helpers, decorators, no pytest at all."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from nocompile_testing import RECOMPILE_ONCE, RunPytest
+
+UNITTEST_CASES = '''
+import unittest
+import torch
+from pytest_nocompile import RecompileBudgetExceeded, assert_max_recompiles
+
+def scale(x, n):
+    return x * n
+
+class CompiledScale(unittest.TestCase):
+    def setUp(self):
+        torch._dynamo.reset()  # unwatched tests share dynamo's caches: the plugin resets only the tests it watches
+        self.f = torch.compile(scale, backend="eager")
+        self.f(torch.ones(2), 2)
+
+    def test_block_within(self):
+        with assert_max_recompiles(1) as block:
+            self.f(torch.ones(2), 3)
+        self.assertEqual(len(block), 1)
+        self.assertIn("n", block[0].guards[0])
+
+    def test_block_over(self):
+        with assert_max_recompiles(0):
+            self.f(torch.ones(2), 3)
+
+    def test_block_raises_the_budget_error(self):
+        with self.assertRaises(RecompileBudgetExceeded):
+            with assert_max_recompiles(0):
+                self.f(torch.ones(2), 3)
+
+    @assert_max_recompiles(0)
+    def test_decorated_over(self):
+        self.f(torch.ones(2), 3)
+
+    @assert_max_recompiles(1, exact=True)
+    def test_decorated_exact(self):
+        self.f(torch.ones(2), 3)
+'''
+
+
+EXCEEDED = "E       pytest_nocompile.assertions.RecompileBudgetExceeded: 1 recompile > assert_max_recompiles(0)"
+
+
+def _check_failures(result: pytest.RunResult, *names: str) -> None:
+    """Each named test failed, and the failures are the budget's, with the function that recompiled."""
+    lines = result.stdout.lines
+    for name in names:
+        result.stdout.fnmatch_lines([f"FAILED *::{name}*"])
+    assert lines.count(EXCEEDED) == len(names), result.stdout.str()
+    assert sum(line.startswith("E       [1/1] recompiled scale (") for line in lines) == len(names)
+
+
+def _check_unittest_outcomes(result: pytest.RunResult) -> None:
+    result.assert_outcomes(passed=3, failed=2)
+    _check_failures(result, "CompiledScale::test_block_over", "CompiledScale::test_decorated_over")
+
+
+def test_testcase_methods(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_unittest_user=UNITTEST_CASES)
+    _check_unittest_outcomes(run("-rf"))
+
+
+def test_testcase_methods_under_xdist(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_unittest_user=UNITTEST_CASES)
+    result = run("-p", "xdist", "-n", "2", "-rf")
+    _check_unittest_outcomes(result)
+    result.stdout.fnmatch_lines(["*2 workers*"])
+
+
+def test_testcase_methods_without_the_plugin_loaded(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_unittest_user=UNITTEST_CASES)
+    _check_unittest_outcomes(pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rf"))
+
+
+def test_in_a_helper_and_inside_a_watched_test(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_helper_user=RECOMPILE_ONCE + '''
+from pytest_nocompile import assert_max_compiles, assert_max_recompiles
+
+def compile_then_recompile_within(allowed):
+    with assert_max_recompiles(allowed):
+        recompile_once()
+
+def test_helper_unwatched():
+    compile_then_recompile_within(0)
+
+@pytest.mark.max_recompiles(1)
+def test_helper_in_a_watched_test(nocompile_recompiles):
+    compile_then_recompile_within(1)
+    assert len(nocompile_recompiles) == 1  # the block counted from the test's own record
+
+@pytest.mark.max_recompiles(5)
+def test_block_over_in_a_watched_test():
+    compile_then_recompile_within(0)
+
+def test_compiles_block():
+    with assert_max_compiles(2, exact=True):
+        recompile_once()
+''')
+    result = run("-rf", "--nocompile-report")
+    result.assert_outcomes(passed=2, failed=2)
+    _check_failures(result, "test_helper_unwatched", "test_block_over_in_a_watched_test")
+
+
+def test_usage_errors_name_the_accepted_form(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_usage_user='''
+from pytest_nocompile import assert_max_recompiles
+
+def test_negative():
+    with assert_max_recompiles(-1):
+        pass
+''')
+    result = run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*assert_max_recompiles(-1)*assert_max_recompiles(N) or assert_max_recompiles(N, exact=True)*"])
+
+
+def test_outside_pytest_captures_on_its_own_and_restores_logging(tmp_path: pytest.TempPathFactory) -> None:
+    script = textwrap.dedent('''
+        import logging
+        import torch
+        import torch._logging._internal as torch_logging
+        from pytest_nocompile import RecompileBudgetExceeded, assert_max_recompiles
+
+        def scale(x, n):
+            return x * n
+
+        logger = logging.getLogger("torch._dynamo.guards.__recompiles")
+        before = (logger.level, logger.propagate, logger.filters[:], sorted(torch_logging.log_state.artifact_names))
+        f = torch.compile(scale, backend="eager")
+        with assert_max_recompiles(1) as block:
+            f(torch.ones(2), 2)
+            f(torch.ones(2), 3)
+        print("within:", len(block))
+        try:
+            with assert_max_recompiles(0):
+                with assert_max_recompiles(5) as inner:
+                    f(torch.ones(2, dtype=torch.float64), 3)  # a new dtype (n may be dynamic by now)
+        except RecompileBudgetExceeded as error:
+            print("over:", str(error).splitlines()[0], "inner:", len(inner))
+        after = (logger.level, logger.propagate, logger.filters[:], sorted(torch_logging.log_state.artifact_names))
+        print("restored:", before == after)
+    ''')
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "within: 1",
+        "over: 1 recompile > assert_max_recompiles(0) inner: 1",
+        "restored: True",
+    ]
+    assert result.stderr == ""
