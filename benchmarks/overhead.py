@@ -16,6 +16,10 @@ a-unused the same tests with the plugin loaded and nothing asked of it (no
 a+dynamo the same, but every test module imports torch._dynamo, as it is
          in any run where something compiled: every test is watched and none
          compiles. Same target.
+a+torch  1,000 tests in modules that import torch (not dynamo), each
+         ``assert torch.ones(1).item() == 1``: the plugin must not import
+         dynamo for them (about 1 s), and idles until dynamo arrives. Same
+         target.
 b        200 tests, each compiling its own small function (backend="eager")
          under ``max_recompiles(0)``. The without side resets dynamo before
          each test as the plugin does, so the difference is the plugin's own
@@ -135,6 +139,10 @@ class Suite:
 
 def trivial_test(index: int) -> str:
     return f"def test_{index}():\n    assert {index} + 1\n"
+
+
+def torch_test(index: int) -> str:
+    return f"def test_{index}():\n    assert torch.ones(1).item() == 1\n"
 
 
 def compiling_test(index: int) -> str:
@@ -304,6 +312,7 @@ def make_suites(root: Path, trivial_count: int, compiling_count: int) -> list[Su
     (root / "pytest.ini").write_text("[pytest]\n")
     write_tests(root / "a", trivial_count, "", trivial_test)
     write_tests(root / "a_dynamo", trivial_count, "import torch._dynamo  # noqa: F401\n\n\n", trivial_test)
+    write_tests(root / "a_torch", trivial_count, "import torch\n\n\n", torch_test)
     write_tests(root / "b", compiling_count, "import pytest\nimport torch\n\n\n", compiling_test)
     (root / "empty").mkdir()
     return [
@@ -311,6 +320,7 @@ def make_suites(root: Path, trivial_count: int, compiling_count: int) -> list[Su
         Suite("a", root / "a", trivial_count, INERT, WITH_PLUGIN + budget, ratio_target),
         Suite("a-unused", root / "a", trivial_count, INERT, WITH_PLUGIN, Target()),
         Suite("a+dynamo", root / "a_dynamo", trivial_count, INERT, WITH_PLUGIN + budget, ratio_target),
+        Suite("a+torch", root / "a_torch", trivial_count, INERT, WITH_PLUGIN + budget, ratio_target),
         Suite("b", root / "b", compiling_count, WITHOUT_PLUGIN + ("-p", STAND_IN_RESET), WITH_PLUGIN, per_test_target),
         Suite("c", root / "b", compiling_count, INERT, WITH_PLUGIN + ("--nocompile-no-isolate",), per_test_target),
     ]
@@ -670,7 +680,7 @@ def profile_suite(suite: Suite, env: dict[str, str], out: Path, top: int) -> Non
 # -- main ------------------------------------------------------------------------------
 
 
-SUITE_NAMES = ("empty", "a", "a-unused", "a+dynamo", "b", "c")
+SUITE_NAMES = ("empty", "a", "a-unused", "a+dynamo", "a+torch", "b", "c")
 # Under valgrind a run is about 50 times slower, and torch's import alone takes minutes there.
 INSTRUCTION_SUITES = ("a", "a-unused")
 
@@ -683,6 +693,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="wall times of the suites, instruction counts (needs valgrind), the start-up checks, or all (default)")
     parser.add_argument("--suites", default=",".join(SUITE_NAMES),
                         help=f"comma-separated suites to time (default: all of {','.join(SUITE_NAMES)})")
+    parser.add_argument("--wall-only", action="store_true",
+                        help="suites part: wall times only, no hook timer (for a plugin version without its seam)")
     parser.add_argument("--locations", type=int, default=3,
                         help="instructions part: count copies of the suites at this many locations (default 3)")
     parser.add_argument("--profile", action="store_true", help="also profile suite a with the plugin under cProfile")
@@ -719,7 +731,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             timings = time_suites(chosen, rounds, env)
             suites_table = format_table(SUITE_HEADERS, (suite_row(timing) for timing in timings))
             without = {timing.suite.name: statistics.median(timing.without) for timing in timings}
-            own_table = format_table(OWN_WORK_HEADERS, own_work_rows(chosen, env, runs=3, without=without))
+            if not args.wall_only:
+                own_table = format_table(OWN_WORK_HEADERS, own_work_rows(chosen, env, runs=3, without=without))
         if args.part in ("all", "instructions"):
             if shutil.which("valgrind"):
                 counted = [suites[name] for name in INSTRUCTION_SUITES]

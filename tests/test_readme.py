@@ -32,6 +32,31 @@ def test_readme_fixture_examples_can_fail(pytester: pytest.Pytester, run: RunPyt
     result.stdout.fnmatch_lines(["E   *RecompileBudgetExceeded: 1 recompile > nocompile_assert_max_recompiles(0)"])
 
 
+def readme_unittest_example() -> str:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    (block,) = [block for block in blocks if "unittest.TestCase" in block]
+    return block
+
+
+def test_readme_unittest_example_passes_with_and_without_the_plugin(
+    pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_readme_unittest=readme_unittest_example())
+    run("-W", "error").assert_outcomes(passed=2)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
+def test_readme_unittest_example_can_fail(pytester: pytest.Pytester, run: RunPytest) -> None:
+    # A new shape each time round the loop: both the block and the decorated method must fail.
+    broken = re.sub(r"^( {12}| {16})self\.f\(torch\.ones\(2\)\)$", r"\1self.f(torch.ones(2 + _))",
+                    readme_unittest_example(), flags=re.M)  # the loop bodies only
+    pytester.makepyfile(test_readme_unittest=broken)
+    result = run("-p", "no:logging")
+    result.assert_outcomes(failed=2)
+    assert result.stdout.str().count("RecompileBudgetExceeded: ") >= 2
+
+
 def readme_reference_table() -> str:
     text = README.read_text()
     start = text.index("\n## Reference\n")
@@ -46,7 +71,7 @@ def test_reference_table_names_every_option_ini_key_marker_and_fixture(pytester:
                 if "[pytest-nocompile]" in description}
     markers = set(re.findall(r"^@pytest\.mark\.((?:max|nocompile)_\w+)\(", run("--markers").stdout.str(), flags=re.M))
     fixtures = set(re.findall(r"^(nocompile_\w+)", run("--fixtures").stdout.str(), flags=re.M))
-    assert len(options) == 9 and len(ini_keys) == 4 and len(markers) == 3 and len(fixtures) == 4
+    assert len(options) == 10 and len(ini_keys) == 5 and len(markers) == 3 and len(fixtures) == 4
     table = readme_reference_table()
     missing = sorted(name for name in options | ini_keys | markers | fixtures if f"`{name}" not in table)
     assert missing == []
