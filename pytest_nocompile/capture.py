@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # for annotations only: building these aliases at import cost
     LimitSink = Callable[[str], None]
     GraphBreakSink = Callable[[str], None]
 
-MIN_TORCH = (2, 11)
+MIN_TORCH = (2, 4)
 DYNAMO = "torch._dynamo"
 RECOMPILES_ARTIFACT = "recompiles"
 VERBOSE_ARTIFACT = "recompiles_verbose"
@@ -303,7 +303,12 @@ class RecompileCapture:
         self._on_recompile(record.getMessage(), _current_compile_id(), find_user_code(sys._getframe(1)), thread)  # type: ignore[misc]
 
     def _handle_graph_break(self, record: logging.LogRecord) -> None:
-        self._on_graph_break(record.getMessage())  # type: ignore[misc]
+        message = record.getMessage()
+        # torch 2.4 and 2.5 ("Graph break: from user code at:") log the reason only as the record's
+        # exception: format it in after the message, as a Formatter would, so the parser finds it.
+        if record.exc_info and record.exc_info[1] is not None and "from user code at" in message.partition("\n")[0]:
+            message = f"{message.rstrip()}\n{logging.Formatter().formatException(record.exc_info)}"
+        self._on_graph_break(message)  # type: ignore[misc]
 
     def _handle_limit(self, record: logging.LogRecord) -> None:
         self._on_limit(record.getMessage())  # type: ignore[misc]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 from pathlib import Path
 from typing import Protocol
 
@@ -27,14 +29,91 @@ def recorded_messages(name: str) -> list[str]:
     return ["\n".join(block) for block in blocks]
 
 
-def literal(line: str) -> str:
-    """An fnmatch pattern that matches ``line`` exactly, but for '*' wildcards kept as such."""
-    return line.replace("[", "[[]").replace("?", "[?]")
+def _torch_version() -> tuple[int, int]:
+    """The installed torch's (major, minor), read from its metadata: importing torch here would slow every test module."""
+    try:
+        text = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return (0, 0)
+    major, minor = re.match(r"(\d+)\.(\d+)", text).groups()  # type: ignore[union-attr]
+    return int(major), int(minor)
+
+
+TORCH = _torch_version()
+# What dynamo's messages carry, by torch version (tests/data/torch-X.Y-* recordings):
+HAS_COMPILE_IDS = TORCH >= (2, 5)  # each guard failure starts with its compile id, "0/0: "
+HAS_GUARD_SOURCE = TORCH >= (2, 9)  # a "# code  # file:line" comment after the guard: the plugin's "guarded at:" line
+HAS_RECOMPILE_REASON_METRIC = TORCH >= (2, 7)  # get_compilation_metrics() entries carry recompile_reason
+# From 2.7 a graph break's reason is "Failed to trace builtin operator" with an "Explanation:" naming `print`;
+# 2.6 (and 2.4/2.5, from the logged exception) give "Unsupported: builtin: print [...] False" and no explanation.
+HAS_GRAPH_BREAK_EXPLANATION = TORCH >= (2, 7)
+PRINT_BREAK_REASON = "Failed to trace builtin operator" if HAS_GRAPH_BREAK_EXPLANATION else "Unsupported: builtin: print *"
+LIMIT_CONFIG = "recompile_limit" if TORCH >= (2, 7) else "cache_size_limit"  # the config dynamo names when a frame hits it
+
+# A guard written the torch >= 2.7 way names locals bare: "n == 2", "self.factor == 2", "tensor 'x' ...",
+# "expected type of 'x' ...", "___check_obj_id(self.training, ...)". Up to 2.6 they read L['n'],
+# L['self'].factor, 'L['x']', ___check_obj_id(L['self'].training, ...). Only these
+# spellings of the same local are accepted: the name itself must still be there.
+_GUARD_TOKEN = re.compile(r"(?<![\w.'\[])(?P<leading>[A-Za-z_]\w*)(?=\.|\[| ==)|(?:(?<=tensor )|(?<=type of ))'(?P<quoted>[A-Za-z_]\w*)'|(?P<star>\*)")
+_GUARD_AT = re.compile(r"^(?P<prefix>.*?(?:guard failed: |recompiled: ))(?:(?P<compile_id>\d+/\d+): )?(?P<guard>.*)$")
+
+
+def _local(name: str) -> str:
+    return rf"(?:L\['{name}'\]|{name})"
+
+
+def guard_regex(guard: str) -> str:
+    """A regex for a guard as torch >= 2.7 words it ('*' a wildcard) that also accepts torch <= 2.6's ``L['name']`` spelling."""
+    parts: list[str] = []
+    end = 0
+    for token in _GUARD_TOKEN.finditer(guard):
+        parts.append(re.escape(guard[end : token.start()]))
+        if token["star"]:
+            parts.append(".*")
+        elif token["leading"]:
+            parts.append(_local(token["leading"]))
+        else:
+            parts.append(f"'{_local(token['quoted'])}'")
+        end = token.end()
+    parts.append(re.escape(guard[end:]))
+    return "".join(parts)
+
+
+def guard_matches(actual: str, expected: str) -> bool:
+    """Whether a guard text the plugin reported is ``expected`` (torch >= 2.7 wording) in this torch's spelling."""
+    return re.fullmatch(guard_regex(expected), actual) is not None
+
+
+def _fnmatch_regex(text: str) -> str:
+    return ".*".join(map(re.escape, text.split("*")))
+
+
+def line_regex(line: str) -> str:
+    """A regex for one expected output line ('*' a wildcard), written as torch 2.13 prints it.
+
+    In a "guard failed: 0/0: GUARD" or "f recompiled: 0/0: GUARD" line the guard may use torch
+    <= 2.6's ``L['name']`` spelling, and before torch 2.5 (no compile ids) the "0/0: " is absent.
+    """
+    match = _GUARD_AT.match(line)
+    if match is None:
+        return _fnmatch_regex(line) + r"\Z"
+    compile_id = f"{re.escape(match['compile_id'])}: " if match["compile_id"] and HAS_COMPILE_IDS else ""
+    return _fnmatch_regex(match["prefix"]) + compile_id + guard_regex(match["guard"]) + r"\Z"
+
+
+def expected_lines(lines: list[str]) -> list[str]:
+    """Regexes for ``lines`` as this torch prints them.
+
+    "guarded at:" lines are left out before torch 2.9 (no guard source to read), "explanation:" lines
+    before torch 2.7 (graph breaks carry none).
+    """
+    return [line_regex(line) for line in lines
+            if (HAS_GUARD_SOURCE or "guarded at: " not in line) and (HAS_GRAPH_BREAK_EXPLANATION or "explanation: " not in line)]
 
 
 def expect_lines(result: pytest.RunResult, lines: list[str]) -> None:
-    """Assert the output holds these lines, consecutively ('*' is a wildcard)."""
-    result.stdout.fnmatch_lines([literal(line) for line in lines], consecutive=True)
+    """Assert the output holds these lines, consecutively ('*' is a wildcard; guards as torch 2.13 words them, see :func:`line_regex`)."""
+    result.stdout.re_match_lines(expected_lines(lines), consecutive=True)
 
 
 # The start of several user test files below: a function and a helper that

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from nocompile_testing import RECOMPILE_ONCE, RunPytest, expect_lines
+from nocompile_testing import HAS_COMPILE_IDS, PRINT_BREAK_REASON, RECOMPILE_ONCE, RunPytest, expect_lines, guard_matches, line_regex
 
 GRAPH_BREAKS = '''
 import pytest, torch
@@ -34,7 +34,7 @@ def test_graph_break_budget_names_reason_and_user_code(pytester: pytest.Pytester
     expect_lines(result, [
         "1 graph break > max_graph_breaks(0)",
         "[1/1] graph break at test_breaks.py:5",
-        "    reason: Failed to trace builtin operator",
+        f"    reason: {PRINT_BREAK_REASON}",
         "    explanation: Dynamo does not know how to trace builtin operator `print` *",
         "    user code: test_breaks.py:5 in chatty: print(\"side effect\")",
     ])
@@ -126,7 +126,7 @@ def test_summary_table_worst_first_and_one_line_when_nothing_compiled(pytester: 
         "       2           1             0  recompiles<=0  over budget    test_precedence.py::test_default",
         "       2           1             0  recompiles<=1  within budget  test_precedence.py::test_marker_allows_one",
     ], consecutive=True)
-    result.stdout.fnmatch_lines(["test_precedence.py::test_default: scale recompiled: 0/0: n == 2"])
+    result.stdout.re_match_lines([line_regex("test_precedence.py::test_default: scale recompiled: 0/0: n == 2")])
     table = result.stdout.str().split("= nocompile =")[1]
     assert "test_no_compile" not in table  # compiled nothing
     assert "test_opted_out" not in table  # max_recompiles(None): not watched at all
@@ -152,7 +152,8 @@ def test_json_report_and_junit_properties(pytester: pytest.Pytester, run: RunPyt
     default = tests["test_precedence.py::test_default"]
     assert (default["outcome"], default["compiles"], default["recompiles"], default["max_recompiles"], default["verdict"]) == ("failed", 2, 1, 0, "over budget")
     (event,) = default["recompile_events"]
-    assert (event["function"], event["phase"], event["reasons"][0]["guard"], event["reasons"][0]["compile_id"]) == ("scale", "call", "n == 2", "0/0")
+    assert (event["function"], event["phase"], event["reasons"][0]["compile_id"]) == ("scale", "call", "0/0" if HAS_COMPILE_IDS else None)
+    assert guard_matches(event["reasons"][0]["guard"], "n == 2")
     assert event["user_code"] == "test_precedence.py:9 in recompile_once: f(torch.ones(2), 3)"
     assert tests["test_precedence.py::test_opted_out"]["max_recompiles"] is None
     assert not list(pytester.path.glob(".nocompile-*"))  # no temporary file left behind

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from nocompile_testing import RunPytest, expect_lines
+from nocompile_testing import LIMIT_CONFIG, RunPytest, expect_lines
 
 HAZARDS = '''
 import threading
@@ -132,7 +132,8 @@ EXPECTED = {
     ],
     "test_train_eval": [
         "[1/1] recompiled forward (test_hazards_user.py:{return x + 1 if}-1)",
-        "    guard failed: 0/0: self.training == True",
+        # self.training == True; ___check_obj_id(self.training, ...) up to torch 2.6
+        "    guard failed: 0/0: *self.training*",
         "      guarded at: test_hazards_user.py:{return x + 1 if} in forward: return x + 1 if self.training else x - 1",
         "    triggered by: test_hazards_user.py:{# recompiles@test_train_eval} in test_train_eval: f(torch.ones(2))  # recompiles",
     ],
@@ -148,7 +149,8 @@ EXPECTED = {
     ],
     "test_parameter_vs_tensor": [
         "[1/1] recompiled double (test_hazards_user.py:{def double})",
-        "    guard failed: 0/0: expected type of 'x' to be a tensor type, *",
+        # torch 2.13: "... to be a tensor type, ..."; 2.15: "... to be <class '...Parameter'>, but found <class 'torch.Tensor'>".
+        "    guard failed: 0/0: expected type of 'x' to be *",
         "    triggered by: test_hazards_user.py:{# recompiles@test_parameter_vs_tensor} in test_parameter_vs_tensor: f(torch.ones(2))  # recompiles",
     ],
     "test_recompile_in_helper": [
@@ -267,7 +269,8 @@ def test_isolation_opt_out_by_marker_and_ini(pytester: pytest.Pytester, run: Run
     run("-p", "no:logging").assert_outcomes(passed=1, failed=1)
 
 
-LIMIT = '''
+# The limit is config.recompile_limit from torch 2.7, config.cache_size_limit before.
+LIMIT = f'''
 import pytest, torch
 
 def tag(x, name):
@@ -276,7 +279,7 @@ def tag(x, name):
 @pytest.mark.max_recompiles(100)
 def test_limit_hit():
     f = torch.compile(tag, backend="eager")
-    with torch._dynamo.config.patch(recompile_limit=3):
+    with torch._dynamo.config.patch({LIMIT_CONFIG}=3):
         for name in ["a", "b", "c", "d", "e", "f"]:
             f(torch.ones(1), name)
 '''
@@ -292,6 +295,6 @@ def test_recompile_limit_hit_fails_a_budgeted_test(pytester: pytest.Pytester, ru
         "    guard failed: 0/0: name == 'a'",
     ])
     expect_lines(result, [
-        "dynamo hit config.recompile_limit (3) for 'tag' (*): later calls run uncompiled and log "
+        f"dynamo hit config.{LIMIT_CONFIG} (3) for 'tag' (*): later calls run uncompiled and log "
         "no recompiles, so the count above is a lower bound",
     ])

@@ -50,7 +50,7 @@ def test_header_versions_are_the_installed_distributions(name: str) -> None:
     "poison, reason",
     [
         ('sys.modules["torch"] = None', "torch cannot be imported (ModuleNotFoundError: import of torch halted; None in sys.modules)"),
-        ('import torch; torch.__version__ = "2.3.1"', "torch 2.3.1 is too old; pytest-nocompile needs torch>=2.11"),
+        ('import torch; torch.__version__ = "2.3.1"', "torch 2.3.1 is too old; pytest-nocompile needs torch>=2.4"),
     ],
     ids=["missing", "too-old"],
 )
