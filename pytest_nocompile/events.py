@@ -47,6 +47,7 @@ _HEADER = re.compile(r"^Recompiling function (?P<function>\S+) in (?P<filename>.
 _COMPILE_ID = re.compile(r"^(?P<compile_id>\d+/\d+(?:_\d+)?):\s*(?P<rest>.*)$")
 _STACK_FILE = re.compile(r'^\s*File "(?P<filename>.+)", line (?P<line>\d+), in (?P<function>.+)$')
 _SOURCE_SEPARATOR = re.compile(r"\s{2,}# ")
+_SOURCE_PLACE = re.compile(r"^(?P<code>.*?)\s{2,}# (?P<path>\S+):(?P<line>\d+) in (?P<function>\S+)$")
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def parse_recompile_message(message: str) -> tuple[str, str, int, tuple[GuardFai
     header = _HEADER.match(lines[0].strip()) if lines else None
     if header is None:
         raise UnrecognisedMessage(f"not a recompile message: {message[:80]!r}")
-    reasons = _parse_reasons(lines[1:])
+    reasons = _parse_reasons(lines[1:], header["filename"])
     return header["function"], header["filename"], int(header["line"]), tuple(reasons)
 
 
@@ -179,7 +180,7 @@ def parse_limit_warning(message: str, phase: Phase = "call") -> RecompileLimitHi
     )
 
 
-def _parse_reasons(lines: list[str]) -> list[GuardFailure]:
+def _parse_reasons(lines: list[str], function_file: str) -> list[GuardFailure]:
     # Every reason line, the headers ("triggered by ...", "guard 0 failures:") left out.
     items = [text.strip()[2:] for text in lines if text.strip().startswith("- ")]
     # With compile ids (torch >= 2.5) a line without one continues the guard above:
@@ -199,7 +200,7 @@ def _parse_reasons(lines: list[str]) -> list[GuardFailure]:
             groups.append(([item], []))
         else:
             groups[-1][0].append(item)
-    return [_with_location(_parse_reason(guard_lines), stack) for guard_lines, stack in groups]
+    return [_with_location(_parse_reason(guard_lines), stack, function_file) for guard_lines, stack in groups]
 
 
 def _parse_reason(guard_lines: list[str]) -> GuardFailure:
@@ -214,12 +215,27 @@ def _parse_reason(guard_lines: list[str]) -> GuardFailure:
     return GuardFailure(guard=guard, compile_id=compile_id, source=source[0].strip() if source else None)
 
 
-def _with_location(reason: GuardFailure, stack: list[str]) -> GuardFailure:
-    """Attach the innermost frame of torch's user stack trace to a reason."""
-    location = _innermost_frame(stack)
+def _with_location(reason: GuardFailure, stack: list[str], function_file: str) -> GuardFailure:
+    """Attach where the guard came from: the innermost frame of torch's user stack trace, else its source comment."""
+    location = _innermost_frame(stack) or _source_location(reason.source, function_file)
     if location is None:
         return reason
     return GuardFailure(reason.guard, reason.compile_id, reason.source, location)
+
+
+def _source_location(source: str | None, function_file: str) -> CodeLocation | None:
+    """``code  # path:line in f`` (torch 2.9 and 2.10 give no user stack trace) as a location.
+
+    torch shortens the path to its last components; where it is the tail of
+    the recompiled function's own file, that file's full path is used.
+    """
+    match = _SOURCE_PLACE.match(source) if source else None
+    if match is None:
+        return None
+    path = match["path"]
+    if function_file.endswith(os.sep + path) or function_file == path:
+        path = function_file
+    return CodeLocation(path, int(match["line"]), match["function"], match["code"].strip() or None)
 
 
 def _innermost_frame(stack: list[str]) -> CodeLocation | None:

@@ -122,6 +122,10 @@ def check_recompile_message(name: str, message: str) -> None:
             assert reason.compile_id is None
         if reason.source is not None:
             assert reason.source.endswith(f" in {function}"), reason.source
+            # Every guard with a source has a place: torch's user stack trace (2.11+) or the source comment (2.9, 2.10).
+            assert reason.location is not None, reason
+            if Path(filename).name == "record_scenarios.py":
+                assert reason.location.filename == filename, reason.location
         if reason.location is not None:
             code = reason.location.code
             assert reason.location.function == function and reason.location.line >= line, reason.location
