@@ -47,6 +47,7 @@ _HEADER = re.compile(r"^Recompiling function (?P<function>\S+) in (?P<filename>.
 _COMPILE_ID = re.compile(r"^(?P<compile_id>\d+/\d+(?:_\d+)?):\s*(?P<rest>.*)$")
 _STACK_FILE = re.compile(r'^\s*File "(?P<filename>.+)", line (?P<line>\d+), in (?P<function>.+)$')
 _SOURCE_SEPARATOR = re.compile(r"\s{2,}# ")
+_HINT = re.compile(r"^(?P<guard>.*?)\s{2,}\(HINT: (?P<hint>.*)\)\s*$")
 _SOURCE_PLACE = re.compile(r"^(?P<code>.*?)\s{2,}# (?P<path>\S+):(?P<line>\d+) in (?P<function>\S+)$")
 
 
@@ -78,14 +79,17 @@ class GuardFailure:
 
     ``compile_id`` is the ``frame/attempt`` id of the cache entry whose guard
     failed (None before torch 2.5), ``guard`` the failed guard or torch's
-    description of it, ``source`` torch's trailing source comment, and
-    ``location`` the last frame of torch's "User stack trace", if given.
+    description of it, ``source`` torch's trailing source comment,
+    ``location`` the last frame of torch's "User stack trace" (or of the
+    source comment), and ``hint`` torch's "(HINT: ...)" advice after the
+    guard (torch 2.8), each if given.
     """
 
     guard: str
     compile_id: str | None = None
     source: str | None = None
     location: CodeLocation | None = None
+    hint: str | None = None
 
     def __str__(self) -> str:
         prefix = f"{self.compile_id}: " if self.compile_id else ""
@@ -211,8 +215,12 @@ def _parse_reason(guard_lines: list[str]) -> GuardFailure:
         compile_id, first = match["compile_id"], match["rest"]
     *body, last = [first, *more]
     guard_tail, *source = _SOURCE_SEPARATOR.split(last, maxsplit=1)
+    hinted = _HINT.match(guard_tail)
+    if hinted:
+        guard_tail = hinted["guard"]
     guard = "\n".join([*body, guard_tail.rstrip()])
-    return GuardFailure(guard=guard, compile_id=compile_id, source=source[0].strip() if source else None)
+    return GuardFailure(guard=guard, compile_id=compile_id, source=source[0].strip() if source else None,
+                        hint=hinted["hint"] if hinted else None)
 
 
 def _with_location(reason: GuardFailure, stack: list[str], function_file: str) -> GuardFailure:
@@ -220,7 +228,7 @@ def _with_location(reason: GuardFailure, stack: list[str], function_file: str) -
     location = _innermost_frame(stack) or _source_location(reason.source, function_file)
     if location is None:
         return reason
-    return GuardFailure(reason.guard, reason.compile_id, reason.source, location)
+    return GuardFailure(reason.guard, reason.compile_id, reason.source, location, reason.hint)
 
 
 def _source_location(source: str | None, function_file: str) -> CodeLocation | None:

@@ -374,6 +374,22 @@ def test_not_a_graph_break_message(text: str) -> None:
         parse_graph_break_message(text)
 
 
+def test_hint_after_a_guard_2_8_is_kept_apart() -> None:
+    # torch 2.8 appends advice to a guard on an nn.Module int attribute (from a torch 2.8.0 run).
+    message = (
+        "Recompiling function forward in /tmp/t/test_hazards_user.py:15\n"
+        "    triggered by the following guard failure(s):\n"
+        "    - 0/0: self.factor == 2                                        (HINT: torch.compile considers integer "
+        "attributes of the nn.Module to be static. If you are observing recompilation, you might want to make this "
+        "integer dynamic using torch._dynamo.config.allow_unspec_int_on_nn_module = True, or convert this integer "
+        "into a tensor.)"
+    )
+    (reason,) = parse_recompile_message(message)[3]
+    assert (reason.compile_id, reason.guard) == ("0/0", "self.factor == 2")
+    assert reason.hint is not None and reason.hint.startswith("torch.compile considers integer attributes")
+    assert reason.hint.endswith("convert this integer into a tensor.")
+
+
 def test_not_a_recompile_message() -> None:
     with pytest.raises(UnrecognisedMessage):
         parse_recompile_message("torchdynamo start compiling f")
