@@ -47,7 +47,7 @@ _HEADER = re.compile(r"^Recompiling function (?P<function>\S+) in (?P<filename>.
 _COMPILE_ID = re.compile(r"^(?P<compile_id>\d+/\d+(?:_\d+)?):\s*(?P<rest>.*)$")
 _STACK_FILE = re.compile(r'^\s*File "(?P<filename>.+)", line (?P<line>\d+), in (?P<function>.+)$')
 _SOURCE_SEPARATOR = re.compile(r"\s{2,}# ")
-_HINT = re.compile(r"^(?P<guard>.*?)\s{2,}\(HINT: (?P<hint>.*)\)\s*$")
+_HINT = re.compile(r"^(?P<rest>.*?)\s+\(HINT: (?P<hint>.*)\)\s*$")
 _SOURCE_PLACE = re.compile(r"^(?P<code>.*?)\s{2,}# (?P<path>\S+):(?P<line>\d+) in (?P<function>\S+)$")
 
 
@@ -82,7 +82,7 @@ class GuardFailure:
     description of it, ``source`` torch's trailing source comment,
     ``location`` the last frame of torch's "User stack trace" (or of the
     source comment), and ``hint`` torch's "(HINT: ...)" advice after the
-    guard (torch 2.8), each if given.
+    guard (torch 2.8) or its source comment (2.10), each if given.
     """
 
     guard: str
@@ -214,10 +214,10 @@ def _parse_reason(guard_lines: list[str]) -> GuardFailure:
     if match:
         compile_id, first = match["compile_id"], match["rest"]
     *body, last = [first, *more]
-    guard_tail, *source = _SOURCE_SEPARATOR.split(last, maxsplit=1)
-    hinted = _HINT.match(guard_tail)
+    hinted = _HINT.match(last)  # after the guard (2.8) or after its source comment (2.10)
     if hinted:
-        guard_tail = hinted["guard"]
+        last = hinted["rest"]
+    guard_tail, *source = _SOURCE_SEPARATOR.split(last, maxsplit=1)
     guard = "\n".join([*body, guard_tail.rstrip()])
     return GuardFailure(guard=guard, compile_id=compile_id, source=source[0].strip() if source else None,
                         hint=hinted["hint"] if hinted else None)

@@ -374,20 +374,28 @@ def test_not_a_graph_break_message(text: str) -> None:
         parse_graph_break_message(text)
 
 
-def test_hint_after_a_guard_2_8_is_kept_apart() -> None:
-    # torch 2.8 appends advice to a guard on an nn.Module int attribute (from a torch 2.8.0 run).
+HINT = ("torch.compile considers integer attributes of the nn.Module to be static. If you are observing "
+        "recompilation, you might want to make this integer dynamic using "
+        "torch._dynamo.config.allow_unspec_int_on_nn_module = True, or convert this integer into a tensor.")
+
+
+@pytest.mark.parametrize("after_guard", [
+    "                                        ",  # torch 2.8: after the padded guard
+    "                                        # return x * self.factor  # t/test_hazards_user.py:16 in forward ",  # 2.10
+], ids=["2.8", "2.10"])
+def test_a_hint_after_a_guard_is_kept_apart(after_guard: str) -> None:
+    # What torch 2.8 and 2.10 print for a guard on an nn.Module int attribute (from runs of those versions).
     message = (
         "Recompiling function forward in /tmp/t/test_hazards_user.py:15\n"
         "    triggered by the following guard failure(s):\n"
-        "    - 0/0: self.factor == 2                                        (HINT: torch.compile considers integer "
-        "attributes of the nn.Module to be static. If you are observing recompilation, you might want to make this "
-        "integer dynamic using torch._dynamo.config.allow_unspec_int_on_nn_module = True, or convert this integer "
-        "into a tensor.)"
+        f"    - 0/0: self.factor == 2{after_guard}(HINT: {HINT})"
     )
     (reason,) = parse_recompile_message(message)[3]
-    assert (reason.compile_id, reason.guard) == ("0/0", "self.factor == 2")
-    assert reason.hint is not None and reason.hint.startswith("torch.compile considers integer attributes")
-    assert reason.hint.endswith("convert this integer into a tensor.")
+    assert (reason.compile_id, reason.guard, reason.hint) == ("0/0", "self.factor == 2", HINT)
+    if "#" in after_guard:
+        assert reason.location is not None
+        assert (reason.location.filename, reason.location.line, reason.location.function, reason.location.code) == (
+            "/tmp/t/test_hazards_user.py", 16, "forward", "return x * self.factor")
 
 
 def test_not_a_recompile_message() -> None:
