@@ -15,7 +15,7 @@ from contextlib import ContextDecorator
 from typing import Callable, ContextManager, Optional, Protocol
 
 from .budget import COMPILES, GRAPH_BREAKS, RECOMPILES, BudgetKind, RecompileBudget, validate_count
-from .events import GraphBreakEvent, RecompileEvent
+from .events import GraphBreakEvent, ProcessInfo, RecompileEvent, RecompileLimitHit
 from .record import RecompileLog, RecompileRecord
 from .report import explain
 from .result import over_budget
@@ -79,7 +79,9 @@ class _BudgetBlock(ContextDecorator):
             self._own = _OwnCapture()
             record = self._own.record
         self._record = record
-        self._start = (record.tally(self._kind), len(record.events), len(record.limit_hits), len(record.graph_breaks))
+        # By pid: a child's rank may be known only later (torch.distributed initialised in the block).
+        self._tallies = {_pid(process): tally for process, tally in record.tallies_by_process(self._kind).items()}
+        self._seen = _event_counts(record)
         return self._log
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
@@ -88,17 +90,44 @@ class _BudgetBlock(ContextDecorator):
             self._own.stop()
             self._own = None
         record, log = self._record, self._log
-        tally_start, events_start, hits_start, breaks_start = self._start
-        recompiles: list[RecompileEvent] = record.events[events_start:]
-        log._events += recompiles
-        log.graph_breaks += record.graph_breaks[breaks_start:]
-        count = log.counted = record.tally(self._kind) - tally_start
+        now = record.tallies_by_process(self._kind)
+        counts = {process: tally - self._tallies.get(_pid(process), 0) for process, tally in now.items()}
+        new = {process: _new_events(record, process, self._seen.get(_pid(process))) for process in counts}
+        log._events += [event for recompiles, _, _ in new.values() for event in recompiles]
+        log.graph_breaks += [event for _, _, breaks in new.values() for event in breaks]
+        log.counted = max(counts.values())
         if exc_type is not None:
             return  # the block's own error wins
-        hits = record.limit_hits[hits_start:]
-        if over_budget(self._kind, count, self._allowed, exact=self._exact, limit_hit=bool(hits)):
-            headline = self._kind.headline(count, self._allowed, self._shown, self._exact)
-            raise RecompileBudgetExceeded(explain(self._kind, headline, recompiles, hits, log.graph_breaks))
+        over = [process for process, count in counts.items()
+                if over_budget(self._kind, count, self._allowed, exact=self._exact, limit_hit=bool(new[process][1]))]
+        if over:
+            parts = []
+            for process in over:
+                headline = self._kind.headline(counts[process], self._allowed, self._shown, self._exact)
+                if len(counts) > 1:  # children reported: say which process
+                    headline = f"{record.process_label(process)}: {headline}"
+                parts.append(explain(self._kind, headline, *new[process]))
+            raise RecompileBudgetExceeded("\n\n".join(parts))
+
+
+def _pid(process: Optional[ProcessInfo]) -> Optional[int]:
+    return None if process is None else process.pid
+
+
+def _event_counts(record: RecompileRecord) -> dict[Optional[int], tuple[int, int, int]]:
+    """How many recompiles, limit hits and graph breaks each process (by pid, None: the test's) has so far."""
+    counts: dict[Optional[int], tuple[int, int, int]] = {}
+    for process in (None, *(child.info for child in record.children.values())):
+        recompiles, hits, breaks = record.events_of(process)
+        counts[_pid(process)] = (len(recompiles), len(hits), len(breaks))
+    return counts
+
+
+def _new_events(record: RecompileRecord, process: Optional[ProcessInfo], seen: Optional[tuple[int, int, int]]
+                ) -> tuple[list[RecompileEvent], list[RecompileLimitHit], list[GraphBreakEvent]]:
+    recompiles, hits, breaks = record.events_of(process)
+    start_recompiles, start_hits, start_breaks = seen or (0, 0, 0)
+    return recompiles[start_recompiles:], hits[start_hits:], breaks[start_breaks:]
 
 
 def block_assertion(kind: BudgetKind, record: RecompileRecord) -> AssertMaxRecompiles:

@@ -21,7 +21,7 @@ import sys
 import warnings
 from contextlib import contextmanager
 from functools import cache
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 if TYPE_CHECKING:  # for annotations only: building these aliases at import costs every pytest run
     from .events import CodeLocation
@@ -32,7 +32,6 @@ if TYPE_CHECKING:  # for annotations only: building these aliases at import cost
     GraphBreakSink = Callable[[str], None]
 
 MIN_TORCH = (2, 4)
-DYNAMO = "torch._dynamo"
 RECOMPILES_ARTIFACT = "recompiles"
 VERBOSE_ARTIFACT = "recompiles_verbose"
 GRAPH_BREAKS_ARTIFACT = "graph_breaks"
@@ -78,11 +77,6 @@ def torch_imported_or_missing() -> bool:
 @cache
 def _torch_installed() -> bool:
     return importlib.util.find_spec("torch") is not None
-
-
-def dynamo_imported() -> bool:
-    """Whether torch._dynamo is imported: until then nothing can have compiled."""
-    return DYNAMO in sys.modules
 
 
 def _parse_version(text: str) -> tuple[int, int]:
@@ -253,6 +247,9 @@ def _logging_internals():  # type: ignore[no-untyped-def]
     return torch_logging
 
 
+_STARTED: set[RecompileCapture] = set()  # every capture now started in this process
+
+
 class RecompileCapture:
     """Routes dynamo's recompile and graph-break messages to sinks while started.
 
@@ -283,11 +280,13 @@ class RecompileCapture:
             tap.start(state)
         self._limit_logger.addHandler(self._limit_handler)
         self.active = True
+        _STARTED.add(self)
 
     def stop(self) -> None:
         if not self.active:
             return
         self.active = False
+        _STARTED.discard(self)
         self._limit_logger.removeHandler(self._limit_handler)
         for tap in reversed(self._taps):
             tap.stop()
@@ -338,86 +337,6 @@ def _current_compile_id() -> str | None:
     except Exception:  # the API moved: the id is a nicety, the count is not
         return None
     return str(compile_id) if compile_id is not None else None
-
-
-# -- dynamo's arrival ------------------------------------------------------------
-#
-# The plugin never imports dynamo (about 1 s): a suite that imports torch and
-# never compiles should not pay for it. Capture starts when dynamo finishes
-# importing, which ``torch.compile`` can do in the middle of a test that then
-# recompiles; an import hook calls back right then, before anything compiled.
-
-
-class _NotifyingLoader:
-    """dynamo's own loader, with a call back once its module has executed."""
-
-    def __init__(self, loader: Any, finder: _ArrivalFinder) -> None:
-        self._loader = loader
-        self._finder = finder
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        # Put the real loader back before any code can read it off the module.
-        module.__loader__ = self._loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self._loader
-        try:
-            self._loader.exec_module(module)
-        except BaseException:
-            self._finder.install()  # the import failed: watch for the next attempt
-            raise
-        self._finder.arrived()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
-
-
-class _ArrivalFinder:
-    """A meta path finder that sees only ``torch._dynamo``'s import, and leaves once it has seen it."""
-
-    def __init__(self) -> None:
-        self.callbacks: list[Callable[[], None]] = []
-
-    def install(self) -> None:
-        if self not in sys.meta_path:
-            sys.meta_path.insert(0, self)
-
-    def uninstall(self) -> None:
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != DYNAMO:
-            return None
-        self.uninstall()  # the finders after us find the real spec
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _NotifyingLoader(spec.loader, self)  # type: ignore[assignment]
-        return spec
-
-    def arrived(self) -> None:
-        callbacks, self.callbacks = self.callbacks, []
-        for callback in callbacks:
-            callback()
-
-
-_arrival = _ArrivalFinder()
-
-
-def when_dynamo_arrives(callback: Callable[[], None]) -> None:
-    """Call ``callback`` once ``torch._dynamo`` has finished importing (in the importing thread)."""
-    if callback not in _arrival.callbacks:
-        _arrival.callbacks.append(callback)
-    _arrival.install()
-
-
-def stop_waiting_for_dynamo(callback: Callable[[], None]) -> None:
-    if callback in _arrival.callbacks:
-        _arrival.callbacks.remove(callback)
-    if not _arrival.callbacks:
-        _arrival.uninstall()
 
 
 # A plain class with __slots__, not a NamedTuple: making a NamedTuple class
@@ -476,3 +395,28 @@ def find_user_code(frame) -> CodeLocation | None:  # type: ignore[no-untyped-def
         frame = frame.f_back
     return None
 
+
+
+def process_rank() -> int | None:
+    """This process's rank: ``torch.distributed``'s once initialised, else ``RANK``, else ``LOCAL_RANK``, else None.
+
+    Never imports torch.distributed: a process that has not imported it has no process group.
+    """
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None:
+        try:
+            if distributed.is_available() and distributed.is_initialized():
+                return int(distributed.get_rank())
+        except Exception:  # a half-torn-down group: the environment still says
+            pass
+    for variable in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(variable, "")
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def stop_every_capture() -> None:
+    """Stop every capture this process started: a forked child must not feed its parent's records."""
+    for started in list(_STARTED):
+        started.stop()

@@ -74,6 +74,21 @@ def display_path(filename: str) -> str:
 
 
 @dataclass(frozen=True)
+class ProcessInfo:
+    """A process a watched test started (at any depth) that reported events to it.
+
+    ``rank`` is its ``torch.distributed`` rank when initialised, else ``RANK``,
+    else ``LOCAL_RANK``, else None, read when it reported.
+    """
+
+    pid: int
+    rank: int | None = None
+
+    def __str__(self) -> str:
+        return f"rank {self.rank} (pid {self.pid})" if self.rank is not None else f"pid {self.pid}"
+
+
+@dataclass(frozen=True)
 class GuardFailure:
     """One reason dynamo gave for a cache entry not matching.
 
@@ -105,7 +120,8 @@ class RecompileEvent:
     test phase it happened in; ``compile_id`` is the id of the new compile;
     ``user_code`` is the innermost frame outside torch, pytest and this plugin
     that was running when dynamo recompiled (the user's line that triggered it);
-    ``thread`` names the thread that recompiled when it was not the main thread.
+    ``thread`` names the thread that recompiled when it was not the main thread;
+    ``process`` the child process it happened in (None: the test's own).
     """
 
     function: str
@@ -117,6 +133,7 @@ class RecompileEvent:
     compile_id: str | None = None
     user_code: CodeLocation | None = None
     thread: str | None = None
+    process: ProcessInfo | None = None  # None: the test's own process
 
     @property
     def guards(self) -> tuple[str, ...]:
@@ -163,6 +180,7 @@ class RecompileLimitHit:
     function: str
     message: str = field(repr=False)
     phase: Phase = "call"
+    process: ProcessInfo | None = None  # None: the test's own process
 
 
 _LIMIT_HEADER = re.compile(r"hit config\.(?P<name>\w+) \((?P<limit>\d+)\)")
@@ -273,6 +291,7 @@ class GraphBreakEvent:
     message: str = field(default="", repr=False)
     phase: Phase = "call"
     user_code: CodeLocation | None = None
+    process: ProcessInfo | None = None  # None: the test's own process
 
 
 # torch >= 2.6: "Graph break in user code at FILE:LINE", the reason ("Reason: ..." in 2.6,

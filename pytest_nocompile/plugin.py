@@ -50,6 +50,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="fail the run when a test's recompiles, graph breaks or compiles rose against this baseline")
     parser.addini("nocompile_isolate", type="bool", default=True,
                   help="reset dynamo's caches before each watched test (default: true) [pytest-nocompile]")
+    group.addoption("--nocompile-no-subprocess", action="store_true", default=None,
+                    help="do not watch the processes a test starts (multiprocessing, subprocess, torchrun); "
+                    "only the test's own process counts (ini: nocompile_subprocess)")
+    parser.addini("nocompile_subprocess", type="bool", default=True,
+                  help="count recompiles of the processes a watched test starts, per process (default: true) [pytest-nocompile]")
     group.addoption("--nocompile-keep-trace-logs", action="store_true", default=None,
                     help="keep torch's structured-trace records (torch.__trace) in pytest's captured logs "
                     "(ini: nocompile_drop_trace_logs)")

@@ -90,11 +90,36 @@ def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent
 
 
 def format_budget_failure(record: RecompileRecord, over: Sequence[str]) -> str:
-    """The failure text of a test over its marker, CLI or ini budget: one part per kind in ``over``."""
+    """The failure text of a test over its marker, CLI or ini budget: one part per kind in ``over``.
+
+    When child processes reported, one part per process and kind over budget,
+    each headline naming its process, e.g. ``rank 1 (pid 4242): 1 recompile > max_recompiles(0)``.
+    """
     budget = record.budget
+    if record.children:
+        return _format_process_failures(record)
     calls = record.in_phase("call"), record.call_limit_hits(), record.graph_breaks_in("call")
     return "\n\n".join(
         explain(kind, kind.headline(record.count(kind), budget.allowed(kind) or 0, budget.describe(kind)),
                 *calls, not_counted=record.in_phase("setup"))
         for kind in KINDS if kind.key in over
     )
+
+
+def _format_process_failures(record: RecompileRecord) -> str:
+    from .result import processes_over_budget
+
+    budget = record.budget
+    by_process = record.counts_by_process()
+    parts = []
+    for process, over in processes_over_budget(record):
+        recompiles, limit_hits, graph_breaks = record.events_of(process)
+        calls = ([event for event in recompiles if event.phase == "call"], [hit for hit in limit_hits if hit.phase == "call"],
+                 [event for event in graph_breaks if event.phase == "call"])
+        label = record.process_label(process)
+        parts += [
+            explain(kind, f"{label}: " + kind.headline(by_process[process][kind.key], budget.allowed(kind) or 0, budget.describe(kind)),
+                    *calls, not_counted=[event for event in recompiles if event.phase == "setup"])
+            for kind in KINDS if kind.key in over
+        ]
+    return "\n\n".join(parts)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from .budget import KINDS, KINDS_BY_KEY, BudgetKind, RecompileBudget
 
 if TYPE_CHECKING:
-    from .events import CodeLocation
+    from .events import CodeLocation, ProcessInfo
     from .record import RecompileRecord
 
 
@@ -49,7 +49,10 @@ class TestResult:
 
     ``over`` names the kinds over budget, ``cause`` the first thing that put
     the test over, and ``details`` holds the recorded events as JSON-able
-    lists (every phase, each with its phase).
+    lists (every phase, each with its phase and process). When child
+    processes reported, ``counts`` are the worst process's, kind by kind, and
+    ``processes`` breaks them down: one dict per process (``pid``, ``rank``,
+    ``test_process`` and each kind's count), the test's own first.
     """
 
     __test__ = False  # not a test class, whatever pytest collects
@@ -60,6 +63,7 @@ class TestResult:
     over: tuple[str, ...] = ()
     cause: Optional[str] = None
     details: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: _NO_DETAILS)
+    processes: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: what the JSON report holds per test, and what xdist carries."""
@@ -70,6 +74,7 @@ class TestResult:
             "over_budget": list(self.over),
             "cause": self.cause,
             **self.details,
+            "processes": list(self.processes),
         }
 
     @classmethod
@@ -81,6 +86,7 @@ class TestResult:
             over=tuple(data["over_budget"]),
             cause=data["cause"],
             details={key: list(data[key]) for key in DETAIL_KEYS},
+            processes=tuple(data.get("processes", ())),
         )
 
     def budget_text(self) -> str:
@@ -89,18 +95,39 @@ class TestResult:
 
 
 def kinds_over_budget(record: RecompileRecord, counts: Optional[dict[str, int]] = None) -> tuple[str, ...]:
-    """The keys of the kinds whose call-phase count is over the record's budget, in table order."""
+    """The keys of the kinds over the record's budget in any process's call phase, in table order."""
     limits = record.budget.limits  # budgeted kinds only, in table order
     if not limits:
         return ()
+    if record.children:
+        over = {key for _, keys in processes_over_budget(record) for key in keys}
+        return tuple(key for key, _ in limits if key in over)
     counts = record.counts() if counts is None else counts
     limit_hit = bool(record.call_limit_hits())
     return tuple(key for key, allowed in limits if over_budget(KINDS_BY_KEY[key], counts[key], allowed, limit_hit=limit_hit))
 
 
+def processes_over_budget(record: RecompileRecord) -> list[tuple[Optional[ProcessInfo], tuple[str, ...]]]:
+    """Each process over budget (None: the test's own) with the keys of its kinds over, in table order.
+
+    A budget applies to each process on its own: eight ranks that each
+    recompile once are one recompile each, within ``max_recompiles(1)``.
+    """
+    found = []
+    for process, counts in record.counts_by_process().items():
+        limit_hit = any(hit.phase == "call" for hit in record.events_of(process)[1])
+        over = tuple(key for key, allowed in record.budget.limits
+                     if over_budget(KINDS_BY_KEY[key], counts[key], allowed, limit_hit=limit_hit))
+        if over:
+            found.append((process, over))
+    return found
+
+
 def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> TestResult:
     """The verdict on a finished test's record, with everything the reports show (``over``: already judged)."""
     budget = record.budget
+    if record.children:
+        return _judge_processes(record, over)
     counts = record.counts()
     if over is None:
         over = kinds_over_budget(record, counts)
@@ -114,6 +141,31 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
     )
 
 
+def _judge_processes(record: RecompileRecord, over: Optional[tuple[str, ...]]) -> TestResult:
+    """A test whose child processes reported: the worst process's counts, and each process's."""
+    by_process = record.counts_by_process()
+    worst = {kind.key: max(counts[kind.key] for counts in by_process.values()) for kind in KINDS}
+    if over is None:
+        over = kinds_over_budget(record)
+    cause = None
+    if over:
+        process, keys = processes_over_budget(record)[0]
+        cause = f"{record.process_label(process)}: {_first_cause(record, keys, by_process[process], process)}"
+    return TestResult(
+        counts=worst,
+        budgets=record.budget.by_key(),
+        verdict=Verdict.OVER if over else Verdict.WITHIN if record.budget.limits else Verdict.NO_BUDGET,
+        over=over,
+        cause=cause,
+        details=_details(record),
+        processes=tuple(
+            {"pid": record.pid if process is None else process.pid, "rank": None if process is None else process.rank,
+             "test_process": process is None, **counts}
+            for process, counts in by_process.items()
+        ),
+    )
+
+
 def idle_result(budget: RecompileBudget) -> TestResult:
     """The result of a test that ran before anything imported torch: nothing can have compiled."""
     return TestResult(
@@ -123,27 +175,45 @@ def idle_result(budget: RecompileBudget) -> TestResult:
     )
 
 
-def count_properties(result: TestResult) -> list[tuple[str, int]]:
-    """The counts as ``user_properties`` (and so junit XML ``<property>`` elements)."""
-    return [(f"nocompile_{kind.key}", result.counts[kind.key]) for kind in KINDS]
+def count_properties(result: TestResult) -> list[tuple[str, object]]:
+    """The counts as ``user_properties`` (and so junit XML ``<property>`` elements), and each process's when children reported."""
+    properties: list[tuple[str, object]] = [(f"nocompile_{kind.key}", result.counts[kind.key]) for kind in KINDS]
+    for process in result.processes:
+        counts = " ".join(f"{kind.key}={process[kind.key]}" for kind in KINDS)
+        properties.append(("nocompile_process", f"{process_label(process)}: {counts}"))
+    return properties
 
 
-def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[str, int]) -> str:
-    """The first thing that put a test over budget: a recompile's guard, a graph break's reason, or the headline."""
+def process_label(process: dict[str, Any]) -> str:
+    """A process of :attr:`TestResult.processes` as reports name it, e.g. ``rank 1 (pid 4242)``."""
+    if process.get("test_process"):
+        return f"test process (pid {process['pid']})"
+    return f"rank {process['rank']} (pid {process['pid']})" if process.get("rank") is not None else f"pid {process['pid']}"
+
+
+def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[str, int],
+                 process: Optional[ProcessInfo] = None) -> str:
+    """The first thing that put a process over budget: a recompile's guard, a graph break's reason, or the headline."""
     kind = next(kind for kind in KINDS if kind.key in over)
+    recompiles, _, graph_breaks = record.events_of(process)
     for source in kind.explained_by:
         if source == "recompiles":
-            for event in record.in_phase("call"):
-                if event.reasons:
+            for event in recompiles:
+                if event.phase == "call" and event.reasons:
                     return f"{event.function} recompiled: {str(event.reasons[0]).splitlines()[0]}"
         elif source == "graph_breaks":
-            for graph_break in record.graph_breaks_in("call"):
-                return f"graph break: {graph_break.reason}"
+            for graph_break in graph_breaks:
+                if graph_break.phase == "call":
+                    return f"graph break: {graph_break.reason}"
     return kind.headline(counts[kind.key], record.budget.allowed(kind) or 0, record.budget.describe(kind))
 
 
 def _where(location: Optional[CodeLocation]) -> Optional[str]:
     return None if location is None else str(location)
+
+
+def _process(process: Optional[ProcessInfo]) -> Optional[dict[str, Any]]:
+    return None if process is None else {"pid": process.pid, "rank": process.rank}
 
 
 def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
@@ -156,17 +226,19 @@ def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
                 "phase": event.phase,
                 "compile_id": event.compile_id,
                 "thread": event.thread,
+                "process": _process(event.process),
                 "user_code": _where(event.user_code),
                 "reasons": [
                     {"compile_id": reason.compile_id, "guard": reason.guard, "source": reason.source}
                     for reason in event.reasons
                 ],
             }
-            for event in record.events
+            for event in record.all_events()
         ],
         "recompile_limit_hits": [
-            {"limit_name": hit.limit_name, "limit": hit.limit, "function": hit.function, "phase": hit.phase}
-            for hit in record.limit_hits
+            {"limit_name": hit.limit_name, "limit": hit.limit, "function": hit.function, "phase": hit.phase,
+             "process": _process(hit.process)}
+            for hit in record.all_limit_hits()
         ],
         "graph_break_events": [
             {
@@ -176,7 +248,8 @@ def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
                 "reason": event.reason,
                 "explanation": event.explanation,
                 "user_code": _where(event.user_code),
+                "process": _process(event.process),
             }
-            for event in record.graph_breaks
+            for event in record.all_graph_breaks()
         ],
     }

@@ -30,9 +30,9 @@ class Results:
         # of the test now running, and of each finished test that had any.
         self._outcomes: dict[str, list[tuple[str, str, bool]]] = {}
         self._final_outcomes: dict[str, list[tuple[str, str, bool]]] = {}
-        self._idle: dict[RecompileBudget, tuple[TestResult, list[tuple[str, int]]]] = {}
+        self._idle: dict[RecompileBudget, tuple[TestResult, list[tuple[str, object]]]] = {}
 
-    def idle(self, budget: RecompileBudget) -> tuple[TestResult, list[tuple[str, int]]]:
+    def idle(self, budget: RecompileBudget) -> tuple[TestResult, list[tuple[str, object]]]:
         """The result and count properties of a test that ran before torch was imported: the same for every such test."""
         cached = self._idle.get(budget)
         if cached is None:

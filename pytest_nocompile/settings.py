@@ -41,6 +41,8 @@ class RunSettings:
     def __init__(self, config: pytest.Config) -> None:
         self.isolate_by_default = bool(not config.getoption("nocompile_no_isolate") and config.getini("nocompile_isolate"))
         self.strict_by_default = bool(config.getoption("nocompile_strict"))
+        # Child processes report through a start-up hook; some environments forbid those.
+        self.watch_children = bool(not config.getoption("nocompile_no_subprocess") and config.getini("nocompile_subprocess"))
         self.default_budget = RecompileBudget.of({
             kind.key: resolve(_ini_count(config, kind.marker), config.getoption(kind.marker), None) for kind in KINDS
         })

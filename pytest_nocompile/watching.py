@@ -18,17 +18,20 @@ them.
 from __future__ import annotations
 
 import os
+import time
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, ContextManager, Generator, Optional, Sequence
 
 import pytest
 
-from . import capture
+from . import arrival, capture
 from .budget import KINDS_BY_MARKER, RECOMPILES, BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
 from .fixtures import FIXTURE_NAMES
 from .result import RESULT_ATTRIBUTE, TestResult, count_properties, judge, kinds_over_budget
 
 if TYPE_CHECKING:
+    from .children import ChildReports
+    from .event_files import EventDirectory
     from .record import RecompileRecord
     from .results import Results
     from .settings import RunSettings
@@ -43,7 +46,8 @@ class CaptureLostWarning(pytest.PytestWarning):
 class Watch:
     """A watched test's plan: its budget, then its record, or why its marker is unusable."""
 
-    __slots__ = ("budget", "record", "usage_error", "phase", "over", "strict", "strict_patch", "problem")
+    __slots__ = ("budget", "record", "usage_error", "phase", "over", "strict", "strict_patch", "problem", "reports",
+                 "call_started_at")
 
     def __init__(self, budget: RecompileBudget, usage_error: Optional[str] = None) -> None:
         self.budget = budget
@@ -56,6 +60,8 @@ class Watch:
         self.strict = False  # the call raises at a recompile (dynamo's error_on_recompile)
         self.strict_patch: Optional[ContextManager[None]] = None  # entered when dynamo arrived mid-call
         self.problem: Optional[str] = None  # why capture could not start when dynamo arrived
+        self.reports: Optional[EventDirectory] = None  # where the test's child processes report
+        self.call_started_at: Optional[float] = None  # for a record made after the call started
 
     def ensure_record(self) -> RecompileRecord:
         """The record, made empty and put in the test's phase if it is not there yet.
@@ -67,11 +73,17 @@ class Watch:
             from .record import RecompileRecord
 
             record = self.record = RecompileRecord(self.budget, capture.graphs_compiled)
+            if self.reports is not None:
+                record.read_children_from(self.reports)
             if self.phase == "call":
-                record.start_call()
+                record.start_call(self.call_started_at)
             elif self.phase == "teardown":
-                record.end_call()
+                record.end_setup()
         return self.record
+
+    def needs_record(self) -> bool:
+        """Whether child processes reported though nothing made the record yet (dynamo never came to this process)."""
+        return self.record is None and self.reports is not None and self.reports.exists()
 
 
 # Every configured run's watcher in this process (pytester runs nest), latest last.
@@ -98,7 +110,12 @@ class Watching:
         self.config = config
         self.settings = settings
         self.results = results
-        self.watcher = Watcher(config, settings, results)
+        self.child_reports: Optional[ChildReports] = None
+        if settings.watch_children:
+            from .children import ChildReports
+
+            self.child_reports = ChildReports()
+        self.watcher = Watcher(config, settings, results, self.child_reports)
         self._idle_tests: Optional[IdleTests] = None  # while the run idles
         self._items: Sequence[pytest.Item] = ()
         self.dynamo_arrived_here = False  # dynamo was imported while this run waited for it
@@ -107,13 +124,13 @@ class Watching:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         settings = self.settings
         self._items = session.items
-        if settings.watch_by_default and capture.dynamo_imported() or _any_asks_to_be_watched(session.items):
+        if settings.watch_by_default and arrival.dynamo_imported() or _any_asks_to_be_watched(session.items):
             self.wake_watcher()
         elif settings.watch_by_default:
             # Idle: nothing can compile before torch is imported, so every test
             # gets the same result, from one teardown hook; the report hook runs
             # only for a JSON report's outcomes.
-            self._idle_tests = IdleTests(self)
+            self._idle_tests = IdleTests(self) if self.child_reports is None else IdleTestsWithChildren(self, self.child_reports)
             self._register(self._idle_tests, "nocompile-idle")
             if settings.json_path and not settings.is_worker:
                 self._register(self.results.report_hook, "nocompile-reports")
@@ -124,8 +141,8 @@ class Watching:
             self.config.pluginmanager.unregister(self.results)
             _WATCHERS.remove(self.watcher)
             return
-        if not capture.dynamo_imported():
-            capture.when_dynamo_arrives(self.dynamo_arrived)
+        if not arrival.dynamo_imported():
+            arrival.when_dynamo_arrives(self.dynamo_arrived)
 
     def dynamo_arrived(self) -> None:
         """dynamo finished importing: watch from now on, the test now running included."""
@@ -137,7 +154,12 @@ class Watching:
         nodeid, _, phase = running.rpartition(" (")
         item = next((item for item in self._items if item.nodeid == nodeid), None)
         if item is not None:
-            self.watcher.dynamo_arrived(item, phase.rstrip(")"))
+            self.watcher.dynamo_arrived(item, phase.rstrip(")"), self.idle_reports(item))
+
+    def idle_reports(self, item: pytest.Item) -> Optional[EventDirectory]:
+        """The child reports of a test that ran idle until now, handed to the watcher with the test."""
+        idle = self._idle_tests
+        return idle.take_reports(item) if isinstance(idle, IdleTestsWithChildren) else None
 
     def wake_watcher(self) -> None:
         """Register the per-test hooks; the run stops idling."""
@@ -153,13 +175,15 @@ class Watching:
 
     def pytest_sessionfinish(self) -> None:
         self.watcher.stop_capture()
-        capture.stop_waiting_for_dynamo(self.dynamo_arrived)
+        arrival.stop_waiting_for_dynamo(self.dynamo_arrived)
 
     def pytest_unconfigure(self) -> None:
         self.watcher.stop_capture()
-        capture.stop_waiting_for_dynamo(self.dynamo_arrived)
+        arrival.stop_waiting_for_dynamo(self.dynamo_arrived)
         if self.watcher in _WATCHERS:
             _WATCHERS.remove(self.watcher)
+        if self.child_reports is not None:
+            self.child_reports.close()
 
 
 def uses_a_nocompile_fixture(item: pytest.Item) -> bool:
@@ -221,11 +245,68 @@ class IdleTests:
                     properties.extend(self.properties)
                 if self.results is not None:
                     self.results[item.nodeid] = self.result
-                if capture.dynamo_imported() and not self.watching.dynamo_arrived_here:
+                if arrival.dynamo_imported() and not self.watching.dynamo_arrived_here:
                     # Imported past the import hook (it was never installed, or something
                     # bypassed sys.meta_path): watch from the next test, and say what was missed.
                     self.watching.wake_watcher()
                     warn_if_compiled_unwatched(item)
+
+
+class IdleTestsWithChildren(IdleTests):
+    """Idle, but the processes a test starts may compile: each test's children report to a directory of its own.
+
+    Setup points the variable at it; the call is timed, and when a child
+    reported, the watcher takes the test over (and the run stops idling):
+    the call is judged as the watcher judges any, in each process. Teardown
+    removes the directory and the variable.
+    """
+
+    def __init__(self, watching: Watching, child_reports: ChildReports) -> None:
+        super().__init__(watching)
+        self.child_reports = child_reports
+        self.reports: Optional[EventDirectory] = None  # the running test's
+        self._nodeid: Optional[str] = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if self.reports is not None:  # a test interrupted before its teardown
+            self.child_reports.end(self.reports)
+        self.reports, self._nodeid = self.child_reports.begin(), item.nodeid
+
+    def take_reports(self, item: pytest.Item) -> Optional[EventDirectory]:
+        """Hand the running test's reports over (to the watcher, which ends them)."""
+        if item.nodeid != self._nodeid:
+            return None
+        reports, self.reports = self.reports, None
+        return reports
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        started = time.time()
+        result = yield
+        reports = self.reports
+        if reports is None or not reports.exists():
+            return result
+        # A child compiled: the watcher takes this test over, from the call's start.
+        watching, watcher = self.watching, self.watching.watcher
+        watching.wake_watcher()
+        watch = watcher.adopt(item, "call", self.take_reports(item), started)
+        if watch is None or watch.usage_error is not None:
+            return result
+        watcher.end_call(item, watch)
+        failure = watcher.judge_call(item, watch)
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
+        return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, object, object]:
+        try:
+            return (yield from super().pytest_runtest_teardown(item, nextitem))
+        finally:
+            if self.reports is not None and item.nodeid == self._nodeid:
+                self.child_reports.end(self.reports)
+                self.reports = None
 
 
 class Watcher:
@@ -240,10 +321,12 @@ class Watcher:
     again inside one protocol.
     """
 
-    def __init__(self, config: pytest.Config, settings: RunSettings, results: Results) -> None:
+    def __init__(self, config: pytest.Config, settings: RunSettings, results: Results,
+                 child_reports: Optional[ChildReports] = None) -> None:
         self.config = config
         self.settings = settings
         self.results = results
+        self.child_reports = child_reports  # None: child processes are not watched
         # Tests now running that the plugin watches, by node id: the report
         # hook has only the report, and a stash miss costs an exception.
         self.watches: dict[str, Watch] = {}
@@ -260,7 +343,9 @@ class Watcher:
             # (KeyboardInterrupt, pytest.exit) or a report a rerun plugin did
             # not log: leave torch as the test found it.
             self.stop_capture()
-            self.watches.pop(item.nodeid, None)
+            watch = self.watches.pop(item.nodeid, None)
+            if watch is not None:
+                self.end_reports(watch)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -272,7 +357,9 @@ class Watcher:
         if watch.usage_error is not None:
             pytest.fail(watch.usage_error, pytrace=False)
         self.current = watch
-        dynamo_here = capture.dynamo_imported()
+        if self.child_reports is not None:
+            watch.reports = self.child_reports.begin()
+        dynamo_here = arrival.dynamo_imported()
         # A torch that is imported (or missing) but unusable fails a budget that cannot be checked.
         problem = capture.torch_problem() if dynamo_here or capture.torch_imported_or_missing() else None
         if problem is not None:
@@ -284,6 +371,20 @@ class Watcher:
             capture.reset_dynamo()
         self._start_capture(watch)
 
+    def adopt(self, item: pytest.Item, phase: str, reports: Optional[EventDirectory],
+              call_started_at: Optional[float] = None) -> Optional[Watch]:
+        """Watch a test from the middle of ``phase``: the run idled until now, so no hook of this test planned it."""
+        watch = self._plan_watch(item)
+        if watch is None or watch.usage_error is not None:
+            if reports is not None and self.child_reports is not None:
+                self.child_reports.end(reports)
+            return watch
+        self.watches[item.nodeid] = watch
+        watch.phase = phase
+        watch.reports = reports
+        watch.call_started_at = call_started_at
+        return watch
+
     def _start_capture(self, watch: Watch) -> None:
         record = watch.ensure_record()
         if self._capture is None:
@@ -291,15 +392,16 @@ class Watcher:
         self._capture.start(record.add_recompile, record.add_limit_warning, record.add_graph_break)
         self.current = watch
 
-    def dynamo_arrived(self, item: pytest.Item, phase: str) -> None:
-        """dynamo finished importing during ``phase`` of ``item``: capture from here on, before anything compiles."""
+    def dynamo_arrived(self, item: pytest.Item, phase: str, reports: Optional[EventDirectory] = None) -> None:
+        """dynamo finished importing during ``phase`` of ``item``: capture from here on, before anything compiles.
+
+        ``reports``: where the children of a test that ran idle until now report.
+        """
         watch = self.watches.get(item.nodeid)
         if watch is None:  # the run idled until now: no hook of this test planned its watch
-            watch = self._plan_watch(item)
+            watch = self.adopt(item, phase, reports)
             if watch is None or watch.usage_error is not None:
                 return
-            self.watches[item.nodeid] = watch
-            watch.phase = phase
             if phase == "call":
                 watch.strict = self._strict(watch.budget)
                 self.config.pluginmanager.register(_LateCall(self, item, watch))
@@ -322,9 +424,11 @@ class Watcher:
         watch.phase = "call"
         if watch.record is not None:
             watch.record.start_call()
+        elif watch.reports is not None:
+            watch.call_started_at = time.time()
         try:
             # Without dynamo yet, dynamo_arrived enters the patch if it arrives in the call.
-            with capture.raising_on_recompile() if watch.strict and capture.dynamo_imported() else nullcontext():
+            with capture.raising_on_recompile() if watch.strict and arrival.dynamo_imported() else nullcontext():
                 result = yield
         finally:
             self.end_call(item, watch)
@@ -341,6 +445,8 @@ class Watcher:
 
     def end_call(self, item: pytest.Item, watch: Watch) -> None:
         """The call ended (its own error, if any, still on its way): fix the counts, undo what the call changed."""
+        if watch.needs_record():
+            watch.ensure_record()  # children reported: a record from the call's start, though this process never compiled
         watch.phase = "teardown"
         if watch.record is not None:
             watch.record.end_call()
@@ -359,6 +465,9 @@ class Watcher:
             return f"pytest-nocompile cannot watch {item.nodeid}: {watch.problem}"
         if watch.record is None:
             return None  # dynamo never arrived: nothing compiled
+        problems = watch.record.child_problems() if watch.record.children and watch.budget.budgeted else ()
+        if problems:
+            return f"pytest-nocompile cannot watch a process of {item.nodeid}: " + "; ".join(problems)
         over = watch.over = kinds_over_budget(watch.record)
         if not over:
             return None
@@ -375,6 +484,11 @@ class Watcher:
         if when == "teardown":
             del self.watches[report.nodeid]
             self.stop_capture()
+            if watch.needs_record():
+                watch.ensure_record()
+            if watch.record is not None:
+                watch.record.read_children()  # the teardown's, for its section
+            self.end_reports(watch)
         if watch.usage_error is not None:
             return None
         record = watch.record
@@ -415,6 +529,12 @@ class Watcher:
         if watched or uses_a_nocompile_fixture(item):
             return Watch(budget)
         return None
+
+    def end_reports(self, watch: Watch) -> None:
+        """The test ended: its children's variable and directory go."""
+        if watch.reports is not None and self.child_reports is not None:
+            self.child_reports.end(watch.reports)
+            watch.reports = None
 
     def stop_capture(self) -> None:
         self.current = None
@@ -462,8 +582,8 @@ def warn_if_compiled_unwatched(item: pytest.Item) -> None:
 def _add_section(report: pytest.TestReport, record: RecompileRecord, when: str) -> None:
     """Show recompiles beside a test's own failure, or those of setup/teardown."""
     if when == "call":
-        events = [event for event in record.events if event.phase != "teardown"]
-        limit_hits, suffix = record.limit_hits, ""
+        events = [event for event in record.all_events() if event.phase != "teardown"]
+        limit_hits, suffix = record.all_limit_hits(), ""
         shown = report.failed and bool(events or limit_hits)
     else:
         events = record.in_phase(when)  # type: ignore[arg-type]  # "setup" or "teardown"

@@ -18,7 +18,8 @@ def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> RunPytest
     change what the inner run prints.
     """
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+    # The outer run's: an inner run sets its own per test.
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_NOCOMPILE_EVENTS"):
         monkeypatch.delenv(name, raising=False)
 
     def run_pytest(*args: str) -> pytest.RunResult:

@@ -127,7 +127,8 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
     result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
-        "budget", "capture", "fixtures", "plugin", "result", "results", "settings", "summary", "trace_records", "watching")]
+        "arrival", "budget", "capture", "children", "event_files", "fixtures", "plugin", "result", "results", "settings",
+        "startup", "summary", "trace_records", "watching")]
     tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {
         "test_passes": ("passed", 0, 0, "within budget"),
@@ -162,7 +163,9 @@ def test_two():
 
 WATCHER_HOOKS = ["nocompile-watcher pytest_runtest_call", "nocompile-watcher pytest_runtest_protocol", "nocompile-watcher pytest_runtest_setup"]
 REPORT_HOOK = ["nocompile-reports pytest_runtest_logreport"]
-IDLE_HOOK = ["nocompile-idle pytest_runtest_teardown"]
+# Idle, children of each test watched: setup names their directory, the call is timed and judged if they reported.
+IDLE_HOOK = ["nocompile-idle pytest_runtest_call", "nocompile-idle pytest_runtest_setup", "nocompile-idle pytest_runtest_teardown"]
+IDLE_HOOK_WITHOUT_CHILDREN = ["nocompile-idle pytest_runtest_teardown"]
 
 
 @pytest.mark.parametrize(("marker", "options", "expected"), [
@@ -172,10 +175,12 @@ IDLE_HOOK = ["nocompile-idle pytest_runtest_teardown"]
     ("", ("--nocompile-report",), IDLE_HOOK),
     ("", ("--max-recompiles=0", "--nocompile-json=report.json"), IDLE_HOOK + REPORT_HOOK),
     ("import torch\n", ("--max-recompiles=0",), IDLE_HOOK),
+    ("import torch\n", ("--max-recompiles=0", "--nocompile-no-subprocess"), IDLE_HOOK_WITHOUT_CHILDREN),
     ("import torch._dynamo\n", ("--max-recompiles=0",), REPORT_HOOK + WATCHER_HOOKS),
     ("import pytest\npytestmark = pytest.mark.max_graph_breaks(None)\n", (), REPORT_HOOK + WATCHER_HOOKS),
 ], ids=["nothing to watch", "torch, nothing to watch", "run-wide budget, no torch", "report, no torch",
-        "JSON report, no torch", "run-wide budget, torch without dynamo", "run-wide budget, dynamo", "a marker"])
+        "JSON report, no torch", "run-wide budget, torch without dynamo", "the same, children not watched",
+        "run-wide budget, dynamo", "a marker"])
 def test_per_test_hooks_are_registered_only_where_a_test_can_be_watched(
     pytester: pytest.Pytester, run: RunPytest, marker: str, options: tuple[str, ...], expected: list[str]
 ) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nocompile_testing import RunPytest
+from nocompile_testing import RunPytest, expect_lines
 
 README = Path(__file__).parent.parent / "README.md"
 
@@ -72,7 +72,27 @@ def test_reference_table_names_every_option_ini_key_marker_and_fixture(pytester:
                 if "[pytest-nocompile]" in description}
     markers = set(re.findall(r"^@pytest\.mark\.((?:max|nocompile)_\w+)\(", run("--markers").stdout.str(), flags=re.M))
     fixtures = set(re.findall(r"^(nocompile_\w+)", run("--fixtures").stdout.str(), flags=re.M))
-    assert len(options) == 10 and len(ini_keys) == 5 and len(markers) == 3 and len(fixtures) == 4
+    assert len(options) == 11 and len(ini_keys) == 6 and len(markers) == 3 and len(fixtures) == 4
     table = readme_reference_table()
     missing = sorted(name for name in options | ini_keys | markers | fixtures if f"`{name}" not in table)
     assert missing == []
+
+
+def readme_ranks_example() -> str:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    (block,) = [block for block in blocks if "mp.spawn" in block]
+    return block
+
+
+def test_readme_ranks_example_passes_and_fails_naming_rank_1(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_ranks=readme_ranks_example())
+    run("--strict-markers").assert_outcomes(passed=1)
+    pytester.makepyfile(test_ranks=readme_ranks_example().replace('"store"), 1)', '"store"), 2)'))
+    result = run()
+    result.assert_outcomes(failed=1)
+    expect_lines(result, [
+        "rank 1 (pid *): 1 recompile > max_recompiles(0)",
+        "[1/1] recompiled <lambda> (test_ranks.py:8)",
+        "    guard failed: 0/0: n == 1",
+    ])
+    result.stdout.fnmatch_lines(["    triggered by: test_ranks.py:10 in worker: f(torch.ones(2), n if rank == 1 else 1)  # rank 1*"])

@@ -1,0 +1,76 @@
+"""A watched test's child processes, seen from the test's process: where they report, and for how long.
+
+Each watched test gets a directory of its own under the run's temporary
+directory, named in :data:`~.event_files.ENV_VAR` from the test's setup to
+its end; the processes it starts inherit the variable and report there
+(:mod:`.startup`). Afterwards the variable is as the test found it and the
+directory is gone; the run's directory goes when the run ends. A process
+started outside any watched test never has the variable, so nothing it does
+counts against a later test.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+from .event_files import ENV_VAR, EventDirectory
+
+
+class ChildReports:
+    """Per run, in each process that runs tests: a directory per watched test, and the variable pointing at it."""
+
+    def __init__(self) -> None:
+        self._run_directory: Optional[str] = None  # made with the first watched test
+        self._tests = 0
+        self._found: Optional[str] = None  # the variable as the running test found it (set when pytest itself is a child)
+
+    def begin(self) -> EventDirectory:
+        """A test starts: its processes report to a directory of its own (made by the first that writes)."""
+        if self._run_directory is None:
+            import tempfile
+
+            from .startup import install_fork_handler
+
+            self._run_directory = tempfile.mkdtemp(prefix="pytest-nocompile-")
+            install_fork_handler()  # a fork of this process during a test reports on its own
+        self._tests += 1
+        reports = EventDirectory(os.path.join(self._run_directory, str(self._tests)))
+        self._found = os.environ.get(ENV_VAR)
+        os.environ[ENV_VAR] = reports.path
+        _restart_fork_server()
+        return reports
+
+    def end(self, reports: EventDirectory) -> None:
+        """The test ended: the variable back as the test found it, and its directory removed."""
+        if os.environ.get(ENV_VAR) == reports.path:
+            if self._found is None:
+                del os.environ[ENV_VAR]
+            else:
+                os.environ[ENV_VAR] = self._found
+        reports.remove()
+
+    def close(self) -> None:
+        """The run ended: remove its directory, with whatever a straggling process wrote late."""
+        if self._run_directory is not None:
+            import shutil
+
+            shutil.rmtree(self._run_directory, ignore_errors=True)
+            self._run_directory = None
+
+
+def _restart_fork_server() -> None:
+    """Stop multiprocessing's fork server if one runs: it restarts on its next use, with the test's environment.
+
+    Its children are forked from it and inherit its environment, not the
+    environment of the process that asked for them: a server started before
+    this test would send them to no test, or to an earlier one.
+    """
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    server = getattr(forkserver, "_forkserver", None)
+    if server is not None and getattr(server, "_forkserver_pid", None) is not None:
+        try:
+            server._stop()  # what multiprocessing's own tests call; present from Python 3.8
+        except Exception:
+            pass
