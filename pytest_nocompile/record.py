@@ -89,6 +89,13 @@ class ChildProcess:
         self._timeline: list[tuple[float, list[int]]] = []  # (when, each kind's running tally in KINDS order)
         self.call_counts: Optional[dict[str, int]] = None  # fixed when the test's call ended
 
+    def rename(self, info: ProcessInfo) -> None:
+        """The process reported its rank (it initialised torch.distributed): its earlier events are that rank's too."""
+        self.info = info
+        self.events[:] = [replace(event, process=info) for event in self.events]
+        self.limit_hits[:] = [replace(hit, process=info) for hit in self.limit_hits]
+        self.graph_breaks[:] = [replace(event, process=info) for event in self.graph_breaks]
+
     def tallies_at(self, moment: Optional[float]) -> list[int]:
         """Each kind's running tally as last reported at or before ``moment`` (None: the latest)."""
         tallies = [0] * len(_KEYS)
@@ -258,7 +265,7 @@ class RecompileRecord:
             child = self.children[pid] = ChildProcess(pid)
         rank = entry.get("rank")
         if rank is not None and rank != child.info.rank:
-            child.info = ProcessInfo(pid, int(rank))
+            child.rename(ProcessInfo(pid, int(rank)))
         phase = self._phase_at(moment)
         what = entry["event"]
         if what == "recompile":

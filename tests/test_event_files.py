@@ -1,0 +1,133 @@
+"""The child-process transport and the record's share per process: pure code on written lines, no torch."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from nocompile_testing import recorded_messages
+from pytest_nocompile.budget import GRAPH_BREAKS, RECOMPILES, RecompileBudget
+from pytest_nocompile.event_files import EventDirectory, EventWriter
+from pytest_nocompile.record import RecompileRecord
+from pytest_nocompile.report import format_budget_failure
+from pytest_nocompile.result import Verdict, count_properties, judge
+
+RECOMPILE = recorded_messages("torch-2.13-recompiles.txt")[0]  # f recompiled: n == 2
+LIMIT = "torch._dynamo hit config.recompile_limit (8)\n   function: 'step' (adam.py:214)"
+
+
+def line(moment: float, pid: int, event: str, rank: int | None = None, **totals: int) -> dict[str, object]:
+    entry: dict[str, object] = {"t": moment, "pid": pid, "rank": rank, "event": event,
+                                "totals": {"compiles": 0, "recompiles": 0, "graph_breaks": 0, **totals}}
+    if event in ("recompile", "limit"):
+        entry["message"] = RECOMPILE if event == "recompile" else LIMIT
+    return entry
+
+
+def write(folder: Path, pid: int, *entries: dict[str, object]) -> None:
+    with open(folder / f"{pid}.jsonl", "a") as out:
+        for entry in entries:
+            out.write(json.dumps(entry) + "\n")
+
+
+def test_writer_appends_whole_lines_to_a_file_per_process_and_makes_the_directory_on_first_write(tmp_path: Path) -> None:
+    folder = tmp_path / "test-1"
+    writer = EventWriter(str(folder))
+    assert not folder.exists()  # nothing written, nothing made
+    writer.write({"event": "recompile", "n": 1})
+    writer.write({"event": "totals", "n": 2})
+    (written,) = folder.iterdir()
+    assert written.name == f"{os.getpid()}.jsonl"
+    assert [json.loads(text)["n"] for text in written.read_text().splitlines()] == [1, 2]
+
+
+def test_writer_is_silent_once_the_run_directory_is_gone(tmp_path: Path) -> None:
+    writer = EventWriter(str(tmp_path / "gone" / "test-1"))  # a test's directory under a removed run directory
+    writer.write({"event": "recompile"})
+    assert writer.broken and not (tmp_path / "gone").exists()
+
+
+def test_reader_reads_each_complete_line_once_and_waits_for_a_half_written_one(tmp_path: Path) -> None:
+    reports = EventDirectory(str(tmp_path / "test-1"))
+    assert reports.read_new() == [] and not reports.exists()
+    (tmp_path / "test-1").mkdir()
+    with open(tmp_path / "test-1" / "7.jsonl", "w") as out:
+        out.write('{"n": 1}\n{"n": 2}\n{"n": ')
+    assert [entry["n"] for entry in reports.read_new()] == [1, 2]
+    with open(tmp_path / "test-1" / "7.jsonl", "a") as out:
+        out.write('3}\nnot json\n{"n": 4}\n')
+    assert [entry["n"] for entry in reports.read_new()] == [3, 4]
+    assert reports.read_new() == []
+    reports.remove()
+    assert not (tmp_path / "test-1").exists()
+
+
+def watched(tmp_path: Path, budget: RecompileBudget) -> tuple[RecompileRecord, Path]:
+    folder = tmp_path / "test-1"
+    folder.mkdir()
+    record = RecompileRecord(budget)
+    record.read_children_from(EventDirectory(str(folder)))
+    return record, folder
+
+
+def test_a_childs_events_fall_in_the_phase_they_were_logged_in_and_only_the_calls_count(tmp_path: Path) -> None:
+    record, folder = watched(tmp_path, RecompileBudget.of({RECOMPILES.key: 0}))
+    record.end_setup()
+    record.start_call(at=100.0)
+    write(folder, 41,
+          line(99.0, 41, "recompile", recompiles=1, compiles=2),  # before the call: setup's
+          line(101.0, 41, "recompile", rank=1, recompiles=2, compiles=3))
+    record.end_call()
+    write(folder, 41, line(record.call_ended_at + 1, 41, "recompile", rank=1, recompiles=3, compiles=4))  # teardown's
+    record.read_children()
+    child = record.children[41]
+    assert [event.phase for event in child.events] == ["setup", "call", "teardown"]
+    assert str(child.info) == "rank 1 (pid 41)"
+    assert record.counts_by_process()[child.info] == {"compiles": 1, "recompiles": 1, "graph_breaks": 0}
+    assert record.counts() == {"compiles": 0, "recompiles": 0, "graph_breaks": 0}  # the test's own process
+    assert record.events == [] and [event.process for event in record.log] == [child.info] * 3
+
+
+def test_a_budget_applies_to_each_process_and_the_result_shows_the_worst(tmp_path: Path) -> None:
+    record, folder = watched(tmp_path, RecompileBudget.of({RECOMPILES.key: 1}))
+    record.start_call(at=0.0)
+    for pid, rank in ((41, 0), (42, 1)):  # each rank recompiles once: within max_recompiles(1)
+        write(folder, pid, line(1.0, pid, "recompile", rank=rank, recompiles=1, compiles=2))
+    record.end_call()
+    result = judge(record)
+    assert result.verdict is Verdict.WITHIN and result.counts["recompiles"] == 1
+    assert [(process["rank"], process["recompiles"]) for process in result.processes] == [(None, 0), (0, 1), (1, 1)]
+    assert result.processes[0]["test_process"] and result.processes[0]["pid"] == os.getpid()
+
+    write(folder, 42, line(2.0, 42, "recompile", rank=1, recompiles=2, compiles=3))  # rank 1 again: over
+    record = RecompileRecord(RecompileBudget.of({RECOMPILES.key: 1}))
+    record.read_children_from(EventDirectory(str(folder)))
+    record.start_call(at=0.0)
+    record.end_call()
+    result = judge(record)
+    assert result.verdict is Verdict.OVER and result.over == ("recompiles",)
+    assert result.cause == "rank 1 (pid 42): f recompiled: 0/0: n == 2"
+    failure = format_budget_failure(record, result.over)
+    assert failure.splitlines()[0] == "rank 1 (pid 42): 2 recompiles > max_recompiles(1)"
+    assert "rank 0 (pid 41)" not in failure
+    assert ("nocompile_process", "rank 1 (pid 42): compiles=3 recompiles=2 graph_breaks=0") in count_properties(result)
+    assert json.loads(json.dumps(result.to_dict()))["processes"] == list(result.processes)
+
+
+def test_a_limit_hit_in_a_child_fails_its_recompile_budget_whatever_its_count(tmp_path: Path) -> None:
+    record, folder = watched(tmp_path, RecompileBudget.of({RECOMPILES.key: 5, GRAPH_BREAKS.key: 5}))
+    record.start_call(at=0.0)
+    write(folder, 43, line(1.0, 43, "limit", recompiles=1))
+    record.end_call()
+    result = judge(record)
+    assert result.over == ("recompiles",)
+    assert "pid 43: 1 recompile within max_recompiles(5), but dynamo hit its recompile limit" in format_budget_failure(record, result.over)
+
+
+def test_a_child_that_could_not_watch_itself_is_named(tmp_path: Path) -> None:
+    record, folder = watched(tmp_path, RecompileBudget.of({RECOMPILES.key: 0}))
+    record.start_call(at=0.0)
+    write(folder, 44, {"t": 1.0, "pid": 44, "rank": None, "event": "problem", "message": "torch 2.3.0 is too old"})
+    record.end_call()
+    assert record.child_problems() == ["pid 44: torch 2.3.0 is too old"]
