@@ -79,6 +79,7 @@ def test_a_childs_events_fall_in_the_phase_they_were_logged_in_and_only_the_call
           line(99.0, 41, "recompile", recompiles=1, compiles=2),  # before the call: setup's
           line(101.0, 41, "recompile", rank=1, recompiles=2, compiles=3))
     record.end_call()
+    assert record.call_ended_at is not None
     write(folder, 41, line(record.call_ended_at + 1, 41, "recompile", rank=1, recompiles=3, compiles=4))  # teardown's
     record.read_children()
     child = record.children[41]
