@@ -9,7 +9,9 @@ all-reduce of the gradients), then one compiled ``optimizer.step();
 scheduler.step()`` under LinearLR's warm-up, as the tutorial writes it. With a
 float LR every rank's compiled step guards on ``param_groups[0]['lr']`` and
 recompiles when the scheduler changes it; with a tensor LR it does not.
-``--device cpu`` (gloo, a small model) checks the script without GPUs.
+``--device cpu`` (gloo, a small model) checks the script without GPUs;
+``--one-gpu`` puts every rank on GPU 0 with gloo (NCCL refuses two ranks on
+one GPU), to try the CUDA path on a machine with one.
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lr", choices=("tensor", "float"), required=True)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--one-gpu", action="store_true")
     args = parser.parse_args()
-    local_rank = int(os.environ["LOCAL_RANK"])
+    local_rank = 0 if args.one_gpu else int(os.environ["LOCAL_RANK"])
     if args.device == "cuda":
         torch.cuda.set_device(local_rank)
-        device, backend, workload = torch.device("cuda", local_rank), "nccl", tutorial_workload("cuda")
+        backend = "gloo" if args.one_gpu else "nccl"
+        device, workload = torch.device("cuda", local_rank), tutorial_workload("cuda")
     else:
         device, backend, workload = torch.device("cpu"), "gloo", small_workload("cpu")
     dist.init_process_group(backend)
