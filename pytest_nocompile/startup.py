@@ -106,6 +106,7 @@ class _Reporter:
         self.record: Optional[RecompileRecord] = None
         self._base: list[int] = []  # the tallies this process inherited (a fork child): not its own
         self._written: Optional[dict[str, int]] = None
+        self._rank: Optional[int] = None  # as last seen: it outlives destroy_process_group()
 
     def arm(self) -> None:
         try:
@@ -127,6 +128,7 @@ class _Reporter:
         self._base = [record.tally(kind) for kind in KINDS]
         self._kinds = KINDS
         self.record = record
+        self._rank = capture.process_rank()
         capture.RecompileCapture().start(self._on_recompile, self._on_limit, self._on_graph_break)
         import atexit
 
@@ -140,10 +142,11 @@ class _Reporter:
 
     def _write(self, event: str, **fields: Any) -> None:
         capture = sys.modules.get(__package__ + ".capture")
-        entry: dict[str, Any] = {
-            "t": time.time(), "pid": os.getpid(), "rank": capture.process_rank() if capture is not None else None,
-            "event": event, **fields,
-        }
+        rank = capture.process_rank() if capture is not None else None
+        if rank is None:
+            rank = self._rank
+        self._rank = rank
+        entry: dict[str, Any] = {"t": time.time(), "pid": os.getpid(), "rank": rank, "event": event, **fields}
         if self.record is not None:
             entry["totals"] = self._written = self._totals()
         self.writer.write(entry)
