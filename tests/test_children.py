@@ -46,6 +46,21 @@ def compile_in_process(recompile):
     exec(f"RECOMPILE = {{recompile}}\\n" + CHILD_CODE, {{}})
 '''
 
+
+
+def two_rank_tests(target: str, over: str, within: str) -> str:
+    """Two user tests spawning ``target(rank, store, odd_rank)`` on two gloo ranks: rank 1 is odd in ``over``, none in ``within``."""
+    return f'''
+@pytest.mark.max_recompiles(0)
+def {over}(tmp_path):
+    mp.spawn({target}, args=(str(tmp_path / "store"), 1), nprocs=2)
+
+@pytest.mark.max_recompiles(0)
+def {within}(tmp_path):
+    mp.spawn({target}, args=(str(tmp_path / "store"), -1), nprocs=2)
+'''
+
+
 SPAWNED_RANKS = HELPERS + '''
 import torch.multiprocessing as mp
 
@@ -58,15 +73,7 @@ def worker(rank, store, recompiling_rank):
         f(torch.ones(2), 2)
     dist.barrier()
     dist.destroy_process_group()
-
-@pytest.mark.max_recompiles(0)
-def test_rank_1_recompiles(tmp_path):
-    mp.spawn(worker, args=(str(tmp_path / "store"), 1), nprocs=2)
-
-@pytest.mark.max_recompiles(0)
-def test_both_ranks_clean(tmp_path):
-    mp.spawn(worker, args=(str(tmp_path / "store"), -1), nprocs=2)
-'''
+''' + two_rank_tests("worker", "test_rank_1_recompiles", "test_both_ranks_clean")
 
 
 def test_spawned_rank_that_recompiles_fails_the_test_naming_it(run: RunPytest, pytester: pytest.Pytester) -> None:
@@ -322,15 +329,7 @@ def train(rank, store, shape_changes_on_rank):
         rows = 8 if rank == shape_changes_on_rank and step == 2 else 4  # the batch shape depends on the rank
         model(torch.randn(rows, 4)).sum().backward()
     dist.destroy_process_group()
-
-@pytest.mark.max_recompiles(0)
-def test_rank_1_batch_shape_changes(tmp_path):
-    mp.spawn(train, args=(str(tmp_path / "store"), 1), nprocs=2)
-
-@pytest.mark.max_recompiles(0)
-def test_fixed_shapes(tmp_path):
-    mp.spawn(train, args=(str(tmp_path / "store"), -1), nprocs=2)
-'''
+''' + two_rank_tests("train", "test_rank_1_batch_shape_changes", "test_fixed_shapes")
 
 
 def test_ddp_on_gloo_whose_batch_shape_depends_on_the_rank(run: RunPytest, pytester: pytest.Pytester) -> None:
