@@ -21,10 +21,11 @@ JSON_FORMAT = "pytest-nocompile-report/1"
 
 
 def summary_lines(results: dict[str, TestResult]) -> list[str]:
-    """The terminal table: tests that compiled (or went over budget), worst first, then each one's cause."""
+    """The terminal table: tests with any count (or over budget), worst first, then each one's cause."""
     from .result import Verdict
 
-    shown = [(nodeid, result) for nodeid, result in results.items() if result.counts[COMPILES.key] or result.verdict is Verdict.OVER]
+    # Any count: a frame that only broke compiles no graph, but its graph breaks count.
+    shown = [(nodeid, result) for nodeid, result in results.items() if any(result.counts.values()) or result.verdict is Verdict.OVER]
     if not shown:
         return [f"no test compiled ({len(results)} watched)"]
 
