@@ -24,7 +24,15 @@ if TYPE_CHECKING:
         assert_max_recompiles,
     )
     from .budget import KINDS, BudgetKind, RecompileBudget
-    from .events import CodeLocation, GraphBreakEvent, GuardFailure, RecompileEvent, RecompileLimitHit, parse_recompile_message
+    from .events import (
+        CodeLocation,
+        GraphBreakEvent,
+        GuardFailure,
+        ProcessInfo,
+        RecompileEvent,
+        RecompileLimitHit,
+        parse_recompile_message,
+    )
     from .record import RecompileLog
     from .result import TestResult, Verdict
     from .watching import CaptureLostWarning
@@ -44,6 +52,7 @@ _PUBLIC_MODULES = {
     "CodeLocation": ".events",
     "GraphBreakEvent": ".events",
     "GuardFailure": ".events",
+    "ProcessInfo": ".events",
     "RecompileEvent": ".events",
     "RecompileLimitHit": ".events",
     "parse_recompile_message": ".events",
@@ -62,6 +71,7 @@ __all__ = [
     "CodeLocation",
     "GraphBreakEvent",
     "GuardFailure",
+    "ProcessInfo",
     "RecompileBudget",
     "RecompileBudgetExceeded",
     "RecompileEvent",

@@ -19,7 +19,11 @@ if TYPE_CHECKING:
 
 @pytest.fixture
 def nocompile_recompiles(request: pytest.FixtureRequest) -> RecompileLog:
-    """The dynamo recompiles recorded so far in this test, as a live sequence of RecompileEvent."""
+    """The dynamo recompiles recorded so far in this test, as a live sequence of RecompileEvent.
+
+    Recompiles of the processes the test started are included (``event.process``
+    names each one's pid and rank) once they are written, as each happens.
+    """
     return _record_of(request).log
 
 
