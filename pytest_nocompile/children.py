@@ -17,6 +17,8 @@ from typing import Optional
 
 from .event_files import ENV_VAR, EventDirectory
 
+RUN_PREFIX = "pytest-nocompile-"  # then the pid of the process that runs the tests
+
 
 class ChildReports:
     """Per run, in each process that runs tests: a directory per watched test, and the variable pointing at it."""
@@ -33,7 +35,8 @@ class ChildReports:
 
             from .startup import install_fork_handler
 
-            self._run_directory = tempfile.mkdtemp(prefix="pytest-nocompile-")
+            _remove_directories_of_dead_runs(tempfile.gettempdir())
+            self._run_directory = tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-")
             install_fork_handler()  # a fork of this process during a test reports on its own
         self._tests += 1
         reports = EventDirectory(os.path.join(self._run_directory, str(self._tests)))
@@ -58,6 +61,30 @@ class ChildReports:
 
             shutil.rmtree(self._run_directory, ignore_errors=True)
             self._run_directory = None
+
+
+def _remove_directories_of_dead_runs(folder: str) -> None:
+    """Remove the run directories of processes that are gone: a run killed mid-way (a crashed xdist worker) left them."""
+    import shutil
+
+    try:
+        entries = [entry.name for entry in os.scandir(folder) if entry.name.startswith(RUN_PREFIX)]
+    except OSError:
+        return
+    for name in entries:
+        pid = name[len(RUN_PREFIX):].partition("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
 
 
 def _restart_fork_server() -> None:
