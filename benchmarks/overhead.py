@@ -45,6 +45,16 @@ The start-up part checks whether loading the plugin imports torch
 ``pytest --co -q`` on an empty folder without the plugin, with it by module
 (as the suites load it) and with it by entry-point name.
 
+The children part (issue 13) measures the child-process start-up hook,
+``pytest-nocompile.pth``, which every Python process of the environment
+runs: with PYTEST_NOCOMPILE_EVENTS unset (every process outside a watched
+test) and set to a folder that does not exist (a process a watched test
+started, before anything compiled). It times what site does with the hook's
+file in-process; compares ``python -c pass`` in two copies of the
+environment that differ only in that file, in wall time (200 alternating
+starts each) and, with valgrind, in instructions; and lists the modules the
+hook adds and whether it wrote anything (see ``children_tables``).
+
 Every pytest runs as a subprocess with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 and
 explicit ``-p`` options, so other installed plugins take no part, and an
 empty pytest.ini above the suites keeps any project's ini file out. Run from
@@ -54,11 +64,15 @@ anywhere::
     python benchmarks/overhead.py --quick          # a smoke run, about 3 minutes
     python benchmarks/overhead.py --suites a,a+dynamo --rounds 9
     python benchmarks/overhead.py --part instructions   # only the counts, about 6 minutes
+    python benchmarks/overhead.py --part children  # the child-process start-up hook, under a minute
+    python benchmarks/overhead.py --plugin-args=--nocompile-no-subprocess  # more options for the with-plugin side
     python benchmarks/overhead.py --profile        # adds a cProfile of suite a
 
 To compare two versions of the plugin, put a copy of the other version's
-``pytest_nocompile`` folder first on PYTHONPATH; the first line of the output
-names the folder the runs import it from.
+``pytest_nocompile`` folder first on PYTHONPATH (``git archive REV
+pytest_nocompile | tar -x -C DIR``); the first line of the output names the
+folder the runs import it from. ``--plugin-args`` adds options to every
+suite's with-plugin side, for what one version has and the other has not.
 """
 
 from __future__ import annotations
@@ -69,6 +83,7 @@ import os
 import platform
 import pstats
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -76,7 +91,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
@@ -213,13 +228,22 @@ def pytest_runtest_protocol(item, nextitem):
     return (yield)
 
 
+# How many timed hooks are running: a hook that calls another timed one (a subclass's
+# wrapper delegating to its base class's) is timed once, by the outer one.
+nesting = [0]
+
+
 def timed_plain(function, key="hooks"):
     @functools.wraps(function)
     def timed(*args, **kwargs):
+        if key == "hooks" and nesting[0]:
+            return function(*args, **kwargs)
         start = time.perf_counter()
+        nesting[0] += key == "hooks"
         try:
             return function(*args, **kwargs)
         finally:
+            nesting[0] -= key == "hooks"
             spent[key][-1] += time.perf_counter() - start
             if key == "hooks":
                 spent["plain_calls"][-1] += 1
@@ -227,17 +251,22 @@ def timed_plain(function, key="hooks"):
 
 
 def step(generator, action, *argument):
+    if nesting[0]:
+        return getattr(generator, action)(*argument)
     start = time.perf_counter()
+    nesting[0] += 1
     try:
         return getattr(generator, action)(*argument)
     finally:
+        nesting[0] -= 1
         spent["hooks"][-1] += time.perf_counter() - start
 
 
 def timed_wrapper(function):
     @functools.wraps(function)
     def timed(*args, **kwargs):
-        spent["wrapper_calls"][-1] += 1
+        # A nested call's bookkeeping stays in the outer call's time, uncorrected: a slight overestimate.
+        spent["wrapper_calls"][-1] += not nesting[0]
         inner = function(*args, **kwargs)
         step(inner, "__next__")
         try:
@@ -256,10 +285,17 @@ def timed_wrapper(function):
     return timed
 
 
+def with_subclasses(classes):
+    for owner in classes:
+        yield owner
+        yield from with_subclasses(owner.__subclasses__())
+
+
 # Every per-test hook of the plugin (the idle tests' until torch is imported, the
 # watcher's and the report hook's once a test can be watched), from the seam the
-# plugin keeps for this.
-for owner in plugin.PER_TEST_HOOK_CLASSES:
+# plugin keeps for this, and its subclasses' own (the idle tests' that watch
+# child processes).
+for owner in dict.fromkeys(with_subclasses(plugin.PER_TEST_HOOK_CLASSES)):
     for name, hook in list(vars(owner).items()):
         if name.startswith("pytest_runtest_"):
             setattr(owner, name, (timed_wrapper if inspect.isgeneratorfunction(hook) else timed_plain)(hook))
@@ -658,6 +694,228 @@ def collect_rows(empty: Path, env: dict[str, str], runs: int) -> list[list[str]]
     return rows
 
 
+# -- children: the start-up hook that every Python process of the environment runs ---------
+
+HOOK_FILE = "pytest-nocompile.pth"
+# pytest_nocompile.event_files.ENV_VAR, spelled out: the driver imports no plugin module (the
+# version on PYTHONPATH may have none), and the hook reads the variable before importing any.
+EVENTS_VAR = "PYTEST_NOCOMPILE_EVENTS"
+MODULES = "import sys; print(' '.join(sorted(sys.modules)))"
+
+# Run with the variable unset, in this environment: times what site does with the hook's
+# file at every interpreter start (site.addpackage: open, read, exec each import line), and
+# the exec of its line alone, in batches; with "set", sets the variable first and times the
+# one call that imports what the hook needs (a fresh process each time).
+HOOK_LINE_TIMER = (
+    "import json, os, site, sys, time\n"
+    "sitedir, name, mode = sys.argv[1:4]\n"
+    "with open(os.path.join(sitedir, name)) as source:\n"
+    "    line = next(line for line in source if line.startswith('import'))\n"
+    "def run_line():\n"
+    "    exec(line)  # as site.addpackage does\n"
+    "def per_call(function, calls):\n"
+    "    start = time.perf_counter()\n"
+    "    for _ in range(calls):\n"
+    "        function()\n"
+    "    return (time.perf_counter() - start) / calls\n"
+    "if mode == 'set':\n"
+    "    os.environ[sys.argv[5]] = sys.argv[4]\n"
+    "    before = set(sys.modules)\n"
+    "    first = per_call(lambda: site.addpackage(sitedir, name, set()), 1)\n"
+    "    print(json.dumps({'first': first, 'modules': sorted(set(sys.modules) - before)}))\n"
+    "else:\n"
+    "    print(json.dumps({'addpackage': [per_call(lambda: site.addpackage(sitedir, name, set()), 2000) for _ in range(7)],\n"
+    "                      'exec': [per_call(run_line, 20000) for _ in range(7)]}))\n"
+)
+
+
+def installed_hook() -> Optional[Path]:
+    """The start-up hook's file in this interpreter's site-packages, if the package installed one there."""
+    import site
+
+    for directory in site.getsitepackages():
+        path = Path(directory) / HOOK_FILE
+        if path.is_file():
+            return path
+    return None
+
+
+def environment_copy(place: Path, site_packages: Path, with_hook: bool) -> Path:
+    """A virtual environment at ``place`` that sees this one's packages; returns its python.
+
+    Its site-packages holds a link to each entry of ``site_packages``, the
+    hook's file only if ``with_hook``: two copies differ in that one file, so
+    what a start costs more in one than in the other is the hook's. (A venv
+    made with ``--system-site-packages`` would not do: it adds a second
+    site-packages, and its start-up differs by more than the hook.)
+    """
+    base = Path(os.path.realpath(sys.executable))
+    target = place / site_packages.relative_to(sys.prefix)
+    target.mkdir(parents=True)
+    for entry in site_packages.iterdir():
+        if with_hook or entry.name != HOOK_FILE:
+            (target / entry.name).symlink_to(entry)
+    (place / "pyvenv.cfg").write_text(f"home = {base.parent}\ninclude-system-site-packages = false\n"
+                                      f"version = {platform.python_version()}\n")
+    (place / "bin").mkdir()
+    python = place / "bin" / "python"
+    python.symlink_to(base)
+    return python
+
+
+def modules_after_start(python: Path, env: dict[str, str], cwd: Path) -> set[str]:
+    """The modules in sys.modules when ``python -c`` starts running its code."""
+    return set(subprocess.run([str(python), "-c", MODULES], cwd=cwd, env=env, capture_output=True, text=True,
+                              check=True).stdout.split())
+
+
+def time_starts(pythons: dict[str, Path], env: dict[str, str], cwd: Path, runs: int) -> dict[str, list[float]]:
+    """Wall time of ``python -c pass`` for each python, ``runs`` times, alternating which goes first."""
+    times: dict[str, list[float]] = {name: [] for name in pythons}
+    names = list(pythons)
+    for index in range(runs):
+        for name in names if index % 2 == 0 else reversed(names):
+            start = time.perf_counter()
+            subprocess.run([str(pythons[name]), "-c", "pass"], cwd=cwd, env=env, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def count_start(python: Path, env: dict[str, str], cwd: Path) -> int:
+    """Instructions ``python -c pass`` executes, counted by callgrind, string hashes fixed."""
+    result = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", str(python), "-c", "pass"],
+                            cwd=cwd, env=dict(env, PYTHONHASHSEED="0"), capture_output=True, text=True)
+    match = CALLGRIND_TOTAL.search(result.stderr)
+    if result.returncode != 0 or match is None:
+        sys.exit(f"benchmark aborted: callgrind of {python} -c pass exited {result.returncode}\n{result.stderr[-3000:]}")
+    return int(match.group(1))
+
+
+def children_tables(root: Path, env: dict[str, str], runs: int) -> str:
+    """What the child-process start-up hook costs every Python process of the environment (issue 13).
+
+    The hook (``pytest-nocompile.pth``, which site executes at every start)
+    looks the variable up and, only when it is set, imports the start-up
+    module. Measured, with the variable unset and with it set to a folder
+    that does not exist (as in a process a watched test started, before
+    anything compiled):
+
+    - in-process, with it unset: ``site.addpackage`` on the installed file
+      (what site does with it at every start: open, read, exec its line) and
+      the ``exec`` of its line alone, per call, median of 7 batches; with it
+      set, the one call that imports what the hook needs, median over fresh
+      processes;
+    - ``python -c pass`` in two copies of this environment (see
+      ``environment_copy``) that differ only in the hook's file: wall times
+      of ``runs`` alternating starts of each, the difference of their
+      medians and the median of the differences of back-to-back pairs; and,
+      where valgrind is installed, instructions, at two locations (paths
+      move counts a little);
+    - the modules each copy has loaded when ``-c`` code starts, compared, and
+      whether anything was written to the folder the variable names.
+    """
+    hook = installed_hook()
+    if hook is None:
+        return f"children: no {HOOK_FILE} in this interpreter's site-packages; install the package (pip install -e .)"
+    base_env = {name: value for name, value in env.items() if name != EVENTS_VAR}
+    place = root / "children"
+    missing = place / "events-not-there"  # the folder a watched test names; here it never exists
+    set_env = dict(base_env, **{EVENTS_VAR: str(missing)})
+    states = {"unset": base_env, "set": set_env}
+    try:
+        pythons = {(label, location): environment_copy(place / f"{label}-{location}", hook.parent, label == "hook")
+                   for label in ("hook", "none") for location in ("x", "xxxx")}
+    except ValueError:
+        return f"children: {hook.parent} is not under sys.prefix ({sys.prefix}); cannot copy the environment"
+    cwd = place
+    for (label, _), python in pythons.items():  # each copy is what it claims: its prefix, and the hook or not
+        check = "import sys; print(sys.prefix); print('pytest_nocompile.startup' in sys.modules)"
+        prefix, has_hook = subprocess.run([str(python), "-c", check], cwd=cwd, env=set_env, capture_output=True, text=True,
+                                        check=True).stdout.split()
+        if Path(prefix) != python.parent.parent or has_hook != str(label == "hook"):
+            sys.exit(f"benchmark aborted: {python} has prefix {prefix} and hook {has_hook}: not the copy it should be")
+
+    # In-process.
+    sitedir = str(hook.parent)
+    unset = json.loads(subprocess.run([sys.executable, "-c", HOOK_LINE_TIMER, sitedir, hook.name, "unset"], cwd=cwd, env=base_env,
+                                      capture_output=True, text=True, check=True).stdout)
+    firsts, imported = [], []
+    for _ in range(max(5, runs // 10)):
+        measured = json.loads(subprocess.run([sys.executable, "-c", HOOK_LINE_TIMER, sitedir, hook.name, "set", str(missing), EVENTS_VAR],
+                                             cwd=cwd, env=base_env, capture_output=True, text=True, check=True).stdout)
+        firsts.append(measured["first"])
+        imported = measured["modules"]
+    in_process = [
+        ["variable unset: site.addpackage on the hook's file, per start", f"{statistics.median(unset['addpackage']) * 1e6:.2f} us"],
+        ["variable unset: exec of its line alone", f"{statistics.median(unset['exec']) * 1e6:.2f} us"],
+        [f"variable set: site.addpackage, first call in a fresh process (median of {len(firsts)})",
+         f"{statistics.median(firsts) * 1000:.2f} ms (range {min(firsts) * 1000:.2f}-{max(firsts) * 1000:.2f})"],
+        ["  modules that call imported", ", ".join(imported) or "none"],
+    ]
+
+    # Modules, and nothing written.
+    modules = {(state, label): modules_after_start(pythons[(label, "x")], state_env, cwd)
+               for state, state_env in states.items() for label in ("hook", "none")}
+    added = {state: sorted(modules[(state, "hook")] - modules[(state, "none")]) for state in states}
+    gone = {state: sorted(modules[(state, "none")] - modules[(state, "hook")]) for state in states}
+    quiet = subprocess.run([str(pythons[("hook", "x")]), "-c", "pass"], cwd=cwd, env=set_env, capture_output=True, text=True)
+    timings = {state: time_starts({label: pythons[(label, "x")] for label in ("hook", "none")}, state_env, cwd, runs)
+               for state, state_env in states.items()}
+    unset_imports = import_times(("-c", "pass"), base_env, cwd)
+    with_set = import_times(("-c", "pass"), set_env, cwd)
+    hook_imports = [entry for entry in with_set if entry.name in added["set"]]
+    for state in states:
+        in_process.append([f"variable {state}: modules loaded with the hook, not without it", ", ".join(added[state]) or "none"])
+        if gone[state]:
+            in_process.append([f"variable {state}: modules loaded without the hook, not with it", ", ".join(gone[state])])
+    in_process += [
+        ["variable unset: pytest_nocompile modules in `python -X importtime -c pass`",
+         ", ".join(entry.name for entry in unset_imports if entry.name.startswith("pytest_nocompile")) or "none"],
+        ["variable set: those modules' own time in `python -X importtime -c pass` (it inflates what it times)",
+         f"{sum(entry.self_us for entry in hook_imports) / 1000:.2f} ms: "
+         + ", ".join(f"{entry.name} {entry.self_us / 1000:.2f}" for entry in sorted(hook_imports, key=lambda entry: -entry.self_us))],
+        ["variable set: torch or logging modules among them",
+         ", ".join(name for name in added["set"] if is_torch(name) or name.split(".")[0] == "logging") or "none"],
+        ["variable set: `python -c pass` exit code, output", f"{quiet.returncode}, {len(quiet.stdout) + len(quiet.stderr)} characters"],
+        ["variable set: the folder it names, afterwards", "exists: written to" if missing.exists() else "absent: nothing written"],
+    ]
+
+    wall_rows = []
+    for state, measured in timings.items():
+        with_hook, without = measured["hook"], measured["none"]
+        pairs = [w - wo for w, wo in zip(with_hook, without)]
+        quartiles = statistics.quantiles(pairs, n=4)
+        wall_rows.append([state, str(runs), f"{statistics.median(with_hook) * 1000:.2f}", f"{statistics.median(without) * 1000:.2f}",
+                          f"{(statistics.median(with_hook) - statistics.median(without)) * 1000:+.2f}",
+                          f"{statistics.median(pairs) * 1000:+.2f} ({quartiles[0] * 1000:+.2f} .. {quartiles[2] * 1000:+.2f})"])
+    tables = [format_table(("hook", "value"), in_process),
+              format_table(("variable", "runs", "with hook (ms)", "without (ms)", "difference of medians (ms)",
+                            "median pair difference (ms) (quartiles)"), wall_rows)]
+
+    if shutil.which("valgrind"):
+        jobs = [(state, label, location) for state in states for label in ("hook", "none") for location in ("x", "xxxx")]
+
+        def count(job: tuple[str, str, str]) -> int:
+            state, label, location = job
+            return count_start(pythons[(label, location)], states[state], cwd)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+            counts = dict(zip(jobs, pool.map(count, jobs)))
+        count_rows = []
+        for state in states:
+            for location in ("x", "xxxx"):
+                hooked, bare = counts[(state, "hook", location)], counts[(state, "none", location)]
+                count_rows.append([state, f"hook-{location}, none-{location}", f"{hooked / 1e6:.3f}", f"{bare / 1e6:.3f}",
+                                   f"{(hooked - bare) / 1e3:+.1f}", f"{(hooked / bare - 1) * 100:+.2f}"])
+        tables.append(format_table(("variable", "copies", "with hook (M)", "without (M)", "difference (k)", "difference %"),
+                                   count_rows))
+    else:
+        tables.append("children: valgrind not found; no instruction counts")
+    return (f"the start-up hook {hook}; copies of the environment with and without it in {place}:\n\n"
+            + "\n\n".join(tables))
+
+
 # -- profile -------------------------------------------------------------------------
 
 
@@ -689,14 +947,19 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=None, help="rounds of alternating runs (default 5; 3 with --quick)")
     parser.add_argument("--quick", action="store_true", help="a tenth of the tests, for a smoke run")
-    parser.add_argument("--part", choices=("all", "suites", "instructions", "startup"), default="all",
-                        help="wall times of the suites, instruction counts (needs valgrind), the start-up checks, or all (default)")
+    parser.add_argument("--part", choices=("all", "suites", "instructions", "startup", "children"), default="all",
+                        help="wall times of the suites, instruction counts (needs valgrind), the start-up checks, "
+                        "the child-process start-up hook's cost, or all (default)")
     parser.add_argument("--suites", default=",".join(SUITE_NAMES),
                         help=f"comma-separated suites to time (default: all of {','.join(SUITE_NAMES)})")
     parser.add_argument("--wall-only", action="store_true",
                         help="suites part: wall times only, no hook timer (for a plugin version without its seam)")
     parser.add_argument("--locations", type=int, default=3,
                         help="instructions part: count copies of the suites at this many locations (default 3)")
+    parser.add_argument("--starts", type=int, default=None,
+                        help="children part: `python -c pass` runs per side and state (default 200; 40 with --quick)")
+    parser.add_argument("--plugin-args", default="", metavar="ARGS",
+                        help="more options for every suite's with-plugin side, one string (e.g. --nocompile-no-subprocess)")
     parser.add_argument("--profile", action="store_true", help="also profile suite a with the plugin under cProfile")
     parser.add_argument("--keep", metavar="DIR", help="generate the suites in DIR, a new or empty folder, and keep them")
     args = parser.parse_args(argv)
@@ -705,6 +968,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         parser.error(f"--suites: unknown {', '.join(sorted(unknown))}; choose from {', '.join(SUITE_NAMES)}")
     if args.locations < 1:
         parser.error("--locations: give 1 or more")
+    if args.starts is not None and args.starts < 4:
+        parser.error("--starts: give 4 or more")
     if args.keep and Path(args.keep).exists() and any(Path(args.keep).iterdir()):
         parser.error(f"--keep {args.keep}: not empty; give a new or empty folder")
     return args
@@ -718,9 +983,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     try:
         write_stand_ins(root / "plugins")
         env = pytest_env(root / "plugins")
-        suites = {suite.name: suite for suite in make_suites(root / "suites", 1000 // scale, 200 // scale)}
+        extra = tuple(shlex.split(args.plugin_args))
+        suites = {suite.name: replace(suite, with_plugin=suite.with_plugin + extra)
+                  for suite in make_suites(root / "suites", 1000 // scale, 200 // scale)}
         print(machine_description(env, suites["empty"].folder), flush=True)
-        startup_table = suites_table = own_table = instruction_table = ""
+        if extra:
+            print(f"with-plugin side of every suite: {' '.join(WITH_PLUGIN)} ... {' '.join(extra)}", flush=True)
+        startup_table = suites_table = own_table = instruction_table = children_table = ""
         if args.part in ("all", "startup"):
             empty = suites["empty"].folder
             # Start-up differences (~30 ms) are within one run's noise here, and a run costs 0.3 s: take many.
@@ -739,10 +1008,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 instruction_table = format_table(INSTRUCTION_HEADERS, instruction_rows(counted, suites["empty"].folder, env, args.locations))
             else:
                 instruction_table = "instructions: valgrind not found; install it (Debian: valgrind) to count them"
+        if args.part in ("all", "children"):
+            children_table = children_tables(root, env, args.starts or (40 if args.quick else 200))
         if args.profile:
             profile_suite(suites["a"], env, root, top=25)
-        print(f"\nmedians of {rounds} rounds, each round runs both sides back to back, alternating which goes first")
-        for table in (suites_table, own_table, instruction_table, startup_table):
+        if suites_table or startup_table:
+            print(f"\nmedians of {rounds} rounds, each round runs both sides back to back, alternating which goes first")
+        for table in (suites_table, own_table, instruction_table, startup_table, children_table):
             if table:
                 print("\n" + table)
     finally:
