@@ -12,9 +12,12 @@ the parsing and reporting modules behind them.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from .assertions import (
         AssertMaxRecompiles,
         BlockLog,

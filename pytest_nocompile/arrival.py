@@ -11,9 +11,10 @@ anything compiled.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # typing's names cost a child's start-up a millisecond
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
+
+if TYPE_CHECKING:
     from typing import Any, Callable
 
 DYNAMO = "torch._dynamo"

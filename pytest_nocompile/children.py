@@ -26,7 +26,9 @@ class ChildReports:
     def __init__(self) -> None:
         self._run_directory: Optional[str] = None  # made with the first watched test
         self._tests = 0
-        self._found: Optional[str] = None  # the variable as the running test found it (set when pytest itself is a child)
+        # The variable as every test finds it: set only when pytest itself runs in a watched test's
+        # process. Read once: a lookup of an absent variable raises and catches a KeyError, every test.
+        self._found = os.environ.get(ENV_VAR)
 
     def begin(self) -> EventDirectory:
         """A test starts: its processes report to a directory of its own (made by the first that writes)."""
@@ -39,19 +41,21 @@ class ChildReports:
             self._run_directory = tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-")
             install_fork_handler()  # a fork of this process during a test reports on its own
         self._tests += 1
-        reports = EventDirectory(os.path.join(self._run_directory, str(self._tests)))
-        self._found = os.environ.get(ENV_VAR)
+        reports = EventDirectory(f"{self._run_directory}/{self._tests}")
         os.environ[ENV_VAR] = reports.path
-        _restart_fork_server()
+        if "multiprocessing.forkserver" in sys.modules:
+            _restart_fork_server()
         return reports
 
     def end(self, reports: EventDirectory) -> None:
         """The test ended: the variable back as the test found it, and its directory removed."""
-        if os.environ.get(ENV_VAR) == reports.path:
-            if self._found is None:
+        if self._found is None:
+            try:
                 del os.environ[ENV_VAR]
-            else:
-                os.environ[ENV_VAR] = self._found
+            except KeyError:  # the test removed it itself
+                pass
+        else:
+            os.environ[ENV_VAR] = self._found
         reports.remove()
 
     def close(self) -> None:

@@ -21,7 +21,8 @@ Stdlib only: a child's start-up hook imports this module.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
 
 if TYPE_CHECKING:
     from typing import Any
@@ -73,12 +74,17 @@ class EventWriter:
 class EventDirectory:
     """A test's end of the transport: the lines its child processes wrote, each read once."""
 
+    __slots__ = ("path", "_offsets", "_exists")
+
     def __init__(self, path: str) -> None:
         self.path = path
         self._offsets: dict[str, int] = {}  # file name -> bytes already read
+        self._exists = False  # once made, it stays until removed
 
     def exists(self) -> bool:
-        return os.access(self.path, os.F_OK)  # no exception when it does not: the usual case
+        if not self._exists:
+            self._exists = os.access(self.path, os.F_OK)  # no exception when it does not: the usual case
+        return self._exists
 
     def read_new(self) -> list[dict[str, Any]]:
         """The complete lines written since the last read, file by file; a half-written last line waits."""
@@ -113,3 +119,4 @@ class EventDirectory:
             import shutil
 
             shutil.rmtree(self.path, ignore_errors=True)
+            self._exists = False

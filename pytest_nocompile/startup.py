@@ -23,10 +23,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
 
 from . import arrival
 from .event_files import ENV_VAR, EventWriter
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
 
 if TYPE_CHECKING:
     from typing import Any, Optional

@@ -239,17 +239,21 @@ class IdleTests:
         try:
             return (yield)
         finally:
-            if item.nodeid not in self.watching.watcher.watches:  # else dynamo arrived in it: the watcher judges it
-                properties = item.user_properties
-                if self.properties[0] not in properties:  # already there from an earlier attempt (pytest-rerunfailures)
-                    properties.extend(self.properties)
-                if self.results is not None:
-                    self.results[item.nodeid] = self.result
-                if arrival.dynamo_imported() and not self.watching.dynamo_arrived_here:
-                    # Imported past the import hook (it was never installed, or something
-                    # bypassed sys.meta_path): watch from the next test, and say what was missed.
-                    self.watching.wake_watcher()
-                    warn_if_compiled_unwatched(item)
+            self.finish(item)
+
+    def finish(self, item: pytest.Item) -> None:
+        """After the test's teardown: its idle result, unless the watcher took the test over."""
+        if item.nodeid not in self.watching.watcher.watches:  # else dynamo arrived in it: the watcher judges it
+            properties = item.user_properties
+            if self.properties[0] not in properties:  # already there from an earlier attempt (pytest-rerunfailures)
+                properties.extend(self.properties)
+            if self.results is not None:
+                self.results[item.nodeid] = self.result
+            if arrival.dynamo_imported() and not self.watching.dynamo_arrived_here:
+                # Imported past the import hook (it was never installed, or something
+                # bypassed sys.meta_path): watch from the next test, and say what was missed.
+                self.watching.wake_watcher()
+                warn_if_compiled_unwatched(item)
 
 
 class IdleTestsWithChildren(IdleTests):
@@ -299,14 +303,11 @@ class IdleTestsWithChildren(IdleTests):
             pytest.fail(failure, pytrace=False)
         return result
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, object, object]:
-        try:
-            return (yield from super().pytest_runtest_teardown(item, nextitem))
-        finally:
-            if self.reports is not None and item.nodeid == self._nodeid:
-                self.child_reports.end(self.reports)
-                self.reports = None
+    def finish(self, item: pytest.Item) -> None:
+        super().finish(item)
+        if self.reports is not None and item.nodeid == self._nodeid:
+            self.child_reports.end(self.reports)
+            self.reports = None
 
 
 class Watcher:
