@@ -143,8 +143,7 @@ class RecompileRecord:
 
     def start_call(self, at: Optional[float] = None) -> None:
         """The call starts (``at``: it started then, before this record was made)."""
-        self.call_started_at = time.time() if at is None else at
-        self.read_children()  # what children logged before that is setup's, the rest the call's
+        self.call_started_at = time.time() if at is None else at  # children's events are placed by it when read
         self._call_start = self._tallies()
         self.phase = "call"
 
