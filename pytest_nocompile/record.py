@@ -211,8 +211,8 @@ class RecompileRecord:
         return child.events, child.limit_hits, child.graph_breaks
 
     def all_events(self) -> list[RecompileEvent]:
-        """Every process's recompiles: the test's own, then each child's."""
-        return self.events + self._children_events() if self.children else self.events
+        """Every process's recompiles read so far: the test's own, then each child's."""
+        return self.events + [event for child in self.children.values() for event in child.events] if self.children else self.events
 
     def all_limit_hits(self) -> list[RecompileLimitHit]:
         return self.limit_hits + [hit for child in self.children.values() for hit in child.limit_hits]
@@ -233,6 +233,7 @@ class RecompileRecord:
         return tallies
 
     def _children_events(self) -> list[RecompileEvent]:
+        """For the fixture's live view: what children wrote until now."""
         self.read_children()
         return [event for child in self.children.values() for event in child.events]
 
@@ -316,7 +317,8 @@ class RecompileRecord:
             return GraphBreakEvent("?", 0, message.splitlines()[0] if message else "<unparsed>", None, message, phase)
 
     def in_phase(self, phase: Phase) -> list[RecompileEvent]:
-        return self.log.in_phase(phase)
+        """Every process's recompiles of one phase, as read at the phase ends (the fixture's view reads anew)."""
+        return [event for event in self.all_events() if event.phase == phase]
 
     def graph_breaks_in(self, phase: Phase) -> list[GraphBreakEvent]:
         return [event for event in self.graph_breaks if event.phase == phase]
