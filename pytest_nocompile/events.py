@@ -88,6 +88,11 @@ class ProcessInfo:
         return f"rank {self.rank} (pid {self.pid})" if self.rank is not None else f"pid {self.pid}"
 
 
+def process_label(process: ProcessInfo | None, test_pid: int) -> str:
+    """How reports name a process: ``rank 1 (pid 4242)``, ``pid 4242``, or ``test process (pid 4241)`` for None."""
+    return f"test process (pid {test_pid})" if process is None else str(process)
+
+
 @dataclass(frozen=True)
 class GuardFailure:
     """One reason dynamo gave for a cache entry not matching.

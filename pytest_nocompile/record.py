@@ -30,6 +30,7 @@ from .events import (
     event_from_message,
     parse_graph_break_message,
     parse_limit_warning,
+    process_label,
 )
 
 if TYPE_CHECKING:
@@ -198,17 +199,23 @@ class RecompileRecord:
         return counts
 
     def process_label(self, process: Optional[ProcessInfo]) -> str:
-        return f"test process (pid {self.pid})" if process is None else str(process)
+        return process_label(process, self.pid)
 
     def child_of(self, process: ProcessInfo) -> ChildProcess:
         return self.children[process.pid]
 
-    def events_of(self, process: Optional[ProcessInfo]) -> tuple[list[RecompileEvent], list[RecompileLimitHit], list[GraphBreakEvent]]:
-        """One process's recompiles, limit hits and graph breaks, every phase."""
+    def events_of(self, process: Optional[ProcessInfo], phase: Optional[Phase] = None
+                  ) -> tuple[list[RecompileEvent], list[RecompileLimitHit], list[GraphBreakEvent]]:
+        """One process's recompiles, limit hits and graph breaks (None: the test's own), of one phase or every phase."""
         if process is None:
-            return self.events, self.limit_hits, self.graph_breaks
-        child = self.child_of(process)
-        return child.events, child.limit_hits, child.graph_breaks
+            recompiles, hits, breaks = self.events, self.limit_hits, self.graph_breaks
+        else:
+            child = self.child_of(process)
+            recompiles, hits, breaks = child.events, child.limit_hits, child.graph_breaks
+        if phase is None:
+            return recompiles, hits, breaks
+        return ([event for event in recompiles if event.phase == phase], [hit for hit in hits if hit.phase == phase],
+                [event for event in breaks if event.phase == phase])
 
     def all_events(self) -> list[RecompileEvent]:
         """Every process's recompiles read so far: the test's own, then each child's."""
@@ -319,9 +326,6 @@ class RecompileRecord:
     def in_phase(self, phase: Phase) -> list[RecompileEvent]:
         """Every process's recompiles of one phase, as read at the phase ends (the fixture's view reads anew)."""
         return [event for event in self.all_events() if event.phase == phase]
-
-    def graph_breaks_in(self, phase: Phase) -> list[GraphBreakEvent]:
-        return [event for event in self.graph_breaks if event.phase == phase]
 
     def limit_hits_in(self, phase: Phase) -> list[RecompileLimitHit]:
         return [hit for hit in self.limit_hits if hit.phase == phase]

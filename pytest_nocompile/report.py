@@ -95,31 +95,19 @@ def format_budget_failure(record: RecompileRecord, over: Sequence[str]) -> str:
     When child processes reported, one part per process and kind over budget,
     each headline naming its process, e.g. ``rank 1 (pid 4242): 1 recompile > max_recompiles(0)``.
     """
-    budget = record.budget
-    if record.children:
-        return _format_process_failures(record)
-    calls = record.in_phase("call"), record.call_limit_hits(), record.graph_breaks_in("call")
-    return "\n\n".join(
-        explain(kind, kind.headline(record.count(kind), budget.allowed(kind) or 0, budget.describe(kind)),
-                *calls, not_counted=record.in_phase("setup"))
-        for kind in KINDS if kind.key in over
-    )
-
-
-def _format_process_failures(record: RecompileRecord) -> str:
     from .result import processes_over_budget
 
     budget = record.budget
     by_process = record.counts_by_process()
+    # Without children the test's own process is the only one, and its headline names none.
+    over_by_process = processes_over_budget(record) if record.children else [(None, tuple(over))]
     parts = []
-    for process, over in processes_over_budget(record):
-        recompiles, limit_hits, graph_breaks = record.events_of(process)
-        calls = ([event for event in recompiles if event.phase == "call"], [hit for hit in limit_hits if hit.phase == "call"],
-                 [event for event in graph_breaks if event.phase == "call"])
-        label = record.process_label(process)
+    for process, kinds_over in over_by_process:
+        calls = record.events_of(process, "call")
+        label = f"{record.process_label(process)}: " if record.children else ""
         parts += [
-            explain(kind, f"{label}: " + kind.headline(by_process[process][kind.key], budget.allowed(kind) or 0, budget.describe(kind)),
-                    *calls, not_counted=[event for event in recompiles if event.phase == "setup"])
-            for kind in KINDS if kind.key in over
+            explain(kind, label + kind.headline(by_process[process][kind.key], budget.allowed(kind) or 0, budget.describe(kind)),
+                    *calls, not_counted=record.events_of(process, "setup")[0])
+            for kind in KINDS if kind.key in kinds_over
         ]
     return "\n\n".join(parts)

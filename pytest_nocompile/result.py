@@ -100,8 +100,7 @@ def kinds_over_budget(record: RecompileRecord, counts: Optional[dict[str, int]] 
     if not limits:
         return ()
     if record.children:
-        over = {key for _, keys in processes_over_budget(record) for key in keys}
-        return tuple(key for key, _ in limits if key in over)
+        return _kinds_of(record, processes_over_budget(record))
     counts = record.counts() if counts is None else counts
     limit_hit = bool(record.call_limit_hits())
     return tuple(key for key, allowed in limits if over_budget(KINDS_BY_KEY[key], counts[key], allowed, limit_hit=limit_hit))
@@ -115,7 +114,7 @@ def processes_over_budget(record: RecompileRecord) -> list[tuple[Optional[Proces
     """
     found = []
     for process, counts in record.counts_by_process().items():
-        limit_hit = any(hit.phase == "call" for hit in record.events_of(process)[1])
+        limit_hit = bool(record.events_of(process, "call")[1])
         over = tuple(key for key, allowed in record.budget.limits
                      if over_budget(KINDS_BY_KEY[key], counts[key], allowed, limit_hit=limit_hit))
         if over:
@@ -123,46 +122,44 @@ def processes_over_budget(record: RecompileRecord) -> list[tuple[Optional[Proces
     return found
 
 
+def _kinds_of(record: RecompileRecord, found: list[tuple[Optional[ProcessInfo], tuple[str, ...]]]) -> tuple[str, ...]:
+    """The kinds over budget in any of ``found``'s processes, in table order."""
+    over = {key for _, keys in found for key in keys}
+    return tuple(key for key, _ in record.budget.limits if key in over)
+
+
 def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> TestResult:
     """The verdict on a finished test's record, with everything the reports show (``over``: already judged)."""
     budget = record.budget
-    if record.children:
-        return _judge_processes(record, over)
-    counts = record.counts()
-    if over is None:
-        over = kinds_over_budget(record, counts)
+    processes: tuple[dict[str, Any], ...] = ()
+    if not record.children:  # the usual case: the test's own process only
+        counts = record.counts()
+        if over is None:
+            over = kinds_over_budget(record, counts)
+        cause = _first_cause(record, over, counts) if over else None
+    else:  # the worst process's counts, kind by kind, and each process's
+        by_process = record.counts_by_process()
+        counts = {kind.key: max(process_counts[kind.key] for process_counts in by_process.values()) for kind in KINDS}
+        found = processes_over_budget(record)
+        if over is None:
+            over = _kinds_of(record, found)
+        cause = None
+        if over and found:
+            process, keys = found[0]
+            cause = f"{record.process_label(process)}: {_first_cause(record, keys, by_process[process], process)}"
+        processes = tuple(
+            {"pid": record.pid if process is None else process.pid, "rank": None if process is None else process.rank,
+             "test_process": process is None, **process_counts}
+            for process, process_counts in by_process.items()
+        )
     return TestResult(
         counts=counts,
         budgets=budget.by_key(),
         verdict=Verdict.OVER if over else Verdict.WITHIN if budget.limits else Verdict.NO_BUDGET,
         over=over,
-        cause=_first_cause(record, over, counts) if over else None,
-        details=_details(record) if record.events or record.limit_hits or record.graph_breaks else _NO_DETAILS,
-    )
-
-
-def _judge_processes(record: RecompileRecord, over: Optional[tuple[str, ...]]) -> TestResult:
-    """A test whose child processes reported: the worst process's counts, and each process's."""
-    by_process = record.counts_by_process()
-    worst = {kind.key: max(counts[kind.key] for counts in by_process.values()) for kind in KINDS}
-    if over is None:
-        over = kinds_over_budget(record)
-    cause = None
-    if over:
-        process, keys = processes_over_budget(record)[0]
-        cause = f"{record.process_label(process)}: {_first_cause(record, keys, by_process[process], process)}"
-    return TestResult(
-        counts=worst,
-        budgets=record.budget.by_key(),
-        verdict=Verdict.OVER if over else Verdict.WITHIN if record.budget.limits else Verdict.NO_BUDGET,
-        over=over,
         cause=cause,
-        details=_details(record),
-        processes=tuple(
-            {"pid": record.pid if process is None else process.pid, "rank": None if process is None else process.rank,
-             "test_process": process is None, **counts}
-            for process, counts in by_process.items()
-        ),
+        details=_details(record) if record.events or record.limit_hits or record.graph_breaks or record.children else _NO_DETAILS,
+        processes=processes,
     )
 
 
@@ -186,25 +183,24 @@ def count_properties(result: TestResult) -> list[tuple[str, object]]:
 
 def process_label(process: dict[str, Any]) -> str:
     """A process of :attr:`TestResult.processes` as reports name it, e.g. ``rank 1 (pid 4242)``."""
-    if process.get("test_process"):
-        return f"test process (pid {process['pid']})"
-    return f"rank {process['rank']} (pid {process['pid']})" if process.get("rank") is not None else f"pid {process['pid']}"
+    from .events import ProcessInfo, process_label
+
+    return process_label(None if process.get("test_process") else ProcessInfo(process["pid"], process.get("rank")), process["pid"])
 
 
 def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[str, int],
                  process: Optional[ProcessInfo] = None) -> str:
     """The first thing that put a process over budget: a recompile's guard, a graph break's reason, or the headline."""
     kind = next(kind for kind in KINDS if kind.key in over)
-    recompiles, _, graph_breaks = record.events_of(process)
+    recompiles, _, graph_breaks = record.events_of(process, "call")
     for source in kind.explained_by:
         if source == "recompiles":
             for event in recompiles:
-                if event.phase == "call" and event.reasons:
+                if event.reasons:
                     return f"{event.function} recompiled: {str(event.reasons[0]).splitlines()[0]}"
         elif source == "graph_breaks":
             for graph_break in graph_breaks:
-                if graph_break.phase == "call":
-                    return f"graph break: {graph_break.reason}"
+                return f"graph break: {graph_break.reason}"
     return kind.headline(counts[kind.key], record.budget.allowed(kind) or 0, record.budget.describe(kind))
 
 
