@@ -16,7 +16,7 @@ import pytest
 from . import fixtures
 from .budget import KINDS
 from .results import ReportHook, Results
-from .settings import RunSettings, count_argument, distribution_version
+from .settings import DROP_TRACE_LOGS, SWITCHES, RunSettings, count_argument, distribution_version
 from .watching import WATCHING_KEY, CaptureLostWarning, IdleTests, Watcher, Watching
 
 __all__ = ["CaptureLostWarning", "PER_TEST_HOOK_CLASSES"]
@@ -34,9 +34,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                         help=f"default {kind.noun} budget for every test (ini: {kind.marker}); a marker overrides it")
         parser.addini(kind.marker, type="string", default=None,
                       help=f"default {kind.noun} budget for every test (an int >= 0) [pytest-nocompile]")
-    group.addoption("--nocompile-no-isolate", action="store_true", default=None,
-                    help="do not call torch._dynamo.reset() before each watched test; "
-                    "counts then depend on which tests ran before (ini: nocompile_isolate)")
     group.addoption("--nocompile-strict", action="store_true", default=None,
                     help="raise at the recompiling call in tests with a recompile budget "
                     "(dynamo's error_on_recompile), so the traceback points into your code")
@@ -48,18 +45,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write a baseline of per-test recompile, graph-break and compile counts")
     group.addoption("--nocompile-compare", metavar="PATH", default=None,
                     help="fail the run when a test's recompiles, graph breaks or compiles rose against this baseline")
-    parser.addini("nocompile_isolate", type="bool", default=True,
-                  help="reset dynamo's caches before each watched test (default: true) [pytest-nocompile]")
-    group.addoption("--nocompile-no-subprocess", action="store_true", default=None,
-                    help="do not watch the processes a test starts (multiprocessing, subprocess, torchrun); "
-                    "only the test's own process counts (ini: nocompile_subprocess)")
-    parser.addini("nocompile_subprocess", type="bool", default=True,
-                  help="count recompiles of the processes a watched test starts, per process (default: true) [pytest-nocompile]")
-    group.addoption("--nocompile-keep-trace-logs", action="store_true", default=None,
-                    help="keep torch's structured-trace records (torch.__trace) in pytest's captured logs "
-                    "(ini: nocompile_drop_trace_logs)")
-    parser.addini("nocompile_drop_trace_logs", type="bool", default=True,
-                  help="leave torch.__trace records out of pytest's captured logs (default: true) [pytest-nocompile]")
+    for switch in SWITCHES:
+        group.addoption(switch.option, action="store_true", default=None, help=f"{switch.option_help} (ini: {switch.ini})")
+        parser.addini(switch.ini, type="bool", default=True, help=f"{switch.ini_help} [pytest-nocompile]")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -78,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # pytest's logging plugin makes its handlers in its own (trylast) pytest_configure.
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
-    if not config.getoption("nocompile_keep_trace_logs") and config.getini("nocompile_drop_trace_logs"):
+    if DROP_TRACE_LOGS.is_on(config):
         from .trace_records import drop_trace_records_from_pytest_capture
 
         drop_trace_records_from_pytest_capture(config)

@@ -35,14 +35,43 @@ def _ini_count(config: pytest.Config, key: str) -> Optional[int]:
         raise pytest.UsageError(str(error)) from None
 
 
+class Switch:
+    """A behaviour on by default: an ini key (bool, default true) turns it off, and so does a store-true option."""
+
+    __slots__ = ("option", "ini", "option_help", "ini_help")
+
+    def __init__(self, option: str, ini: str, option_help: str, ini_help: str) -> None:
+        self.option, self.ini, self.option_help, self.ini_help = option, ini, option_help, ini_help
+
+    @property
+    def dest(self) -> str:
+        return self.option.lstrip("-").replace("-", "_")
+
+    def is_on(self, config: pytest.Config) -> bool:
+        return bool(not config.getoption(self.dest) and config.getini(self.ini))
+
+
+ISOLATE = Switch("--nocompile-no-isolate", "nocompile_isolate",
+                 "do not call torch._dynamo.reset() before each watched test; counts then depend on which tests ran before",
+                 "reset dynamo's caches before each watched test (default: true)")
+# Child processes report through a start-up hook; some environments forbid those.
+WATCH_CHILDREN = Switch("--nocompile-no-subprocess", "nocompile_subprocess",
+                        "do not watch the processes a test starts (multiprocessing, subprocess, torchrun); "
+                        "only the test's own process counts",
+                        "count recompiles of the processes a watched test starts, per process (default: true)")
+DROP_TRACE_LOGS = Switch("--nocompile-keep-trace-logs", "nocompile_drop_trace_logs",
+                         "keep torch's structured-trace records (torch.__trace) in pytest's captured logs",
+                         "leave torch.__trace records out of pytest's captured logs (default: true)")
+SWITCHES = (ISOLATE, WATCH_CHILDREN, DROP_TRACE_LOGS)
+
+
 class RunSettings:
     """What the options and ini keys say for this run, and which process of it this is."""
 
     def __init__(self, config: pytest.Config) -> None:
-        self.isolate_by_default = bool(not config.getoption("nocompile_no_isolate") and config.getini("nocompile_isolate"))
+        self.isolate_by_default = ISOLATE.is_on(config)
         self.strict_by_default = bool(config.getoption("nocompile_strict"))
-        # Child processes report through a start-up hook; some environments forbid those.
-        self.watch_children = bool(not config.getoption("nocompile_no_subprocess") and config.getini("nocompile_subprocess"))
+        self.watch_children = WATCH_CHILDREN.is_on(config)
         self.default_budget = RecompileBudget.of({
             kind.key: resolve(_ini_count(config, kind.marker), config.getoption(kind.marker), None) for kind in KINDS
         })
