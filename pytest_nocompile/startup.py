@@ -127,7 +127,6 @@ class _Reporter:
 
         record = RecompileRecord(RecompileBudget(), capture.graphs_compiled)
         self._base = [record.tally(kind) for kind in KINDS]
-        self._kinds = KINDS
         self.record = record
         self._rank = capture.process_rank()
         capture.RecompileCapture().start(self._on_recompile, self._on_limit, self._on_graph_break)
@@ -137,9 +136,11 @@ class _Reporter:
         _register_multiprocessing_exit()
 
     def _totals(self) -> dict[str, int]:
+        from .budget import KINDS  # imported by _arm already: a lookup
+
         record = self.record
         assert record is not None
-        return {kind.key: record.tally(kind) - base for kind, base in zip(self._kinds, self._base)}
+        return {kind.key: record.tally(kind) - base for kind, base in zip(KINDS, self._base)}
 
     def _write(self, event: str, **fields: Any) -> None:
         capture = sys.modules.get(__package__ + ".capture")
