@@ -3,7 +3,7 @@
 The hook runs in every Python process of the environment. It costs one
 environment lookup and imports nothing unless PYTEST_NOCOMPILE_EVENTS is set,
 which a watched test's process does only for that test's duration
-(pytest_nocompile/startup.py says what it does then).
+(pytest_nocompile/observe/startup.py says what it does then).
 """
 
 from __future__ import annotations

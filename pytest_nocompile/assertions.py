@@ -16,8 +16,8 @@ from typing import Callable, ContextManager, Optional, Protocol
 
 from .budget import COMPILES, GRAPH_BREAKS, RECOMPILES, BudgetKind, RecompileBudget, validate_count
 from .events import GraphBreakEvent, ProcessInfo, RecompileEvent, RecompileLimitHit
+from .output.report import explain
 from .record import RecompileLog, RecompileRecord
-from .report import explain
 from .result import over_budget
 
 
@@ -177,7 +177,7 @@ class _OwnCapture:
     """Capture for one block outside any watched test; ``stop`` restores torch's logging state."""
 
     def __init__(self) -> None:
-        from . import capture
+        from .observe import capture
 
         problem = capture.torch_problem()
         if problem is not None:

@@ -67,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if DROP_TRACE_LOGS.is_on(config):
-        from .trace_records import drop_trace_records_from_pytest_capture
+        from .output.trace_records import drop_trace_records_from_pytest_capture
 
         drop_trace_records_from_pytest_capture(config)
 

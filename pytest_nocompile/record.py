@@ -34,7 +34,7 @@ from .events import (
 )
 
 if TYPE_CHECKING:
-    from .event_files import EventDirectory
+    from .observe.event_files import EventDirectory
 
 
 class RecompileLog(Sequence[RecompileEvent]):

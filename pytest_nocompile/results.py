@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
+from .output.summary import json_document, summary_lines, write_json_atomically
 from .result import RESULT_ATTRIBUTE, TestResult, Verdict, count_properties, idle_result
-from .summary import json_document, summary_lines, write_json_atomically
 
 if TYPE_CHECKING:
-    from .baseline import Comparison
     from .budget import RecompileBudget
+    from .output.baseline import Comparison
     from .settings import RunSettings
     from .watching import Watching
 
@@ -82,11 +82,11 @@ class Results:
             versions = {"plugin_version": distribution_version("pytest-nocompile"), "torch_version": distribution_version("torch")}
             write_json_atomically(settings.json_path, json_document(self.results, self._final_outcomes, versions))
         if settings.save_path:
-            from .baseline import baseline_document
+            from .output.baseline import baseline_document
 
             write_json_atomically(settings.save_path, baseline_document(self.results))
         if settings.baseline is not None:
-            from .baseline import compare
+            from .output.baseline import compare
 
             self.comparison = compare(settings.baseline, self.results)
             if self.comparison.regressed and session.exitstatus == pytest.ExitCode.OK:

@@ -10,7 +10,7 @@ from typing import Callable, Optional
 import pytest
 
 from .budget import KINDS, BudgetUsageError, RecompileBudget, parse_option_count, resolve
-from .summary import check_writable
+from .output.summary import check_writable
 
 
 def count_argument(option: str) -> Callable[[str], int]:
@@ -94,7 +94,7 @@ class RunSettings:
             if problem:
                 raise pytest.UsageError(f"{option}={path}: cannot write there: {problem}")
         if self.compare_path:
-            from .baseline import BaselineError, load_baseline
+            from .output.baseline import BaselineError, load_baseline
 
             try:
                 self.baseline = load_baseline(self.compare_path)

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, ContextManager, Generator, Optional, Sequence
 
 import pytest
 
-from . import arrival, capture
 from .budget import KINDS_BY_MARKER, RECOMPILES, BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
 from .fixtures import FIXTURE_NAMES
+from .observe import arrival, capture
 from .result import RESULT_ATTRIBUTE, TestResult, count_properties, judge, kinds_over_budget
 
 if TYPE_CHECKING:
-    from .children import ChildReports
-    from .event_files import EventDirectory
+    from .observe.children import ChildReports
+    from .observe.event_files import EventDirectory
     from .record import RecompileRecord
     from .results import Results
     from .settings import RunSettings
@@ -112,7 +112,7 @@ class Watching:
         self.results = results
         self.child_reports: Optional[ChildReports] = None
         if settings.watch_children:
-            from .children import ChildReports
+            from .observe.children import ChildReports
 
             self.child_reports = ChildReports()
         self.watcher = Watcher(config, settings, results, self.child_reports)
@@ -472,7 +472,7 @@ class Watcher:
         over = watch.over = kinds_over_budget(watch.record)
         if not over:
             return None
-        from .report import format_budget_failure
+        from .output.report import format_budget_failure
 
         return format_budget_failure(watch.record, over)
 
@@ -591,7 +591,7 @@ def _add_section(report: pytest.TestReport, record: RecompileRecord, when: str) 
         limit_hits, suffix = [], f" ({when}, not counted)"
         shown = bool(events)
     if shown:
-        from .report import SECTION_TITLE, format_section
+        from .output.report import SECTION_TITLE, format_section
 
         report.sections.append((SECTION_TITLE + suffix, format_section(events, limit_hits)))
 

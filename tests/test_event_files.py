@@ -8,9 +8,9 @@ from pathlib import Path
 
 from nocompile_testing import recorded_messages
 from pytest_nocompile.budget import GRAPH_BREAKS, RECOMPILES, RecompileBudget
-from pytest_nocompile.event_files import EventDirectory, EventWriter
+from pytest_nocompile.observe.event_files import EventDirectory, EventWriter
+from pytest_nocompile.output.report import format_budget_failure
 from pytest_nocompile.record import RecompileRecord
-from pytest_nocompile.report import format_budget_failure
 from pytest_nocompile.result import Verdict, count_properties, judge
 
 RECOMPILE = recorded_messages("torch-2.13-recompiles.txt")[0]  # f recompiled: n == 2
@@ -138,7 +138,7 @@ def test_run_directories_of_processes_that_are_gone_are_removed(tmp_path: Path) 
     import subprocess
     import sys
 
-    from pytest_nocompile.children import RUN_PREFIX, _remove_directories_of_dead_runs
+    from pytest_nocompile.observe.children import RUN_PREFIX, _remove_directories_of_dead_runs
 
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     gone = tmp_path / f"{RUN_PREFIX}{finished.stdout.strip()}-abc"  # a run killed before its end left it

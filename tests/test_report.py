@@ -5,7 +5,7 @@ from __future__ import annotations
 from nocompile_testing import recorded_messages
 from pytest_nocompile.budget import RECOMPILES
 from pytest_nocompile.events import event_from_message
-from pytest_nocompile.report import explain
+from pytest_nocompile.output.report import explain
 
 
 def test_multi_line_guard_keeps_its_indentation() -> None:

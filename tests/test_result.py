@@ -8,8 +8,8 @@ import pytest
 
 from nocompile_testing import recorded_messages
 from pytest_nocompile.budget import COMPILES, GRAPH_BREAKS, RECOMPILES, RecompileBudget
+from pytest_nocompile.output.report import format_budget_failure
 from pytest_nocompile.record import RecompileRecord
-from pytest_nocompile.report import format_budget_failure
 from pytest_nocompile.result import TestResult, Verdict, count_properties, idle_result, judge, over_budget
 
 RECOMPILE = recorded_messages("torch-2.13-recompiles.txt")[0]  # f recompiled: n == 2

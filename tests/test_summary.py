@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nocompile.baseline import BaselineError, baseline_document, compare, load_baseline
 from pytest_nocompile.budget import RecompileBudget
+from pytest_nocompile.output.baseline import BaselineError, baseline_document, compare, load_baseline
+from pytest_nocompile.output.summary import json_document, outcome_of, summary_lines
 from pytest_nocompile.result import TestResult, Verdict, idle_result
-from pytest_nocompile.summary import json_document, outcome_of, summary_lines
 
 
 def result(compiles: int, recompiles: int, graph_breaks: int, budget: dict[str, int], over: tuple[str, ...] = (), cause: str | None = None) -> TestResult:

@@ -11,10 +11,10 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .budget import KINDS
+from ..budget import KINDS
 
 if TYPE_CHECKING:
-    from .result import TestResult
+    from ..result import TestResult
 
 BASELINE_FORMAT = "pytest-nocompile-baseline/1"
 GATED = tuple(kind.key for kind in KINDS if kind.gated_by_baseline)

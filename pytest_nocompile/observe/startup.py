@@ -32,8 +32,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.
 if TYPE_CHECKING:
     from typing import Any, Optional
 
-    from .events import CodeLocation
-    from .record import RecompileRecord
+    from ..events import CodeLocation
+    from ..record import RecompileRecord
 
 _reporter: Optional[_Reporter] = None  # this process's, once it reports
 _fork_handler_installed = False
@@ -122,8 +122,8 @@ class _Reporter:
         if problem is not None:
             self._write("problem", message=problem)
             return
-        from .budget import KINDS, RecompileBudget
-        from .record import RecompileRecord
+        from ..budget import KINDS, RecompileBudget
+        from ..record import RecompileRecord
 
         record = RecompileRecord(RecompileBudget(), capture.graphs_compiled)
         self._base = [record.tally(kind) for kind in KINDS]
@@ -136,7 +136,7 @@ class _Reporter:
         _register_multiprocessing_exit()
 
     def _totals(self) -> dict[str, int]:
-        from .budget import KINDS  # imported by _arm already: a lookup
+        from ..budget import KINDS  # imported by _arm already: a lookup
 
         record = self.record
         assert record is not None

@@ -24,7 +24,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 if TYPE_CHECKING:  # for annotations only: building these aliases at import costs every pytest run
-    from .events import CodeLocation
+    from ..events import CodeLocation
 
     # (message, compile id, user code, thread name when not the main thread)
     RecompileSink = Callable[[str, Optional[str], Optional[CodeLocation], Optional[str]], None]
@@ -384,7 +384,7 @@ def find_user_code(frame) -> CodeLocation | None:  # type: ignore[no-untyped-def
     """The innermost frame outside torch, pytest, pluggy, the stdlib and this plugin."""
     import linecache
 
-    from .events import CodeLocation
+    from ..events import CodeLocation
 
     roots = _library_roots()
     while frame is not None:

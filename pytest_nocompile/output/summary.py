@@ -12,17 +12,17 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from .budget import COMPILES, KINDS
+from ..budget import COMPILES, KINDS
 
 if TYPE_CHECKING:  # at run time this module imports no event or record module
-    from .result import TestResult
+    from ..result import TestResult
 
 JSON_FORMAT = "pytest-nocompile-report/1"
 
 
 def summary_lines(results: dict[str, TestResult]) -> list[str]:
     """The terminal table: tests with any count (or over budget), worst first, then each one's cause."""
-    from .result import Verdict
+    from ..result import Verdict
 
     # Any count: a frame that only broke compiles no graph, but its graph breaks count.
     shown = [(nodeid, result) for nodeid, result in results.items() if any(result.counts.values()) or result.verdict is Verdict.OVER]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from .budget import KINDS, BudgetKind, plural
-from .events import GraphBreakEvent, RecompileEvent, RecompileLimitHit, display_path
+from ..budget import KINDS, BudgetKind, plural
+from ..events import GraphBreakEvent, RecompileEvent, RecompileLimitHit, display_path
 
 if TYPE_CHECKING:
-    from .record import RecompileRecord
+    from ..record import RecompileRecord
 
 SECTION_TITLE = "nocompile recompiles"
 
@@ -95,7 +95,7 @@ def format_budget_failure(record: RecompileRecord, over: Sequence[str]) -> str:
     When child processes reported, one part per process and kind over budget,
     each headline naming its process, e.g. ``rank 1 (pid 4242): 1 recompile > max_recompiles(0)``.
     """
-    from .result import processes_over_budget
+    from ..result import processes_over_budget
 
     budget = record.budget
     by_process = record.counts_by_process()
