@@ -12,16 +12,16 @@ LR: with ``cycle_momentum=True``, its default, it also cycles Adam's beta1 and
 writes it back as a Python float (``group['betas'] = (momentum, beta2)``), so the
 guard ``param_groups[0]['betas'][0] == ...`` fails at every step, on torch 2.13
 (CPU) and 2.11 (CUDA) alike: 2 recompiles in 3 steps. Run long enough, it hits
-``recompile_limit`` (8) after 8 recompiles, and dynamo then runs ``Adam.step``
-uncompiled, silently. Under ``max_recompiles(0)`` pytest-nocompile reports, for
-10 steps on torch 2.13::
+``recompile_limit`` (8): after 7 recompiles dynamo refuses the 8th attempt and
+then runs ``Adam.step`` uncompiled, silently. Under ``max_recompiles(0)``
+pytest-nocompile reports, for 10 steps on torch 2.13::
 
-    8 recompiles > max_recompiles(0)
-    [1/8] recompiled step (.../torch/optim/adam.py:214)
+    7 recompiles > max_recompiles(0)
+    [1/7] recompiled step (.../torch/optim/adam.py:214)
         guard failed: 2/0: self.param_groups[0]['betas'][0] == 0.95
           guarded at: .../torch/optim/adam.py:229 in step: for group in self.param_groups:
         triggered by: examples/compiled_lr_scheduler.py:... in compiled_step: optimizer.step()
-    ... [2/8] to [8/8] alike, one new beta1 value each ...
+    ... [2/7] to [7/7] alike, one new beta1 value each ...
     dynamo hit config.recompile_limit (8) for 'step' (.../torch/optim/adam.py:214): later calls
     run uncompiled and log no recompiles, so the count above is a lower bound
 

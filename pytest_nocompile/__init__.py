@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .budget import KINDS, BudgetKind, RecompileBudget
     from .events import (
         CodeLocation,
+        CompileEvent,
         GraphBreakEvent,
         GuardFailure,
         ProcessInfo,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     )
     from .record import RecompileLog
     from .result import TestResult, Verdict
-    from .watching import CaptureLostWarning
+    from .watch import CaptureLostWarning
 
 __version__ = "0.1.0"
 
@@ -53,6 +54,7 @@ _PUBLIC_MODULES = {
     "BudgetKind": ".budget",
     "RecompileBudget": ".budget",
     "CodeLocation": ".events",
+    "CompileEvent": ".events",
     "GraphBreakEvent": ".events",
     "GuardFailure": ".events",
     "ProcessInfo": ".events",
@@ -62,7 +64,7 @@ _PUBLIC_MODULES = {
     "RecompileLog": ".record",
     "TestResult": ".result",
     "Verdict": ".result",
-    "CaptureLostWarning": ".watching",
+    "CaptureLostWarning": ".watch",
 }
 
 __all__ = [
@@ -72,6 +74,7 @@ __all__ = [
     "BudgetKind",
     "CaptureLostWarning",
     "CodeLocation",
+    "CompileEvent",
     "GraphBreakEvent",
     "GuardFailure",
     "ProcessInfo",

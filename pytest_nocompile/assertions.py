@@ -15,9 +15,9 @@ from contextlib import ContextDecorator
 from typing import Callable, ContextManager, Optional, Protocol
 
 from .budget import COMPILES, GRAPH_BREAKS, RECOMPILES, BudgetKind, RecompileBudget, validate_count
-from .events import GraphBreakEvent, ProcessInfo, RecompileEvent, RecompileLimitHit
+from .events import GraphBreakEvent, ProcessInfo
 from .output.report import explain
-from .record import RecompileLog, RecompileRecord
+from .record import ProcessEvents, RecompileLog, RecompileRecord
 from .result import over_budget
 
 
@@ -79,9 +79,9 @@ class _BudgetBlock(ContextDecorator):
             self._own = _OwnCapture()
             record = self._own.record
         self._record = record
+        record.read_children()
         # By pid: a child's rank may be known only later (torch.distributed initialised in the block).
-        self._tallies = {_pid(process): tally for process, tally in record.tallies_by_process(self._kind).items()}
-        self._seen = _event_counts(record)
+        self._start = {_pid(process.info): process.sizes() for process in record.processes()}
         return self._log
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
@@ -90,23 +90,23 @@ class _BudgetBlock(ContextDecorator):
             self._own.stop()
             self._own = None
         record, log = self._record, self._log
-        now = record.tallies_by_process(self._kind)
-        counts = {process: tally - self._tallies.get(_pid(process), 0) for process, tally in now.items()}
-        new = {process: _new_events(record, process, self._seen.get(_pid(process))) for process in counts}
-        log._events += [event for recompiles, _, _ in new.values() for event in recompiles]
-        log.graph_breaks += [event for _, _, breaks in new.values() for event in breaks]
+        record.read_children()
+        new = {process.info: _new_events(process, self._start.get(_pid(process.info))) for process in record.processes()}
+        counts = {process: len(getattr(events, self._kind.events)) for process, events in new.items()}
+        log._events += [event for events in new.values() for event in events.recompiles]
+        log.graph_breaks += [event for events in new.values() for event in events.graph_breaks]
         log.counted = max(counts.values())
         if exc_type is not None:
             return  # the block's own error wins
         over = [process for process, count in counts.items()
-                if over_budget(self._kind, count, self._allowed, exact=self._exact, limit_hit=bool(new[process][1]))]
+                if over_budget(self._kind, count, self._allowed, exact=self._exact, limit_hit=bool(new[process].limit_hits))]
         if over:
             parts = []
             for process in over:
                 headline = self._kind.headline(counts[process], self._allowed, self._shown, self._exact)
                 if len(counts) > 1:  # children reported: say which process
                     headline = f"{record.process_label(process)}: {headline}"
-                parts.append(explain(self._kind, headline, *new[process]))
+                parts.append(explain(self._kind, headline, *new[process].of_phase(None)))
             raise RecompileBudgetExceeded("\n\n".join(parts))
 
 
@@ -114,20 +114,13 @@ def _pid(process: Optional[ProcessInfo]) -> Optional[int]:
     return None if process is None else process.pid
 
 
-def _event_counts(record: RecompileRecord) -> dict[Optional[int], tuple[int, int, int]]:
-    """How many recompiles, limit hits and graph breaks each process (by pid, None: the test's) has so far."""
-    counts: dict[Optional[int], tuple[int, int, int]] = {}
-    for process in (None, *(child.info for child in record.children.values())):
-        recompiles, hits, breaks = record.events_of(process)
-        counts[_pid(process)] = (len(recompiles), len(hits), len(breaks))
-    return counts
-
-
-def _new_events(record: RecompileRecord, process: Optional[ProcessInfo], seen: Optional[tuple[int, int, int]]
-                ) -> tuple[list[RecompileEvent], list[RecompileLimitHit], list[GraphBreakEvent]]:
-    recompiles, hits, breaks = record.events_of(process)
-    start_recompiles, start_hits, start_breaks = seen or (0, 0, 0)
-    return recompiles[start_recompiles:], hits[start_hits:], breaks[start_breaks:]
+def _new_events(process: ProcessEvents, start: Optional[tuple[int, int, int, int]]) -> ProcessEvents:
+    """What a process recorded since ``start`` (its sizes when the block began; None: it had not reported then)."""
+    recompiles, hits, breaks, compiles = start or (0, 0, 0, 0)
+    new = ProcessEvents(process.info)
+    new.recompiles, new.limit_hits = process.recompiles[recompiles:], process.limit_hits[hits:]
+    new.graph_breaks, new.compiles = process.graph_breaks[breaks:], process.compiles[compiles:]
+    return new
 
 
 def block_assertion(kind: BudgetKind, record: RecompileRecord) -> AssertMaxRecompiles:
@@ -168,27 +161,29 @@ def _recording_now() -> Optional[RecompileRecord]:
     """The record a fixture-less block counts from: an enclosing own capture's, else the watched test's."""
     if _OWN_RECORDS:
         return _OWN_RECORDS[-1]
-    from .watching import recording_now
+    from .watch import recording_now
 
     return recording_now()
 
 
 class _OwnCapture:
-    """Capture for one block outside any watched test; ``stop`` restores torch's logging state."""
+    """Capture for one block outside any watched test; ``stop`` restores torch's logging state (when no other sink is attached)."""
 
     def __init__(self) -> None:
-        from .observe import capture
+        from .observe import dynamo_state
+        from .observe.capture import DYNAMO_LOGS
 
-        problem = capture.torch_problem()
+        problem = dynamo_state.torch_problem()
         if problem is not None:
             raise RuntimeError(f"pytest-nocompile cannot count: {problem}")
-        self.record = RecompileRecord(RecompileBudget(), capture.graphs_compiled)
-        self._capture = capture.RecompileCapture()
-        self._capture.start(self.record.add_recompile, self.record.add_limit_warning, self.record.add_graph_break)
+        self.record = RecompileRecord(RecompileBudget())
+        DYNAMO_LOGS.attach(self.record)
         self.record.start_call()
         _OWN_RECORDS.append(self.record)
 
     def stop(self) -> None:
+        from .observe.capture import DYNAMO_LOGS
+
         self.record.end_call()
-        self._capture.stop()
+        DYNAMO_LOGS.detach(self.record)
         _OWN_RECORDS.remove(self.record)

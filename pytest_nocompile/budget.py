@@ -33,6 +33,9 @@ class BudgetKind:
 
     key: str
     marker: str
+    # The record's event list this kind counts, one event per unit: "compiles",
+    # "recompiles" or "graph_breaks" (see record.ProcessEvents).
+    events: str
     noun: str  # singular; plural adds "s"
     counts: str  # what it counts, for help texts
     column: str  # the summary table's column header
@@ -79,6 +82,7 @@ class BudgetKind:
 RECOMPILES = BudgetKind(
     key="recompiles",
     marker="max_recompiles",
+    events="recompiles",
     noun="recompile",
     counts="TorchDynamo recompiles",
     column="recompiles",
@@ -92,6 +96,7 @@ RECOMPILES = BudgetKind(
 GRAPH_BREAKS = BudgetKind(
     key="graph_breaks",
     marker="max_graph_breaks",
+    events="graph_breaks",
     noun="graph break",
     counts="TorchDynamo graph breaks",
     column="graph breaks",
@@ -101,6 +106,7 @@ GRAPH_BREAKS = BudgetKind(
 COMPILES = BudgetKind(
     key="compiles",
     marker="max_compiles",
+    events="compiles",
     noun="compile",
     counts="graphs compiled by TorchDynamo (first compiles, recompiles and each piece a graph break makes)",
     column="compiles",

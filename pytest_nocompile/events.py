@@ -186,10 +186,31 @@ class RecompileLimitHit:
     message: str = field(repr=False)
     phase: Phase = "call"
     process: ProcessInfo | None = None  # None: the test's own process
+    # The attempt dynamo refused: it logs "Recompiling function ..." and then
+    # refuses the compile. That attempt compiled nothing, so it is kept here,
+    # not counted as a recompile.
+    refused: RecompileEvent | None = None
 
 
 _LIMIT_HEADER = re.compile(r"hit config\.(?P<name>\w+) \((?P<limit>\d+)\)")
 _LIMIT_FUNCTION = re.compile(r"function: (?P<function>.+)")
+
+
+@dataclass(frozen=True)
+class CompileEvent:
+    """One graph dynamo compiled: a first compile, a recompile, or a piece a graph break made.
+
+    ``compile_id`` is the ``frame/attempt`` id of the frame compile that
+    produced the graph (None where torch gives none); ``user_code`` the
+    innermost frame outside torch, pytest and this plugin that was running
+    (the user's call that brought the compile).
+    """
+
+    compile_id: str | None = None
+    user_code: CodeLocation | None = None
+    phase: Phase = "call"
+    thread: str | None = None
+    process: ProcessInfo | None = None  # None: the test's own process
 
 
 def parse_limit_warning(message: str, phase: Phase = "call") -> RecompileLimitHit | None:

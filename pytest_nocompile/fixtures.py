@@ -46,9 +46,9 @@ FIXTURE_NAMES = frozenset({"nocompile_recompiles", *(kind.assertion for kind in 
 
 
 def _record_of(request: pytest.FixtureRequest) -> RecompileRecord:
-    from .watching import watch_of
+    from .watch import watch_of
 
     watch = watch_of(request.config, request.node.nodeid)
-    if watch is None:
+    if watch is None or watch.record is None:
         pytest.fail(f"pytest-nocompile fixtures work in test functions only (requested by {request.node.nodeid})", pytrace=False)
-    return watch.ensure_record()
+    return watch.record

@@ -1,7 +1,7 @@
 """pytest-nocompile's entry module: options, markers, configuration, and the objects that do the work.
 
 - :mod:`.settings` reads the options and ini keys once;
-- :mod:`.watching` decides which per-test hooks a run needs and watches tests;
+- :mod:`.watching` decides whether a run needs per-test hooks, and watches each test one way;
 - :mod:`.results` gathers each test's result and writes the table, JSON and baseline;
 - :mod:`.fixtures` holds the fixtures.
 
@@ -15,16 +15,17 @@ import pytest
 
 from . import fixtures
 from .budget import KINDS
-from .results import ReportHook, Results
+from .results import ControllerReports, Results
 from .settings import DROP_TRACE_LOGS, SWITCHES, RunSettings, count_argument, distribution_version
-from .watching import WATCHING_KEY, CaptureLostWarning, IdleTests, Watcher, Watching
+from .watch import CaptureLostWarning
+from .watching import Watcher, Watching
 
 __all__ = ["CaptureLostWarning", "PER_TEST_HOOK_CLASSES"]
 
 # The classes whose ``pytest_runtest_*`` methods run for every test, once
 # registered: a stable seam for benchmarks/overhead.py to time the plugin's
 # per-test work.
-PER_TEST_HOOK_CLASSES = (IdleTests, Watcher, ReportHook)
+PER_TEST_HOOK_CLASSES = (Watcher,)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,12 +56,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", kind.marker_help)
     settings = RunSettings(config)
     results = Results(settings)
-    watching = results.watching = config.stash[WATCHING_KEY] = Watching(config, settings, results)
     config.pluginmanager.register(results, "nocompile-results")
-    config.pluginmanager.register(watching, "nocompile-watching")
+    config.pluginmanager.register(Watching(config, settings, results), "nocompile-watching")
     config.pluginmanager.register(fixtures, "nocompile-fixtures")
     if settings.is_xdist_controller:  # never collects: gathers, from the start, what its workers send
-        config.pluginmanager.register(results.report_hook, "nocompile-reports")
+        config.pluginmanager.register(ControllerReports(results), "nocompile-reports")
 
 
 # pytest's logging plugin makes its handlers in its own (trylast) pytest_configure.

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from .budget import RecompileBudget
     from .output.baseline import Comparison
     from .settings import RunSettings
-    from .watching import Watching
 
 
 
@@ -24,8 +23,6 @@ class Results:
         self.settings = settings
         self.results: dict[str, TestResult] = {}
         self.comparison: Optional[Comparison] = None
-        self.watching: Optional[Watching] = None  # set once watching is set up; the report hook asks it
-        self.report_hook = ReportHook(self)
         # (when, outcome, was_xfail) of the reports that were not plain passes:
         # of the test now running, and of each finished test that had any.
         self._outcomes: dict[str, list[tuple[str, str, bool]]] = {}
@@ -109,21 +106,11 @@ class Results:
                 terminalreporter.write_line(f"nocompile: {len(self.comparison.increased)} count(s) rose against the baseline", red=True)
 
 
-class ReportHook:
-    """The report hook: the watcher's sections and result on each report, then the run's results.
-
-    Registered with the watcher, on an xdist controller (which gathers what
-    its workers send) and, while the run idles, for a JSON report's outcomes.
-    In a worker it only annotates: the controller gathers.
-    """
+class ControllerReports:
+    """On an xdist controller, which runs no test: gathers the results its workers send on their reports."""
 
     def __init__(self, results: Results) -> None:
         self.results = results
 
-    @pytest.hookimpl(tryfirst=True)  # before junitxml, the terminal and xdist's worker read the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        results = self.results
-        watching = results.watching
-        made_here = watching.watcher.annotate(report) if watching is not None and watching.watcher.watches else None
-        if not results.settings.is_worker:  # the controller gathers the results, from the reports this worker sends
-            results.gather(report, made_here)
+        self.results.gather(report)

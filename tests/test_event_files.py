@@ -17,12 +17,19 @@ RECOMPILE = recorded_messages("torch-2.13-recompiles.txt")[0]  # f recompiled: n
 LIMIT = "torch._dynamo hit config.recompile_limit (8)\n   function: 'step' (adam.py:214)"
 
 
-def line(moment: float, pid: int, event: str, rank: int | None = None, **totals: int) -> dict[str, object]:
-    entry: dict[str, object] = {"t": moment, "pid": pid, "rank": rank, "event": event,
-                                "totals": {"compiles": 0, "recompiles": 0, "graph_breaks": 0, **totals}}
+def line(moment: float, pid: int, event: str, rank: int | None = None, compile_id: str | None = None) -> dict[str, object]:
+    """One line as a child's reporter writes it (observe/startup.py)."""
+    entry: dict[str, object] = {"t": moment, "pid": pid, "rank": rank, "event": event}
     if event in ("recompile", "limit"):
         entry["message"] = RECOMPILE if event == "recompile" else LIMIT
+    if event in ("recompile", "limit", "compile"):
+        entry["compile_id"] = compile_id
     return entry
+
+
+def recompiled(moment: float, pid: int, rank: int | None = None, attempt: int = 1) -> list[dict[str, object]]:
+    """A recompile and the graph it compiled."""
+    return [line(moment, pid, "recompile", rank, f"0/{attempt}"), line(moment, pid, "compile", rank, f"0/{attempt}")]
 
 
 def write(folder: Path, pid: int, *entries: dict[str, object]) -> None:
@@ -36,7 +43,7 @@ def test_writer_appends_whole_lines_to_a_file_per_process_and_makes_the_director
     writer = EventWriter(str(folder))
     assert not folder.exists()  # nothing written, nothing made
     writer.write({"event": "recompile", "n": 1})
-    writer.write({"event": "totals", "n": 2})
+    writer.write({"event": "compile", "n": 2})
     (written,) = folder.iterdir()
     assert written.name == f"{os.getpid()}.jsonl"
     assert [json.loads(text)["n"] for text in written.read_text().splitlines()] == [1, 2]
@@ -76,14 +83,16 @@ def test_a_childs_events_fall_in_the_phase_they_were_logged_in_and_only_the_call
     record.end_setup()
     record.start_call(at=100.0)
     write(folder, 41,
-          line(99.0, 41, "recompile", recompiles=1, compiles=2),  # before the call: setup's
-          line(101.0, 41, "recompile", rank=1, recompiles=2, compiles=3))
+          line(98.0, 41, "compile", compile_id="0/0"),  # before the call: setup's
+          *recompiled(99.0, 41, attempt=1),
+          *recompiled(101.0, 41, rank=1, attempt=2))  # the call's
     record.end_call()
     assert record.call_ended_at is not None
-    write(folder, 41, line(record.call_ended_at + 1, 41, "recompile", rank=1, recompiles=3, compiles=4))  # teardown's
+    write(folder, 41, *recompiled(record.call_ended_at + 1, 41, rank=1, attempt=3))  # teardown's
     record.read_children()
     child = record.children[41]
-    assert [event.phase for event in child.events] == ["setup", "call", "teardown"]
+    assert [event.phase for event in child.recompiles] == ["setup", "call", "teardown"]
+    assert [event.phase for event in child.compiles] == ["setup", "setup", "call", "teardown"]
     assert str(child.info) == "rank 1 (pid 41)"
     assert record.counts_by_process()[child.info] == {"compiles": 1, "recompiles": 1, "graph_breaks": 0}
     assert record.counts() == {"compiles": 0, "recompiles": 0, "graph_breaks": 0}  # the test's own process
@@ -94,14 +103,14 @@ def test_a_budget_applies_to_each_process_and_the_result_shows_the_worst(tmp_pat
     record, folder = watched(tmp_path, RecompileBudget.of({RECOMPILES.key: 1}))
     record.start_call(at=0.0)
     for pid, rank in ((41, 0), (42, 1)):  # each rank recompiles once: within max_recompiles(1)
-        write(folder, pid, line(1.0, pid, "recompile", rank=rank, recompiles=1, compiles=2))
+        write(folder, pid, line(0.5, pid, "compile", rank, "0/0"), *recompiled(1.0, pid, rank))
     record.end_call()
     result = judge(record)
     assert result.verdict is Verdict.WITHIN and result.counts["recompiles"] == 1
     assert [(process["rank"], process["recompiles"]) for process in result.processes] == [(None, 0), (0, 1), (1, 1)]
     assert result.processes[0]["test_process"] and result.processes[0]["pid"] == os.getpid()
 
-    write(folder, 42, line(2.0, 42, "recompile", rank=1, recompiles=2, compiles=3))  # rank 1 again: over
+    write(folder, 42, *recompiled(2.0, 42, rank=1, attempt=2))  # rank 1 again: over
     record = RecompileRecord(RecompileBudget.of({RECOMPILES.key: 1}))
     record.read_children_from(EventDirectory(str(folder)))
     record.start_call(at=0.0)
@@ -119,7 +128,7 @@ def test_a_budget_applies_to_each_process_and_the_result_shows_the_worst(tmp_pat
 def test_a_limit_hit_in_a_child_fails_its_recompile_budget_whatever_its_count(tmp_path: Path) -> None:
     record, folder = watched(tmp_path, RecompileBudget.of({RECOMPILES.key: 5, GRAPH_BREAKS.key: 5}))
     record.start_call(at=0.0)
-    write(folder, 43, line(1.0, 43, "limit", recompiles=1))
+    write(folder, 43, *recompiled(1.0, 43), line(1.5, 43, "recompile", compile_id="0/2"), line(1.5, 43, "limit", compile_id="0/2"))
     record.end_call()
     result = judge(record)
     assert result.over == ("recompiles",)

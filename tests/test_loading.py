@@ -127,9 +127,9 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
     result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
-        "budget", "fixtures", "observe", "observe.arrival", "observe.capture", "observe.children", "observe.event_files",
-        "observe.startup", "output", "output.summary", "output.trace_records", "plugin", "result", "results", "settings",
-        "watching")]
+        "budget", "fixtures", "observe", "observe.arrival", "observe.capture", "observe.children",
+        "observe.dynamo_state", "observe.event_files", "observe.startup", "observe.user_code", "output", "output.summary",
+        "output.trace_records", "plugin", "record", "result", "results", "settings", "watch", "watching")]
     tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {
         "test_passes": ("passed", 0, 0, "within budget"),
@@ -162,23 +162,20 @@ def test_two():
 """
 
 
-WATCHER_HOOKS = ["nocompile-watcher pytest_runtest_call", "nocompile-watcher pytest_runtest_protocol", "nocompile-watcher pytest_runtest_setup"]
-REPORT_HOOK = ["nocompile-reports pytest_runtest_logreport"]
-# Idle, children of each test watched: setup names their directory, the call is timed and judged if they reported.
-IDLE_HOOK = ["nocompile-idle pytest_runtest_call", "nocompile-idle pytest_runtest_setup", "nocompile-idle pytest_runtest_teardown"]
-IDLE_HOOK_WITHOUT_CHILDREN = ["nocompile-idle pytest_runtest_teardown"]
+# One path for every watched test, whatever torch has done so far: the same hooks in every run that watches.
+WATCHER_HOOKS = [f"nocompile-watcher pytest_runtest_{hook}" for hook in ("call", "logreport", "protocol", "setup", "teardown")]
 
 
 @pytest.mark.parametrize(("marker", "options", "expected"), [
     ("", (), []),
     ("import torch\n", (), []),
-    ("", ("--max-recompiles=0",), IDLE_HOOK),
-    ("", ("--nocompile-report",), IDLE_HOOK),
-    ("", ("--max-recompiles=0", "--nocompile-json=report.json"), IDLE_HOOK + REPORT_HOOK),
-    ("import torch\n", ("--max-recompiles=0",), IDLE_HOOK),
-    ("import torch\n", ("--max-recompiles=0", "--nocompile-no-subprocess"), IDLE_HOOK_WITHOUT_CHILDREN),
-    ("import torch._dynamo\n", ("--max-recompiles=0",), REPORT_HOOK + WATCHER_HOOKS),
-    ("import pytest\npytestmark = pytest.mark.max_graph_breaks(None)\n", (), REPORT_HOOK + WATCHER_HOOKS),
+    ("", ("--max-recompiles=0",), WATCHER_HOOKS),
+    ("", ("--nocompile-report",), WATCHER_HOOKS),
+    ("", ("--max-recompiles=0", "--nocompile-json=report.json"), WATCHER_HOOKS),
+    ("import torch\n", ("--max-recompiles=0",), WATCHER_HOOKS),
+    ("import torch\n", ("--max-recompiles=0", "--nocompile-no-subprocess"), WATCHER_HOOKS),
+    ("import torch._dynamo\n", ("--max-recompiles=0",), WATCHER_HOOKS),
+    ("import pytest\npytestmark = pytest.mark.max_graph_breaks(None)\n", (), WATCHER_HOOKS),
 ], ids=["nothing to watch", "torch, nothing to watch", "run-wide budget, no torch", "report, no torch",
         "JSON report, no torch", "run-wide budget, torch without dynamo", "the same, children not watched",
         "run-wide budget, dynamo", "a marker"])

@@ -17,23 +17,13 @@ LIMIT = "torch._dynamo hit config.recompile_limit (8)\n   function: 'step' (adam
 GRAPH_BREAK = "Graph break in user code at /x/test_a.py:5\nGraph Break Reason: Failed to trace builtin operator"
 
 
-class Graphs:
-    """A stand-in for dynamo's running count of compiled graphs."""
-
-    def __init__(self) -> None:
-        self.total = 0
-
-    def __call__(self) -> int:
-        return self.total
-
-
 def recorded(budget: RecompileBudget, setup: int = 0, call: int = 0, teardown: int = 0, graphs: int = 0,
              breaks: int = 0, limit: bool = False) -> RecompileRecord:
-    compiled = Graphs()
-    record = RecompileRecord(budget, compiled)
+    """A record as capture fills it: each recompile with the graph it compiled (each setup and teardown one too)."""
+    record = RecompileRecord(budget)
     for _ in range(setup):
         record.add_recompile(RECOMPILE, "0/1", None, None)
-        compiled.total += 1
+        record.add_compile("0/1", None, None)
     record.end_setup()
     record.start_call()
     for _ in range(call):
@@ -42,11 +32,12 @@ def recorded(budget: RecompileBudget, setup: int = 0, call: int = 0, teardown: i
         record.add_graph_break(GRAPH_BREAK)
     if limit:
         record.add_limit_warning(LIMIT)
-    compiled.total += graphs
+    for _ in range(graphs):
+        record.add_compile("1/0", None, None)
     record.end_call()
     for _ in range(teardown):
         record.add_recompile(RECOMPILE, "0/1", None, None)
-        compiled.total += 1
+        record.add_compile("0/1", None, None)
     return record
 
 
@@ -54,7 +45,8 @@ def test_only_the_call_phase_counts_for_every_kind() -> None:
     record = recorded(RecompileBudget.of({"recompiles": 5}), setup=2, call=1, teardown=3, graphs=4, breaks=2)
     assert [event.phase for event in record.events] == ["setup", "setup", "call", "teardown", "teardown", "teardown"]
     assert (record.count(RECOMPILES), record.count(GRAPH_BREAKS), record.count(COMPILES)) == (1, 2, 4)
-    assert (record.tally(RECOMPILES), record.tally(COMPILES)) == (6, 2 + 4 + 3)
+    assert (len(record.events), len(record.compiles)) == (6, 2 + 4 + 3)
+    assert [event.phase for event in record.compiles] == ["setup"] * 2 + ["call"] * 4 + ["teardown"] * 3
 
 
 def test_a_test_whose_setup_failed_counts_nothing() -> None:
@@ -119,3 +111,40 @@ def test_idle_results() -> None:
     assert idle_result(RecompileBudget.of({"recompiles": 0})).verdict is Verdict.WITHIN
     assert idle_result(RecompileBudget()).to_dict()["verdict"] == "no budget"
     assert TestResult.from_dict(idle_result(RecompileBudget()).to_dict()) == idle_result(RecompileBudget())
+
+
+def test_an_attempt_refused_at_the_recompile_limit_is_a_limit_hit_not_a_recompile() -> None:
+    # What dynamo logs at the limit: "Recompiling function ..." for the attempt, then the
+    # limit warning under the same compile id, and no graph.
+    record = RecompileRecord(RecompileBudget.of({"recompiles": 3}))
+    record.start_call()
+    record.add_compile("0/0", None, None)
+    for attempt in (1, 2, 3):
+        record.add_recompile(RECOMPILE, f"0/{attempt}", None, None)
+        record.add_compile(f"0/{attempt}", None, None)
+    record.add_recompile(RECOMPILE, "0/4", None, None)
+    record.add_limit_warning(LIMIT, "0/4", None)
+    record.end_call()
+    assert (record.count(COMPILES), record.count(RECOMPILES)) == (4, 3)
+    (hit,) = record.limit_hits
+    assert hit.refused is not None and hit.refused.compile_id == "0/4"
+    result = judge(record)
+    assert result.over == ("recompiles",)  # a limit hit fails a recompile budget whatever the count
+    assert format_budget_failure(record, result.over).splitlines()[0] == (
+        "3 recompiles within max_recompiles(3), but dynamo hit its recompile limit")
+
+
+@pytest.mark.parametrize(("recompile_id", "limit_id", "graph_between", "refused"), [
+    ("0/4", "1/2", False, False),  # another frame's limit: that recompile compiled
+    ("0/4", "0/4", True, False),  # a graph came in between: it compiled
+    (None, None, False, True),  # no compile ids (older torch): the same function, right before
+])
+def test_only_the_attempt_right_before_the_limit_warning_is_refused(recompile_id: str | None, limit_id: str | None,
+                                                                     graph_between: bool, refused: bool) -> None:
+    record = RecompileRecord()
+    record.start_call()
+    record.add_recompile(RECOMPILE.replace("Recompiling function f ", "Recompiling function step "), recompile_id, None, None)
+    if graph_between:
+        record.add_compile(recompile_id, None, None)
+    record.add_limit_warning(LIMIT, limit_id, None)
+    assert (record.count(RECOMPILES), record.limit_hits[0].refused is not None) == (0 if refused else 1, refused)

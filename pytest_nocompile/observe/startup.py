@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from typing import Any, Optional
 
     from ..events import CodeLocation
-    from ..record import RecompileRecord
 
 _reporter: Optional[_Reporter] = None  # this process's, once it reports
 _fork_handler_installed = False
@@ -76,106 +75,56 @@ def _after_fork() -> None:
     try:
         capture = sys.modules.get(__package__ + ".capture")
         if capture is not None:
-            capture.stop_every_capture()  # the parent's capture would feed records the parent never sees
+            capture.stop_every_capture()  # the parent's sinks would get records the parent never sees
         arrival.forget_callbacks()
         report_to(directory)
     except Exception:
         pass
 
 
-def _report_totals_at_exit() -> None:
-    if _reporter is not None:
-        _reporter.report_totals()
-
-
-def _register_multiprocessing_exit(_: object = None) -> None:
-    """multiprocessing's forked workers end in ``os._exit``, past atexit: report from its own exit step too."""
-    util = sys.modules.get("multiprocessing.util")
-    if util is None:
-        return
-    util.Finalize(None, _report_totals_at_exit, exitpriority=0)
-    # A worker clears the finalizers it inherited when it starts; these run after that, in each one.
-    util.register_after_fork(_register_multiprocessing_exit, _register_multiprocessing_exit)
-
-
 class _Reporter:
-    """Captures this process's events and writes each, with the process's running tallies, as it happens."""
+    """A sink of this process's dynamo capture that writes each event as it happens, so no exit is needed to report it."""
 
     def __init__(self, directory: str) -> None:
         self.pid = os.getpid()
         self.writer = EventWriter(directory)
-        self.record: Optional[RecompileRecord] = None
-        self._base: list[int] = []  # the tallies this process inherited (a fork child): not its own
-        self._written: Optional[dict[str, int]] = None
         self._rank: Optional[int] = None  # as last seen: it outlives destroy_process_group()
 
     def arm(self) -> None:
         try:
-            self._arm()
+            from . import dynamo_state
+
+            problem = dynamo_state.torch_problem()
+            if problem is not None:
+                self._write("problem", message=problem)
+                return
+            from .capture import DYNAMO_LOGS
+
+            DYNAMO_LOGS.attach(self)
         except Exception as error:
             self._write("problem", message=f"pytest-nocompile could not watch this process: {type(error).__name__}: {error}")
 
-    def _arm(self) -> None:
-        from . import capture
-
-        problem = capture.torch_problem()
-        if problem is not None:
-            self._write("problem", message=problem)
-            return
-        from ..budget import KINDS, RecompileBudget
-        from ..record import RecompileRecord
-
-        record = RecompileRecord(RecompileBudget(), capture.graphs_compiled)
-        self._base = [record.tally(kind) for kind in KINDS]
-        self.record = record
-        self._rank = capture.process_rank()
-        capture.RecompileCapture().start(self._on_recompile, self._on_limit, self._on_graph_break)
-        import atexit
-
-        atexit.register(_report_totals_at_exit)
-        _register_multiprocessing_exit()
-
-    def _totals(self) -> dict[str, int]:
-        from ..budget import KINDS  # imported by _arm already: a lookup
-
-        record = self.record
-        assert record is not None
-        return {kind.key: record.tally(kind) - base for kind, base in zip(KINDS, self._base)}
-
     def _write(self, event: str, **fields: Any) -> None:
-        capture = sys.modules.get(__package__ + ".capture")
-        rank = capture.process_rank() if capture is not None else None
+        state = sys.modules.get(__package__ + ".dynamo_state")
+        rank = state.process_rank() if state is not None else None
         if rank is None:
             rank = self._rank
         self._rank = rank
-        entry: dict[str, Any] = {"t": time.time(), "pid": os.getpid(), "rank": rank, "event": event, **fields}
-        if self.record is not None:
-            entry["totals"] = self._written = self._totals()
-        self.writer.write(entry)
+        self.writer.write({"t": time.time(), "pid": os.getpid(), "rank": rank, "event": event, **fields})
 
-    def _on_recompile(self, message: str, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None:
-        assert self.record is not None
-        self.record.add_recompile(message, compile_id, user_code, thread)
-        where = None if user_code is None else [user_code.filename, user_code.line, user_code.function, user_code.code]
-        self._write("recompile", message=message, compile_id=compile_id, user_code=where, thread=thread)
+    # The sink's methods (see capture.Sink).
+    def add_recompile(self, message: str, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None:
+        self._write("recompile", message=message, compile_id=compile_id, user_code=_where(user_code), thread=thread)
 
-    def _on_limit(self, message: str) -> None:
-        assert self.record is not None
-        self.record.add_limit_warning(message)
-        self._write("limit", message=message)
+    def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None:
+        self._write("compile", compile_id=compile_id, user_code=_where(user_code), thread=thread)
 
-    def _on_graph_break(self, message: str) -> None:
-        assert self.record is not None
-        self.record.add_graph_break(message)
+    def add_limit_warning(self, message: str, compile_id: Optional[str], thread: Optional[str]) -> None:
+        self._write("limit", message=message, compile_id=compile_id, thread=thread)
+
+    def add_graph_break(self, message: str) -> None:
         self._write("graph_break", message=message)
 
-    def report_totals(self) -> None:
-        """The tallies now, if they changed since the last line: compiles that no event reported."""
-        if self.record is None:
-            return
-        try:
-            totals = self._totals()
-            if totals != self._written and any(totals.values()):
-                self._write("totals")
-        except Exception:
-            pass
+
+def _where(user_code: Optional[CodeLocation]) -> Optional[list[Any]]:
+    return None if user_code is None else [user_code.filename, user_code.line, user_code.function, user_code.code]

@@ -1,0 +1,119 @@
+"""dynamo's state, as the plugin reads and resets it: whether torch is usable, compiled frames, reset, strict mode, rank.
+
+With :mod:`.capture`, the only place that touches torch internals.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import warnings
+from contextlib import contextmanager
+from functools import cache
+from typing import Iterator
+
+MIN_TORCH = (2, 4)
+
+
+@cache
+def torch_problem() -> str | None:
+    """Why torch cannot be used by the plugin, or None when it can; imports torch, never dynamo."""
+    try:
+        with torch_import_warnings_silenced():
+            import torch
+    except Exception as error:  # ImportError, or a broken install raising anything
+        return f"torch cannot be imported ({type(error).__name__}: {error})"
+    version = _parse_version(torch.__version__)
+    if version < MIN_TORCH:
+        needed = ".".join(map(str, MIN_TORCH))
+        return f"torch {torch.__version__} is too old; pytest-nocompile needs torch>={needed}"
+    return None
+
+
+def torch_imported_or_missing() -> bool:
+    """Whether torch is imported, or cannot be: then :func:`torch_problem` costs no import of torch."""
+    return "torch" in sys.modules or not _torch_installed()
+
+
+@cache
+def _torch_installed() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def _parse_version(text: str) -> tuple[int, int]:
+    major, _, rest = text.partition(".")
+    minor = "".join(ch for ch in rest.partition(".")[0] if ch.isdigit())
+    return int(major), int(minor or 0)
+
+
+@contextmanager
+def torch_import_warnings_silenced() -> Iterator[None]:
+    """Hide warnings raised while the plugin itself imports or resets torch internals.
+
+    torch 2.11's reset() imports inductor modules whose import emits a
+    DeprecationWarning (torch.jit.script_method); under ``-W error`` that would
+    fail the user's test for work the plugin did, not the test.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def compiled_anything() -> bool:
+    """Whether dynamo compiled a frame since its last reset (or ever); never imports torch or dynamo.
+
+    Read from dynamo's frame counters, which only ``torch._dynamo.reset()``
+    clears; where a torch lacks them, assume it did.
+    """
+    convert_frame = sys.modules.get("torch._dynamo.convert_frame")
+    if convert_frame is None:
+        return False
+    frames = getattr(convert_frame, "FRAME_COUNTER", None)
+    attempts = getattr(convert_frame, "FRAME_COMPILE_COUNTER", None)
+    if frames is None and attempts is None:
+        return True
+    return bool(frames) or bool(attempts)
+
+
+def reset_dynamo() -> None:
+    """Clear dynamo's code caches and automatic-dynamic state (about 0.2 ms).
+
+    Skipped when dynamo compiled nothing since its last reset: the caches are
+    still empty, and suites of tests that never compile pay nothing (torch
+    2.11's reset() imports inductor, seconds, the first time).
+    """
+    if not compiled_anything():
+        return
+    with torch_import_warnings_silenced():
+        import torch._dynamo
+
+        torch._dynamo.reset()
+
+
+@contextmanager
+def raising_on_recompile() -> Iterator[None]:
+    """Make dynamo raise RecompileError at the recompiling call (first compiles still pass)."""
+    import torch._dynamo.config
+
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        yield
+
+
+def process_rank() -> int | None:
+    """This process's rank: ``torch.distributed``'s once initialised, else ``RANK``, else ``LOCAL_RANK``, else None.
+
+    Never imports torch.distributed: a process that has not imported it has no process group.
+    """
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None:
+        try:
+            if distributed.is_available() and distributed.is_initialized():
+                return int(distributed.get_rank())
+        except Exception:  # a half-torn-down group: the environment still says
+            pass
+    for variable in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(variable, "")
+        if value.isdigit():
+            return int(value)
+    return None

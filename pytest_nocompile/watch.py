@@ -1,0 +1,69 @@
+"""One watched test's watch, and which watches are open: what the fixtures and block assertions read.
+
+A watch opens at the test's setup and closes after its teardown. It holds
+the test's record, the one sink every source writes to: dynamo's logs in
+this process (attached once dynamo is there, at setup or when it arrives)
+and the files its child processes write. Nothing here registers a hook.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ContextManager, Optional
+
+import pytest
+
+if TYPE_CHECKING:
+    from .budget import RecompileBudget
+    from .observe.event_files import EventDirectory
+    from .record import RecompileRecord
+
+# The run's open watches by node id, in its config's stash: the fixtures find their test's there.
+WATCHES_KEY = pytest.StashKey["dict[str, Watch]"]()
+
+
+class CaptureLostWarning(pytest.PytestWarning):
+    """pytest-nocompile could no longer see recompiles: something switched its capture off."""
+
+
+class Watch:
+    """A watched test: its budget and record from setup on, or why its marker is unusable."""
+
+    __slots__ = ("budget", "record", "usage_error", "over", "strict", "strict_patch", "problem", "reports", "attached",
+                 "closed")
+
+    def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord], usage_error: Optional[str] = None) -> None:
+        self.budget = budget
+        self.record = record  # None only with a usage error
+        self.usage_error = usage_error
+        self.over: Optional[tuple[str, ...]] = None  # the kinds over budget, judged when the call ended
+        self.strict = False  # the call raises at a recompile (dynamo's error_on_recompile)
+        self.strict_patch: Optional[ContextManager[None]] = None  # entered while the call runs with dynamo
+        self.problem: Optional[str] = None  # why capture could not start when dynamo arrived
+        self.reports: Optional[EventDirectory] = None  # where the test's child processes report
+        self.attached = False  # dynamo's logs in this process reach the record
+        self.closed = False
+
+
+# Every open watch in this process, latest last (pytester runs nest).
+_OPEN: list[Watch] = []
+
+
+def opened(watch: Watch) -> None:
+    _OPEN.append(watch)
+
+
+def closed(watch: Watch) -> None:
+    watch.closed = True
+    if watch in _OPEN:
+        _OPEN.remove(watch)
+
+
+def recording_now() -> Optional[RecompileRecord]:
+    """The record of the test a run in this process is watching now, or None."""
+    return _OPEN[-1].record if _OPEN else None
+
+
+def watch_of(config: pytest.Config, nodeid: str) -> Optional[Watch]:
+    """The open watch of a test now running, or None."""
+    watches = config.stash.get(WATCHES_KEY, None)
+    return None if watches is None else watches.get(nodeid)
