@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from .budget import KINDS, KINDS_BY_KEY, BudgetKind, RecompileBudget
 
 if TYPE_CHECKING:
-    from .events import CodeLocation, ProcessInfo
+    from .events import CodeLocation, ProcessInfo, RecompileEvent
     from .record import RecompileRecord
 
 
@@ -212,6 +212,13 @@ def _process(process: Optional[ProcessInfo]) -> Optional[dict[str, Any]]:
     return None if process is None else {"pid": process.pid, "rank": process.rank}
 
 
+def _refused(event: Optional[RecompileEvent]) -> Optional[dict[str, Any]]:
+    """The attempt dynamo refused at its limit (logged as a recompile, compiled nothing): its id and failed guards."""
+    if event is None:
+        return None
+    return {"compile_id": event.compile_id, "guards": [reason.guard for reason in event.reasons]}
+
+
 def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
     return {
         "recompile_events": [
@@ -233,7 +240,7 @@ def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
         ],
         "recompile_limit_hits": [
             {"limit_name": hit.limit_name, "limit": hit.limit, "function": hit.function, "phase": hit.phase,
-             "process": _process(hit.process)}
+             "process": _process(hit.process), "refused_attempt": _refused(hit.refused)}
             for hit in record.all_limit_hits()
         ],
         "graph_break_events": [

@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from nocompile_testing import RECOMPILE_ONCE, RunPytest, expect_lines
+from nocompile_testing import HAS_COMPILE_IDS, RECOMPILE_ONCE, RunPytest, expect_lines
 
 
 def _tests(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
@@ -175,7 +175,10 @@ def test_a_recompile_limit_hit_is_not_counted_as_a_recompile(pytester: pytest.Py
     entry = _tests(pytester)["test_six_dtypes"]
     assert (entry["compiles"], entry["recompiles"]) == (4, 3)
     assert len(entry["recompile_events"]) == 3
-    assert entry["recompile_limit_hits"]
+    (hit,) = entry["recompile_limit_hits"]
+    # The attempt dynamo logged and then refused is kept with the hit: its compile id, its failed guards.
+    assert hit["refused_attempt"]["compile_id"] == ("0/4" if HAS_COMPILE_IDS else None)
+    assert hit["refused_attempt"]["guards"]
 
 
 @pytest.mark.parametrize("budget, headline", [
@@ -187,6 +190,8 @@ def test_a_recompile_limit_hit_fails_a_recompile_budget(pytester: pytest.Pyteste
     result = run("-p", "no:randomly", "--nocompile-json=report.json")
     result.assert_outcomes(failed=1)
     expect_lines(result, ["*_ test_six_dtypes _*", headline])
+    result.stdout.fnmatch_lines(["dynamo hit config.*_limit (4) for *: later calls run uncompiled and log no recompiles, *",
+                                 "    refused attempt, not counted as a recompile: guard failed: *"])
     entry = _tests(pytester)["test_six_dtypes"]
     assert (entry["compiles"], entry["recompiles"], entry["over_budget"]) == (4, 3, ["recompiles"])
 

@@ -40,11 +40,15 @@ def format_events(events: Sequence[RecompileEvent]) -> list[str]:
 
 
 def format_limit_hits(hits: Iterable[RecompileLimitHit]) -> list[str]:
-    return [
-        f"dynamo hit config.{hit.limit_name} ({hit.limit}) for {hit.function}: later calls run "
-        "uncompiled and log no recompiles, so the count above is a lower bound"
-        for hit in hits
-    ]
+    lines = []
+    for hit in hits:
+        lines.append(f"dynamo hit config.{hit.limit_name} ({hit.limit}) for {hit.function}: later calls run "
+                     "uncompiled and log no recompiles, so the count above is a lower bound")
+        refused = hit.refused
+        if refused is not None:  # dynamo logged the attempt, then refused it: not a recompile
+            reason = str(refused.reasons[0]).splitlines()[0] if refused.reasons else "(torch gave no reason)"
+            lines.append(f"    refused attempt, not counted as a recompile: guard failed: {reason}")
+    return lines
 
 
 def format_section(events: Sequence[RecompileEvent], limit_hits: Sequence[RecompileLimitHit] = ()) -> str:
