@@ -212,7 +212,12 @@ def write_stand_ins(folder: Path) -> None:
 HOOK_TIMER_SOURCE = '''
 import functools, inspect, json, os, time
 
-from pytest_nocompile import capture, plugin
+from pytest_nocompile import plugin
+
+try:  # where dynamo's reset lives (observe/dynamo_state.py since the one-lifecycle layout; capture.py before)
+    from pytest_nocompile.observe import dynamo_state as reset_home
+except ImportError:
+    from pytest_nocompile import capture as reset_home
 
 import pytest
 
@@ -299,7 +304,7 @@ for owner in dict.fromkeys(with_subclasses(plugin.PER_TEST_HOOK_CLASSES)):
     for name, hook in list(vars(owner).items()):
         if name.startswith("pytest_runtest_"):
             setattr(owner, name, (timed_wrapper if inspect.isgeneratorfunction(hook) else timed_plain)(hook))
-capture.reset_dynamo = timed_plain(capture.reset_dynamo, "reset")
+reset_home.reset_dynamo = timed_plain(reset_home.reset_dynamo, "reset")
 
 
 def timer_cost():

@@ -126,18 +126,24 @@ class Watcher:
         config.stash[WATCHES_KEY] = self.watches
         self.current: Optional[Watch] = None  # the watched test now running
         self.dynamo_arrived_here = False  # the import hook saw dynamo arrive during this run
+        # By id of a test's parent: the plan of its tests without markers of their own (parents live as long as the run).
+        self._plans: dict[int, tuple[RecompileBudget, bool]] = {}
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, object, object]:
+    # A wrapper: a test interrupted in its setup (KeyboardInterrupt, pytest.exit in a fixture)
+    # never reaches its teardown; its watch closes here, leaving torch as the test found it.
+    # The innermost wrapper: a usage error raised before its yield reaches every other wrapper
+    # (pytest's logging one included, whose teardown expects its setup to have run).
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
+        self._open(item)
         try:
             return (yield)
-        finally:
-            # Closed after teardown already, but for an interrupt (KeyboardInterrupt,
-            # pytest.exit): leave torch as the test found it.
-            self.close_open_watch()
+        except BaseException as error:
+            if not isinstance(error, Exception):
+                self.close_open_watch()
+            raise
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+    def _open(self, item: pytest.Item) -> None:
         self.close_open_watch()  # an earlier attempt's that ended before its teardown
         watch = self._plan_watch(item)
         if watch is None:
@@ -196,8 +202,12 @@ class Watcher:
             self._enter_strict(watch)
         try:
             result = yield
-        finally:
+        except BaseException as error:
             self._end_call(item, watch)
+            if not isinstance(error, Exception):  # interrupted: no teardown follows
+                self.close_open_watch()
+            raise
+        self._end_call(item, watch)
         failure = self._judge_call(item, watch)
         if failure is not None:
             pytest.fail(failure, pytrace=False)
@@ -270,10 +280,11 @@ class Watcher:
         self._exit_strict(watch)
         record = watch.record
         if record is not None:
-            DYNAMO_LOGS.detach(record)
+            if watch.attached:
+                DYNAMO_LOGS.detach(record)
             record.read_children()  # the teardown's, for its section
         if watch.reports is not None and self.child_reports is not None:
-            self.child_reports.end(watch.reports)
+            self.child_reports.end(watch.reports, just_read=record is not None)
             watch.reports = None
 
     def close_open_watch(self) -> None:
@@ -297,14 +308,15 @@ class Watcher:
             return None
         if when == "setup":
             record.end_setup()
-        if not watch.over:  # a budget failure's text already shows the recompiles
+        empty = record.empty()
+        if not (watch.over or empty):  # a budget failure's text already shows the recompiles
             _add_section(report, record, when)
         if when != "teardown":
             return None
         properties = report.user_properties
-        # An earlier attempt's (pytest-rerunfailures) are on the same list: this attempt's replace them.
-        properties[:] = [prop for prop in properties if not str(prop[0]).startswith("nocompile_")]
-        if record.empty():  # nothing compiled: the same result for every such test
+        if properties:  # an earlier attempt's (pytest-rerunfailures) are on the same list: this attempt's replace them
+            properties[:] = [prop for prop in properties if not str(prop[0]).startswith("nocompile_")]
+        if empty:  # nothing compiled: the same result for every such test
             result, counts = self.results.idle(watch.budget)
             properties.extend(counts)
             if self.settings.is_worker and watch.budget is not self.settings.default_budget:
@@ -317,6 +329,21 @@ class Watcher:
         return result
 
     def _plan_watch(self, item: pytest.Item) -> Optional[Watch]:
+        cached = self._plans.get(id(item.parent)) if not item.own_markers else None
+        if cached is None:
+            planned = self._plan(item)
+            if isinstance(planned, str):
+                return Watch(self.settings.default_budget, None, usage_error=planned)
+            if not item.own_markers:  # every test of this class or module without markers of its own: the same plan
+                self._plans[id(item.parent)] = planned
+            cached = planned
+        budget, watched = cached
+        if watched or uses_a_nocompile_fixture(item):
+            return Watch(budget, RecompileRecord(budget))
+        return None
+
+    def _plan(self, item: pytest.Item) -> tuple[RecompileBudget, bool] | str:
+        """The test's budget and whether the run watches it, or why its marker is unusable."""
         closest: dict[str, pytest.Mark] = {}
         for marker in item.iter_markers():  # one pass, closest first; most tests have no marker at all
             if marker.name in KINDS_BY_MARKER and marker.name not in closest:
@@ -330,12 +357,10 @@ class Watcher:
                 try:
                     read[kind.key] = budget_from_marker(marker.args, marker.kwargs, kind)
                 except BudgetUsageError as error:
-                    return Watch(budget, None, usage_error=f"invalid {name} marker on {item.nodeid}: {error}")
+                    return f"invalid {name} marker on {item.nodeid}: {error}"
             budget = with_markers(budget, read)
             watched = budget.budgeted or settings.watch_every_test
-        if watched or uses_a_nocompile_fixture(item):
-            return Watch(budget, RecompileRecord(budget))
-        return None
+        return budget, watched
 
 
 def _warn_if_compiled_unwatched(item: pytest.Item) -> None:

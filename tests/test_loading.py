@@ -163,7 +163,7 @@ def test_two():
 
 
 # One path for every watched test, whatever torch has done so far: the same hooks in every run that watches.
-WATCHER_HOOKS = [f"nocompile-watcher pytest_runtest_{hook}" for hook in ("call", "logreport", "protocol", "setup", "teardown")]
+WATCHER_HOOKS = [f"nocompile-watcher pytest_runtest_{hook}" for hook in ("call", "logreport", "setup", "teardown")]
 
 
 @pytest.mark.parametrize(("marker", "options", "expected"), [

@@ -47,8 +47,8 @@ class ChildReports:
             _restart_fork_server()
         return reports
 
-    def end(self, reports: EventDirectory) -> None:
-        """The test ended: the variable back as the test found it, and its directory removed."""
+    def end(self, reports: EventDirectory, just_read: bool = False) -> None:
+        """The test ended: the variable back as the test found it, and its directory removed (see EventDirectory.remove)."""
         if self._found is None:
             try:
                 del os.environ[ENV_VAR]
@@ -56,7 +56,7 @@ class ChildReports:
                 pass
         else:
             os.environ[ENV_VAR] = self._found
-        reports.remove()
+        reports.remove(just_read)
 
     def close(self) -> None:
         """The run ended: remove its directory, with whatever a straggling process wrote late."""

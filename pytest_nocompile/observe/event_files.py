@@ -114,8 +114,9 @@ class EventDirectory:
                     entries.append(entry)
         return entries
 
-    def remove(self) -> None:
-        if self.exists():
+    def remove(self, just_read: bool = False) -> None:
+        """Remove the directory (``just_read``: :meth:`read_new` just looked, so a directory not there then is not looked for again)."""
+        if self._exists if just_read else self.exists():
             import shutil
 
             shutil.rmtree(self.path, ignore_errors=True)
