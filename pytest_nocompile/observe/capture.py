@@ -232,7 +232,10 @@ class DynamoLogs:
             _Tap((GRAPH_CODE_ARTIFACT,), (GRAPH_CODE_LOGGER,), (GRAPH_CODE_LOGGER,), self._on_graph, enable_in_state=False),
         )
         self._limit_handler = _LimitHandler(self._on_limit)
+        self._limit_logger: Optional[logging.Logger] = None  # looked up once: getLogger takes logging's lock
         self._patched: list[tuple[Any, str, Any, Any]] = []  # (module, name, torch's function, our wrapper)
+        # Our wrapper of each torch function, made once per function (functools.wraps is most of arming's cost).
+        self._wrappers: dict[tuple[Any, str], Callable[..., Any]] = {}
         self.armed = False
 
     def attach(self, sink: Sink) -> None:
@@ -272,7 +275,9 @@ class DynamoLogs:
         internals = _logging_internals()
         for tap in self._taps:
             tap.arm(internals)
-        logging.getLogger(LIMIT_LOGGER).addHandler(self._limit_handler)
+        if self._limit_logger is None:
+            self._limit_logger = logging.getLogger(LIMIT_LOGGER)
+        self._limit_logger.addHandler(self._limit_handler)
         self._wrap_reinitialisers(internals)
         self.armed = True
 
@@ -282,7 +287,8 @@ class DynamoLogs:
             if getattr(module, name, None) is wrapper:  # else someone patched it after us: theirs to undo
                 setattr(module, name, original)
         self._patched = []
-        logging.getLogger(LIMIT_LOGGER).removeHandler(self._limit_handler)
+        if self._limit_logger is not None:
+            self._limit_logger.removeHandler(self._limit_handler)
         for tap in reversed(self._taps):
             tap.disarm()
 
@@ -317,7 +323,9 @@ class DynamoLogs:
             original = getattr(internals, name, None)
             if original is None:
                 continue
-            wrapper = reinitialising(original, before)
+            wrapper = self._wrappers.get((original, name))
+            if wrapper is None:
+                wrapper = self._wrappers[(original, name)] = reinitialising(original, before)
             for module in (internals, public):
                 if getattr(module, name, None) is original:
                     setattr(module, name, wrapper)

@@ -49,7 +49,18 @@ def _library_roots() -> _Roots:
     )
 
 
+# By file name: a compile walks some 25 frames, nearly all in the same few torch files.
+_USER_FILES: dict[str, bool] = {}
+
+
 def _is_user_file(filename: str, roots: _Roots) -> bool:
+    known = _USER_FILES.get(filename)
+    if known is None:
+        known = _USER_FILES[filename] = _classify(filename, roots)
+    return known
+
+
+def _classify(filename: str, roots: _Roots) -> bool:
     if filename.startswith("<"):
         return False
     if filename.startswith(roots.packages):
