@@ -23,7 +23,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Optional
+    from typing import Optional, Union
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"  # event_files.ENV_VAR, without importing it in every process
 PTH_FILE = "pytest-nocompile.pth"
@@ -55,7 +55,7 @@ def _start_reporting(hook_file: str) -> None:
         pass
 
 
-def watch_this_process(directory: Optional[str] = None) -> bool:
+def watch_this_process(directory: Optional[Union[str, os.PathLike[str]]] = None) -> bool:
     """Report this process's compiles, recompiles and graph breaks to the watched test that started it.
 
     The start-up hook does this by itself in every Python process a watched
@@ -75,7 +75,7 @@ def watch_this_process(directory: Optional[str] = None) -> bool:
     or in a process the hook already reports from, changes nothing.
     """
     if directory:
-        os.environ[ENV_VAR] = directory
+        os.environ[ENV_VAR] = os.fspath(directory)
     elif not os.environ.get(ENV_VAR):
         return False
     _start_reporting("watch_this_process()")
