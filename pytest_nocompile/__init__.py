@@ -2,7 +2,8 @@
 
 Load it with ``pytest -p nocompile``; budget a test with
 ``@pytest.mark.max_recompiles(N)``. The names below are the public API, for
-annotating fixtures and reading recorded recompiles.
+annotating fixtures and reading recorded recompiles, and for child processes
+the start-up hook cannot reach (:func:`watch_this_process`, :func:`child_env`).
 
 They are imported on first use (PEP 562): pytest imports this package at
 start-up to load the plugin, and a run that never compiles should not pay for
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         RecompileLimitHit,
         parse_recompile_message,
     )
+    from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
     from .watch import CaptureLostWarning
@@ -61,6 +63,8 @@ _PUBLIC_MODULES = {
     "RecompileEvent": ".events",
     "RecompileLimitHit": ".events",
     "parse_recompile_message": ".events",
+    "child_env": ".observe.hook",
+    "watch_this_process": ".observe.hook",
     "RecompileLog": ".record",
     "TestResult": ".result",
     "Verdict": ".result",
@@ -89,7 +93,9 @@ __all__ = [
     "assert_max_compiles",
     "assert_max_graph_breaks",
     "assert_max_recompiles",
+    "child_env",
     "parse_recompile_message",
+    "watch_this_process",
 ]
 
 

@@ -46,9 +46,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write a baseline of per-test recompile, graph-break and compile counts")
     group.addoption("--nocompile-compare", metavar="PATH", default=None,
                     help="fail the run when a test's recompiles, graph breaks or compiles rose against this baseline")
+    group.addoption("--nocompile-check-hook", action="store_true", default=False,
+                    help="start a Python as a test's child process would start, say whether pytest-nocompile's start-up hook "
+                    "answered in it, and exit (0: live, 1: not live); runs no tests")
     for switch in SWITCHES:
         group.addoption(switch.option, action="store_true", default=None, help=f"{switch.option_help} (ini: {switch.ini})")
         parser.addini(switch.ini, type="bool", default=True, help=f"{switch.ini_help} [pytest-nocompile]")
+
+
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if not config.getoption("nocompile_check_hook") or config.getoption("help"):
+        return None
+    from .observe.hook_check import check_hook
+
+    check = check_hook()
+    print(check.line, flush=True)
+    return 0 if check.live else 1
 
 
 def pytest_configure(config: pytest.Config) -> None:
