@@ -26,6 +26,7 @@ from .budget import KINDS, BudgetKind, RecompileBudget
 
 if TYPE_CHECKING:
     from .events import CodeLocation, CompileEvent, GraphBreakEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
+    from .observe.children import TestReports
     from .observe.event_files import EventDirectory
 
 # The events and their parser (.events) load with the first event: a suite that
@@ -154,7 +155,7 @@ class RecompileRecord:
         self.call_started_at: Optional[float] = None  # time.time(), to place children's events in a phase
         self.call_ended_at: Optional[float] = None
         self.children: dict[int, ProcessEvents] = {}  # by pid: the processes the test started that reported
-        self._reports: Optional[EventDirectory] = None
+        self._reports: Optional[EventDirectory | TestReports] = None
         self.pid = os.getpid()
 
     # The test's own process's events, as lists.
@@ -179,7 +180,7 @@ class RecompileRecord:
         own = self.own
         return not (own.compiles or own.recompiles or own.limit_hits or own.graph_breaks or self.children)
 
-    def read_children_from(self, reports: EventDirectory) -> None:
+    def read_children_from(self, reports: EventDirectory | TestReports) -> None:
         """Take child processes' events from this directory, at each phase's end and whenever they are looked at."""
         self._reports = reports
         self.log = RecompileLog(self.own.recompiles, self._children_events)
@@ -295,7 +296,9 @@ class RecompileRecord:
         rank = entry.get("rank")
         if rank is not None and rank != child.info.rank:  # type: ignore[union-attr]  # a child always has its info
             child.rename(ProcessInfo(pid, int(rank)))
-        phase = self._phase_at(moment)
+        # A process started in setup or teardown (a fixture's) is that phase's whenever it logs: never counted.
+        started_in = entry.get("started_in")
+        phase = started_in if started_in in ("setup", "teardown") else self._phase_at(moment)
         what = entry["event"]
         info = child.info
         if what == "recompile":

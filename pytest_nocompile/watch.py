@@ -14,7 +14,7 @@ import pytest
 
 if TYPE_CHECKING:
     from .budget import RecompileBudget
-    from .observe.event_files import EventDirectory
+    from .observe.children import TestReports
     from .record import RecompileRecord
 
 # The run's open watches by node id, in its config's stash: the fixtures find their test's there.
@@ -39,7 +39,7 @@ class Watch:
         self.strict = False  # the call raises at a recompile (dynamo's error_on_recompile)
         self.strict_patch: Optional[ContextManager[None]] = None  # entered while the call runs with dynamo
         self.problem: Optional[str] = None  # why capture could not start when dynamo arrived
-        self.reports: Optional[EventDirectory] = None  # where the test's child processes report
+        self.reports: Optional[TestReports] = None  # where the test's child processes report
         self.attached = False  # dynamo's logs in this process reach the record
         self.closed = False
 

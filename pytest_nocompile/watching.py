@@ -197,6 +197,8 @@ class Watcher:
         if watch is None or watch.record is None:
             return (yield)
         watch.strict = self._strict(watch.budget)
+        if watch.reports is not None and self.child_reports is not None:
+            self.child_reports.enter(watch.reports, "call")  # only processes started from here on count
         watch.record.start_call()
         if watch.strict and watch.attached:  # else dynamo_arrived enters it if dynamo arrives in the call
             self._enter_strict(watch)
@@ -259,6 +261,9 @@ class Watcher:
     # warning raised as an error (-W error) there errors this test.
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, object, object]:
+        watch = self.watches.get(item.nodeid)
+        if watch is not None and watch.reports is not None and self.child_reports is not None:
+            self.child_reports.enter(watch.reports, "teardown")
         try:
             return (yield)
         finally:
@@ -380,7 +385,10 @@ def _add_section(report: pytest.TestReport, record: RecompileRecord, when: str) 
         shown = report.failed and bool(events or limit_hits)
     else:
         events = record.in_phase(when)  # type: ignore[arg-type]  # "setup" or "teardown"
-        limit_hits, suffix = [], f" ({when}, not counted)"
+        if when == "teardown" and record.children:  # a process a fixture started in setup reports whenever it compiles
+            events = [event for child in record.children.values() for event in child.recompiles if event.phase == "setup"] + events
+        phases = ", ".join(dict.fromkeys(event.phase for event in events))
+        limit_hits, suffix = [], f" ({phases}, not counted)"
         shown = bool(events)
     if shown:
         from .output.report import SECTION_TITLE, format_section

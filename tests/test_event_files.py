@@ -142,18 +142,3 @@ def test_a_child_that_could_not_watch_itself_is_named(tmp_path: Path) -> None:
     record.end_call()
     assert record.child_problems() == ["pid 44: torch 2.3.0 is too old"]
 
-
-def test_run_directories_of_processes_that_are_gone_are_removed(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from pytest_nocompile.observe.children import RUN_PREFIX, _remove_directories_of_dead_runs
-
-    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
-    gone = tmp_path / f"{RUN_PREFIX}{finished.stdout.strip()}-abc"  # a run killed before its end left it
-    running = tmp_path / f"{RUN_PREFIX}{os.getpid()}-def"
-    other = tmp_path / f"{RUN_PREFIX}unrelated"
-    for folder in (gone, running, other):
-        folder.mkdir()
-    _remove_directories_of_dead_runs(str(tmp_path))
-    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([running.name, other.name])

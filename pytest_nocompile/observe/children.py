@@ -1,54 +1,105 @@
 """A watched test's child processes, seen from the test's process: where they report, and for how long.
 
-Each watched test gets a directory of its own under the run's temporary
-directory, named in :data:`~.event_files.ENV_VAR` from the test's setup to
-its end; the processes it starts inherit the variable and report there
-(:mod:`.startup`). Afterwards the variable is as the test found it and the
-directory is gone; the run's directory goes when the run ends. A process
-started outside any watched test never has the variable, so nothing it does
-counts against a later test.
+Each phase of a watched test has a folder of its own under the run's folder
+(:mod:`.run_folders`: ``<tempdir>/pytest-nocompile-of-<user>/run-<pid>-<random>/``),
+``<n>-setup``, ``<n>-call`` and ``<n>-teardown``, named in
+:data:`~.event_files.ENV_VAR` while that phase runs. A process inherits the
+variable when it starts, so the folder it reports to says which phase
+started it: only processes started in the test's call count against the
+test. A process started in setup or teardown (a fixture's server) is
+reported in that phase, "not counted", whenever it compiles. Afterwards the
+variable is as the test found it and the test's folders are gone; the run's
+folder goes when the run ends. A process started outside any watched test
+never has the variable, so nothing it does counts against a later test.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .event_files import ENV_VAR, EventDirectory
 
-RUN_PREFIX = "pytest-nocompile-"  # then the pid of the process that runs the tests
+if TYPE_CHECKING:
+    from .run_folders import RunFolder
+
+STARTED_IN = "started_in"  # the key :meth:`TestReports.read_new` adds to each entry: the phase that started its process
+
+
+class TestReports:
+    """One watched test's reports: a folder per phase, each entry tagged with the phase that started its process."""
+
+    __slots__ = ("base", "_folders")
+    __test__ = False  # not a pytest test class, whatever its name
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self._folders: list[tuple[str, EventDirectory]] = []  # by phase, in the order they began
+
+    @property
+    def path(self) -> str:
+        """The folder of the phase now running (what the variable names)."""
+        return self._folders[-1][1].path
+
+    def enter(self, phase: str) -> str:
+        """A phase begins: processes started from now on report to its folder (returned)."""
+        folder = EventDirectory(f"{self.base}-{phase}")
+        self._folders.append((phase, folder))
+        return folder.path
+
+    def read_new(self) -> list[dict[str, Any]]:
+        """The new entries of every phase's folder, each with :data:`STARTED_IN`."""
+        entries: list[dict[str, Any]] = []
+        for phase, folder in self._folders:
+            for entry in folder.read_new():
+                entry[STARTED_IN] = phase  # the folder says it, whatever the process wrote
+                entries.append(entry)
+        return entries
+
+    def remove(self, just_read: bool = False) -> None:
+        for _phase, folder in self._folders:
+            folder.remove(just_read)
 
 
 class ChildReports:
-    """Per run, in each process that runs tests: a directory per watched test, and the variable pointing at it."""
+    """Per run, in each process that runs tests: the run's folder, a folder per watched test's phase, and the variable."""
 
     def __init__(self) -> None:
-        self._run_directory: Optional[str] = None  # made with the first watched test
+        self._run: Optional[RunFolder] = None  # made with the first watched test
         self._tests = 0
         # The variable as every test finds it: set only when pytest itself runs in a watched test's
         # process. Read once: a lookup of an absent variable raises and catches a KeyError, every test.
         self._found = os.environ.get(ENV_VAR)
 
-    def begin(self) -> EventDirectory:
-        """A test starts: its processes report to a directory of its own (made by the first that writes)."""
-        if self._run_directory is None:
+    @property
+    def run_folder(self) -> Optional[str]:
+        """Where this run's children report (None until a watched test began): see :mod:`.run_folders`."""
+        return None if self._run is None else self._run.path
+
+    def begin(self) -> TestReports:
+        """A test's setup starts: the processes it starts report to its setup folder (made by the first that writes)."""
+        if self._run is None:
             import tempfile
 
+            from .run_folders import RunFolder
             from .startup import install_fork_handler
 
-            _remove_directories_of_dead_runs(tempfile.gettempdir())
-            self._run_directory = tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-")
+            self._run = RunFolder.make(tempfile.gettempdir())  # removes dead runs' folders first
             install_fork_handler()  # a fork of this process during a test reports on its own
         self._tests += 1
-        reports = EventDirectory(f"{self._run_directory}/{self._tests}")
-        os.environ[ENV_VAR] = reports.path
-        if "multiprocessing.forkserver" in sys.modules:
-            _restart_fork_server()
+        reports = TestReports(f"{self._run.path}/{self._tests}")
+        self.enter(reports, "setup")
         return reports
 
-    def end(self, reports: EventDirectory, just_read: bool = False) -> None:
-        """The test ended: the variable back as the test found it, and its directory removed (see EventDirectory.remove)."""
+    def enter(self, reports: TestReports, phase: str) -> None:
+        """The test's call or teardown starts: processes started from now on report to that phase's folder."""
+        os.environ[ENV_VAR] = reports.enter(phase)
+        if "multiprocessing.forkserver" in sys.modules:
+            _restart_fork_server()
+
+    def end(self, reports: TestReports, just_read: bool = False) -> None:
+        """The test ended: the variable back as the test found it, and its folders removed (see EventDirectory.remove)."""
         if self._found is None:
             try:
                 del os.environ[ENV_VAR]
@@ -59,44 +110,18 @@ class ChildReports:
         reports.remove(just_read)
 
     def close(self) -> None:
-        """The run ended: remove its directory, with whatever a straggling process wrote late."""
-        if self._run_directory is not None:
-            import shutil
-
-            shutil.rmtree(self._run_directory, ignore_errors=True)
-            self._run_directory = None
-
-
-def _remove_directories_of_dead_runs(folder: str) -> None:
-    """Remove the run directories of processes that are gone: a run killed mid-way (a crashed xdist worker) left them."""
-    import shutil
-
-    try:
-        entries = [entry.name for entry in os.scandir(folder) if entry.name.startswith(RUN_PREFIX)]
-    except OSError:
-        return
-    for name in entries:
-        pid = name[len(RUN_PREFIX):].partition("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's: alive
-        return True
-    return True
+        """The run ended: remove its folder, with whatever a straggling process wrote late."""
+        if self._run is not None:
+            self._run.remove()
+            self._run = None
 
 
 def _restart_fork_server() -> None:
-    """Stop multiprocessing's fork server if one runs: it restarts on its next use, with the test's environment.
+    """Stop multiprocessing's fork server if one runs: it restarts on its next use, with the phase's environment.
 
     Its children are forked from it and inherit its environment, not the
     environment of the process that asked for them: a server started before
-    this test would send them to no test, or to an earlier one.
+    this phase would send them to no test, or to an earlier test or phase.
     """
     forkserver = sys.modules.get("multiprocessing.forkserver")
     server = getattr(forkserver, "_forkserver", None)

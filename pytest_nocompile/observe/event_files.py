@@ -117,7 +117,8 @@ class EventDirectory:
     def remove(self, just_read: bool = False) -> None:
         """Remove the directory (``just_read``: :meth:`read_new` just looked, so a directory not there then is not looked for again)."""
         if self._exists if just_read else self.exists():
-            import shutil
+            from .run_folders import Budget, remove_tree
 
-            shutil.rmtree(self.path, ignore_errors=True)
+            # Bounded, not following links, never raising: what is left goes with the run's folder.
+            remove_tree(self.path, Budget(0.5, 100_000))
             self._exists = False

@@ -1,0 +1,401 @@
+"""The run's folder for its children's reports: where it is, what proves it ours, and when a later run removes it.
+
+Every run that watches child processes keeps their reports in one folder::
+
+    <tempdir>/pytest-nocompile-of-<user>/run-<pid>-<random>/
+
+``<tempdir>`` is :func:`tempfile.gettempdir` (``TMPDIR``). The per-user
+parent is made mode 0700 and used only when it is a real directory (not a
+symbolic link) owned by this user, as pytest does for ``pytest-of-<user>``;
+otherwise the run's folder is a private ``pytest-nocompile-run-*`` directory
+of ``<tempdir>`` that only the run itself removes.
+
+Liveness is a lock, never a pid: a run holds an exclusive ``flock`` on the
+``lock`` file of its folder for its whole life, and the kernel releases it
+when the process ends, however it ends and in whatever pid namespace or
+container it ran (a pid says nothing outside its own). The :data:`MARKER`
+file is written once the lock is held, so it proves both that the plugin
+made the folder and that the folder had a live owner.
+
+A run ends by removing its folder. A run killed (SIGTERM, SIGKILL, a
+crashed xdist worker) leaves it; the next run in the same ``<tempdir>`` that
+watches a test removes it, and any other folder of the parent that carries
+the marker, is owned by this user and whose lock nobody holds. That clean-up
+is bounded (:data:`CLEAN_UP_SECONDS`, :data:`CLEAN_UP_ENTRIES`), follows no
+symbolic link, and never raises: what it could not remove waits for a later run.
+Nothing outside the per-user parent is ever removed.
+
+Stdlib only, and never raising: it runs inside a test's setup.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from typing import Iterator, Optional
+
+PARENT_PREFIX = "pytest-nocompile-of-"  # then the user's name
+RUN_PREFIX = "run-"  # then the pid (for people reading the folder, never trusted) and mkdtemp's random part
+PRIVATE_PREFIX = "pytest-nocompile-run-"  # a run's folder when the per-user parent cannot be used
+MARKER = "pytest-nocompile-run"  # written once the lock is held: the plugin made this folder
+LOCK = "lock"  # flock'ed for the run's life
+
+CLEAN_UP_SECONDS = 0.5  # a run's removal of dead runs' folders stops after this long...
+CLEAN_UP_ENTRIES = 20_000  # ...or after removing this many files and folders
+CANDIDATES = 1_000  # folders of the parent looked at, at most, per run
+_OPEN_DEPTH = 32  # folders held open at once while removing a tree; deeper ones are moved up first
+_HELD: set[str] = set()  # names of the folders this process's runs hold (nested runs in one process skip them)
+
+
+class Budget:
+    """How much removing may still cost: a deadline and a count of entries."""
+
+    __slots__ = ("deadline", "entries")
+
+    def __init__(self, seconds: float, entries: int) -> None:
+        self.deadline = time.monotonic() + seconds
+        self.entries = entries
+
+    def spend(self) -> bool:
+        """Pay for one entry; False once spent."""
+        self.entries -= 1
+        return self.entries >= 0 and time.monotonic() < self.deadline
+
+
+def user_name() -> str:
+    """This user's name as a file name (pytest's rule), or ``uid<N>`` where none is known (a container's arbitrary uid)."""
+    try:
+        import getpass
+
+        name = getpass.getuser()
+    except Exception:
+        name = f"uid{_uid()}"
+    return "".join(char if char.isalnum() or char in "-_." else "_" for char in name) or "unknown"
+
+
+def _uid() -> int:
+    geteuid = getattr(os, "geteuid", None)
+    return geteuid() if geteuid is not None else -1
+
+
+def user_parent(temp: str) -> Optional[str]:
+    """The per-user parent of run folders in ``temp``, made if missing; None if it is not safely ours."""
+    if _uid() < 0:
+        return None
+    path = os.path.join(temp, PARENT_PREFIX + user_name())
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # a symbolic link, a file, or not ours to read
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != _uid():
+            return None
+        if info.st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return path
+
+
+class RunFolder:
+    """This run's folder, locked for the run's life (see the module's docstring)."""
+
+    def __init__(self, path: str, lock_fd: Optional[int]) -> None:
+        self.path = path
+        self._lock_fd = lock_fd
+
+    @classmethod
+    def make(cls, temp: str) -> RunFolder:
+        """Make this run's folder in ``temp``'s per-user parent, after removing dead runs' folders there."""
+        import tempfile
+
+        parent = user_parent(temp)
+        if parent is not None:
+            remove_dead_runs(parent)
+            for _ in range(2):  # another run's end may remove the parent, empty, in between
+                try:
+                    path = tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-", dir=parent)
+                except FileNotFoundError:
+                    parent = user_parent(temp)
+                    if parent is None:
+                        break
+                    continue
+                _HELD.add(os.path.basename(path))
+                return cls(path, _lock_and_mark(path))
+        return cls(tempfile.mkdtemp(prefix=PRIVATE_PREFIX, dir=temp), None)
+
+    def remove(self) -> bool:
+        """Remove the folder (bounded), then its parent if empty; True if the folder is gone. Never raises."""
+        budget = Budget(5.0, 1_000_000)
+        if self._lock_fd is None:
+            removed = remove_tree(self.path, budget)
+        else:
+            removed = _remove_marked_folder(self.path, budget)
+            try:
+                os.close(self._lock_fd)  # releases the lock: a leftover is a later run's to remove
+            except OSError:
+                pass
+            self._lock_fd = None
+            _HELD.discard(os.path.basename(self.path))
+            if removed:
+                try:
+                    os.rmdir(os.path.dirname(self.path))  # the per-user parent, only if empty: the last run leaves no trace
+                except OSError:
+                    pass
+        return removed
+
+
+def _lock_and_mark(path: str) -> Optional[int]:
+    """Hold the folder's lock, then mark it; the lock's descriptor, or None where locks do not work (no marker then)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    try:
+        fd = os.open(os.path.join(path, LOCK), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(os.open(os.path.join(path, MARKER), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except OSError:  # without a lock no marker: no other run may ever take the folder for dead
+        os.close(fd)
+        return None
+    return fd
+
+
+def remove_dead_runs(parent: str, budget: Optional[Budget] = None) -> None:
+    """Remove the folders of ``parent`` that a dead run of this user left (marker, owner, lock free). Never raises."""
+    budget = budget or Budget(CLEAN_UP_SECONDS, CLEAN_UP_ENTRIES)
+    try:
+        import fcntl
+    except ImportError:
+        return
+    try:
+        parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        with os.scandir(parent_fd) as entries:
+            names = [entry.name for _, entry in zip(range(CANDIDATES), entries)
+                     if entry.name.startswith(RUN_PREFIX) and entry.name not in _HELD]
+        for name in names:
+            if time.monotonic() >= budget.deadline or budget.entries <= 0:
+                return
+            _remove_if_dead(fcntl, parent_fd, name, budget)
+    except Exception:  # never a test's problem: what is left waits for a later run
+        pass
+    finally:
+        os.close(parent_fd)
+
+
+def _remove_if_dead(fcntl: object, parent_fd: int, name: str, budget: Budget) -> None:
+    try:
+        folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+    except OSError:  # a symbolic link, a file, unreadable, or gone
+        return
+    lock = None
+    try:
+        if os.fstat(folder).st_uid != _uid() or not _is_own_file(folder, MARKER):
+            return
+        try:
+            lock = os.open(LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=folder)
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # type: ignore[attr-defined]
+        except OSError:  # held: a live run's (or locks do not work here: then it is not ours to judge)
+            return
+        _remove_marked(parent_fd, name, folder, budget)  # dead: ours until removed
+    except OSError:
+        pass
+    finally:
+        if lock is not None:
+            os.close(lock)
+        os.close(folder)
+
+
+def _remove_marked_folder(path: str, budget: Budget) -> bool:
+    """Remove a run's folder by path (this run's own, at its end); True if it is gone."""
+    head, name = os.path.split(path)
+    try:
+        parent = os.open(head, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        try:
+            return _remove_marked(parent, name, folder, budget)
+        finally:
+            os.close(folder)
+    except FileNotFoundError:
+        return True
+    except Exception:
+        return False
+    finally:
+        os.close(parent)
+
+
+def _remove_marked(parent: int, name: str, folder: int, budget: Budget) -> bool:
+    """Remove a marked run folder whose lock this process holds.
+
+    The marker and the lock go last, so a removal cut short (budget spent,
+    an entry it may not remove) leaves a folder a later run still recognises
+    and resumes.
+    """
+    if not _remove_contents(folder, budget, keep=(MARKER, LOCK)):
+        return False
+    for last in (MARKER, LOCK):
+        try:
+            os.unlink(last, dir_fd=folder)
+        except FileNotFoundError:
+            pass
+    os.rmdir(name, dir_fd=parent)
+    return True
+
+
+def _is_own_file(folder: int, name: str) -> bool:
+    try:
+        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_uid == _uid()
+
+
+def remove_tree(path: str, budget: Budget) -> bool:
+    """Remove ``path`` and everything below it without following links; True if it is gone. Never raises.
+
+    Iterative, so no depth gives a RecursionError; stops when ``budget`` is
+    spent, leaving the rest; an entry it may not remove is left too.
+    """
+    head, name = os.path.split(path)
+    try:
+        parent = os.open(head or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return not os.path.lexists(path)
+    try:
+        try:
+            info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            return True
+        if not stat.S_ISDIR(info.st_mode):
+            os.unlink(name, dir_fd=parent)
+            return True
+        folder = _open_folder(parent, name)
+        if folder is None:
+            return False
+        try:
+            emptied = _remove_contents(folder, budget)
+        finally:
+            os.close(folder)
+        if emptied:
+            os.rmdir(name, dir_fd=parent)
+        return emptied
+    except Exception:
+        return False
+    finally:
+        os.close(parent)
+
+
+def _open_folder(parent: int, name: str) -> Optional[int]:
+    """A folder's descriptor (never through a link), making it readable first if this user owns it and may not read it."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except PermissionError:
+        pass
+    except OSError:
+        return None
+    try:
+        info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != _uid():
+            return None
+        os.chmod(name, 0o700, dir_fd=parent)
+        return os.open(name, flags, dir_fd=parent)
+    except (OSError, NotImplementedError):
+        return None
+
+
+def _remove_contents(root: int, budget: Budget, keep: tuple[str, ...] = ()) -> bool:
+    """Empty the folder open as ``root`` (but the top-level names in ``keep``); True if nothing else is left.
+
+    Depth first, holding at most :data:`_OPEN_DEPTH` folders open: a folder
+    deeper than that is moved up to ``root`` (a rename, within the same file
+    system) and emptied from there, in a later pass over ``root``.
+    """
+    moved = 0
+    while True:  # each pass spends budget on every entry it meets: bounded
+        complete = True
+        stack: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = []
+        try:
+            stack.append((root, "", os.scandir(root)))
+            while stack:
+                folder, name, listing = stack[-1]
+                entry = next(listing, None)
+                if entry is None:
+                    listing.close()  # type: ignore[attr-defined]
+                    stack.pop()
+                    if stack:
+                        os.close(folder)
+                        try:
+                            os.rmdir(name, dir_fd=stack[-1][0])
+                        except OSError:
+                            complete = False
+                    continue
+                if len(stack) == 1 and entry.name in keep:
+                    continue
+                if not budget.spend():
+                    return False
+                try:
+                    is_folder = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    is_folder = False
+                if not is_folder:
+                    try:
+                        os.unlink(entry.name, dir_fd=folder)
+                    except FileNotFoundError:
+                        pass
+                    except OSError:
+                        complete = False  # not ours to remove: left
+                elif len(stack) > _OPEN_DEPTH:
+                    moved += 1
+                    try:
+                        os.rename(entry.name, f".moved-up-{os.getpid()}-{moved}", src_dir_fd=folder, dst_dir_fd=root)
+                    except OSError:
+                        complete = False
+                else:
+                    child = _open_folder(folder, entry.name)
+                    if child is None:
+                        complete = False
+                        continue
+                    try:
+                        stack.append((child, entry.name, os.scandir(child)))
+                    except OSError:
+                        os.close(child)
+                        complete = False
+        except OSError:
+            complete = False
+        finally:
+            for folder, _name, listing in stack:
+                listing.close()  # type: ignore[attr-defined]
+                if folder != root:
+                    os.close(folder)
+        if not complete:
+            return False
+        if not _has_entries(root, keep):
+            return True
+
+
+def _has_entries(root: int, keep: tuple[str, ...]) -> bool:
+    try:
+        with os.scandir(root) as listing:
+            return any(entry.name not in keep for entry in listing)
+    except OSError:
+        return True
