@@ -281,6 +281,8 @@ class RecompileRecord:
     def child_warnings(self) -> list[ChildReportWarning]:
         """The test's warnings as it ends, each given once: a file's skipped lines, and processes that could not report
         (unless a failure said so already)."""
+        if not (self._skipped or self.children or self._folder_problems):
+            return []
         from .child_lines import skipped_warning, unreported_warning
 
         found = [skipped_warning(path, reasons) for path, reasons in self._skipped.items()]
@@ -305,7 +307,9 @@ class RecompileRecord:
         if reports is None:
             return
         try:
-            self._take(reports.read(final))
+            reading = reports.read(final)
+            if reading.files or reading.unreported or reading.problem:  # else nothing to load .child_lines for
+                self._take(reading)
         except Exception as error:  # a defect of ours: the test must not pay for it
             self._note_folder_problem(f"could not read the reports in {reports.path}: {type(error).__name__}: {error}")
 

@@ -138,6 +138,18 @@ def test_a_process_whose_write_fails_leaves_a_marker_and_its_test_hears_of_it(tm
     assert ending(record) == []  # said in the budgeted test's failure: not again as a warning
 
 
+def test_an_entry_that_cannot_be_written_is_said_too(tmp_path: Path) -> None:
+    record, folder = watched(tmp_path, {COMPILES.key: 0})
+    writer = EventWriter(str(folder))
+    odd: dict[str, Any] = {"event": "compile", "t": 1.0}
+    odd["itself"] = odd
+    writer.write(odd)  # json cannot write a circle
+    writer.write({"event": "compile", "t": 1.0})  # the next line still goes
+    record.end_call()
+    assert record.child_problems() == [f"pid {os.getpid()}: could not write its report to {folder} (ValueError)"]
+    assert judge(record).counts["compiles"] == 1
+
+
 def test_a_test_without_a_budget_gets_a_warning_when_a_process_could_not_write(tmp_path: Path) -> None:
     record, folder = watched(tmp_path, {})
     (folder / "9-abcd.EACCES.unreported").touch()
@@ -163,6 +175,15 @@ def test_a_folder_no_process_can_write_to_is_a_problem_of_the_test(tmp_path: Pat
     record.start_call(at=0.0)
     record.end_call()
     assert record.child_problems() == [f"the test's processes could not report to {folder}: ENOTDIR: Not a directory"]
+
+
+def test_a_folder_made_read_only_is_a_problem_of_the_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    record, folder = watched(tmp_path, {COMPILES.key: 0})
+    access = os.access
+    # As a user who is not root sees a folder of mode 0o500 (root may write anywhere).
+    monkeypatch.setattr(os, "access", lambda path, mode, **kwargs: access(path, mode, **kwargs) and not (mode & os.W_OK and str(path) == str(folder)))
+    record.end_call()
+    assert record.child_problems() == [f"the test's processes could not report to {folder}: it is not writable"]
 
 
 def test_a_folder_the_test_removed_is_no_more_reports(tmp_path: Path) -> None:

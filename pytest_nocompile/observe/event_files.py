@@ -83,9 +83,9 @@ class EventWriter:
             self._append(os.path.join(self.directory, token + SUFFIX), data)
         except OSError as error:
             self.broken = True
-            self._say_unreported(token, error)
-        except Exception:  # an entry json cannot write: that line is lost, the next may go
-            pass
+            self._say_unreported(error)
+        except Exception as error:  # an entry json cannot write: that line is lost (and said), the next may go
+            self.unreported(type(error).__name__)
 
     def _append(self, path: str, data: bytes) -> None:
         try:
@@ -102,15 +102,16 @@ class EventWriter:
         finally:
             os.close(fd)
 
-    def _say_unreported(self, token: str, error: OSError) -> None:
-        """Leave a marker the test's process looks for: an empty file, whose name says why."""
+    def _say_unreported(self, error: OSError) -> None:
         import errno
 
-        if error.errno == errno.ENOENT:
-            return  # the run's directory is gone: its test ended, no one reads any more
-        reason = errno.errorcode.get(error.errno or 0, "EIO")
+        if error.errno != errno.ENOENT:  # ENOENT: the run's directory is gone: its test ended, no one reads any more
+            self.unreported(errno.errorcode.get(error.errno or 0, "EIO"))
+
+    def unreported(self, reason: str) -> None:
+        """Leave a marker the test's process looks for: an empty file (no data block needed), whose name says why."""
         try:
-            os.close(os.open(os.path.join(self.directory, f"{token}.{reason}{UNREPORTED}"), _APPEND, 0o600))
+            os.close(os.open(os.path.join(self.directory, f"{self.token()}.{reason}{UNREPORTED}"), _APPEND, 0o600))
         except OSError:
             pass  # the folder itself is unusable: the test's process sees that (EventDirectory.read)
 
