@@ -58,17 +58,17 @@ class EventWriter:
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
-        self._pid = -1
-        self._token = ""
+        self._identity = (-1, "")  # (pid, token), replaced as one: a thread never sees half of it
         self.broken = False  # a write failed (or the directory is gone: the test ended): nothing more is written
 
     def token(self) -> str:
         """This process's key: its pid and a random id, made anew in a fork (even one that ran no at-fork handler)."""
         pid = os.getpid()
-        if pid != self._pid:
-            self._pid = pid
-            self._token = f"{pid}-{os.urandom(4).hex()}"
-        return self._token
+        made_in, token = self._identity
+        if made_in != pid:
+            token = f"{pid}-{os.urandom(4).hex()}"
+            self._identity = (pid, token)
+        return token
 
     def write(self, entry: dict[str, Any]) -> None:
         if self.broken:
@@ -76,7 +76,7 @@ class EventWriter:
         import json
 
         token = self.token()
-        entry["pid"] = self._pid
+        entry["pid"] = int(token.partition("-")[0])
         entry["proc"] = token
         try:
             data = (json.dumps(entry, default=str) + "\n").encode("utf-8", "replace")
