@@ -80,7 +80,7 @@ class _BudgetBlock(ContextDecorator):
             record = self._own.record
         self._record = record
         record.read_children()
-        # By pid: a child's rank may be known only later (torch.distributed initialised in the block).
+        # By pid (and which of that pid's processes): a child's rank may be known only later (torch.distributed initialised in the block).
         self._start = {_pid(process.info): process.sizes() for process in record.processes()}
         return self._log
 
@@ -110,8 +110,8 @@ class _BudgetBlock(ContextDecorator):
             raise RecompileBudgetExceeded("\n\n".join(parts))
 
 
-def _pid(process: Optional[ProcessInfo]) -> Optional[int]:
-    return None if process is None else process.pid
+def _pid(process: Optional[ProcessInfo]) -> Optional[tuple[int, int]]:
+    return None if process is None else (process.pid, process.nth)
 
 
 def _new_events(process: ProcessEvents, start: Optional[tuple[int, int, int, int]]) -> ProcessEvents:

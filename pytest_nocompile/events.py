@@ -78,14 +78,17 @@ class ProcessInfo:
     """A process a watched test started (at any depth) that reported events to it.
 
     ``rank`` is its ``torch.distributed`` rank when initialised, else ``RANK``,
-    else ``LOCAL_RANK``, else None, read when it reported.
+    else ``LOCAL_RANK``, else None, read when it reported. ``nth`` tells
+    processes of one pid apart (an ``exec`` keeps the pid): shown as ``pid N #2``.
     """
 
     pid: int
     rank: int | None = None
+    nth: int = 1
 
     def __str__(self) -> str:
-        return f"rank {self.rank} (pid {self.pid})" if self.rank is not None else f"pid {self.pid}"
+        pid = f"pid {self.pid}" if self.nth == 1 else f"pid {self.pid} #{self.nth}"
+        return f"rank {self.rank} ({pid})" if self.rank is not None else pid
 
 
 def process_label(process: ProcessInfo | None, test_pid: int) -> str:

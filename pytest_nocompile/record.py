@@ -12,7 +12,12 @@ names the list).
 Child processes the test started report through files (:mod:`.observe.event_files`):
 each is a :class:`ProcessEvents` of the record, like the test's own process,
 with its events placed in setup, call or teardown by when they were logged.
-A budget applies to each process separately.
+A budget applies to each process separately. A process is known by the token
+it writes (its pid and a random id), not by its pid: an ``exec`` keeps the
+pid but is another process, shown as ``pid N #2``. Each line is checked
+before it counts (:mod:`.child_lines`); what is skipped, and processes that
+could not report, reach the test as a :class:`~.child_lines.ChildReportWarning`
+once it ends (or fail a budgeted test, when known as its call ends).
 """
 
 from __future__ import annotations
@@ -20,14 +25,15 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, overload
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence, overload
 
 from .budget import KINDS, BudgetKind, RecompileBudget
 
 if TYPE_CHECKING:
+    from .child_lines import ChildLine, ChildReportWarning
     from .events import CodeLocation, CompileEvent, GraphBreakEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
     from .observe.children import TestReports
-    from .observe.event_files import EventDirectory
+    from .observe.event_files import EventDirectory, Reading
 
 # The events and their parser (.events) load with the first event: a suite that
 # never compiles makes a record per watched test and never needs them.
@@ -140,6 +146,10 @@ def _same_attempt(recompile: RecompileEvent, hit: RecompileLimitHit, compile_id:
     return hit.function.strip("'").startswith(recompile.function)
 
 
+# The phases whose processes (a fixture's) are never counted, whenever they compile.
+_FIXTURE_PHASES: dict[str, Phase] = {"setup": "setup", "teardown": "teardown"}
+
+
 class RecompileRecord:
     """Everything recorded for one test, and the phase it is in.
 
@@ -154,8 +164,11 @@ class RecompileRecord:
         self.log = RecompileLog(self.own.recompiles)
         self.call_started_at: Optional[float] = None  # time.time(), to place children's events in a phase
         self.call_ended_at: Optional[float] = None
-        self.children: dict[int, ProcessEvents] = {}  # by pid: the processes the test started that reported
+        self.children: dict[str, ProcessEvents] = {}  # by token: the processes the test started that reported
         self._reports: Optional[EventDirectory | TestReports] = None
+        self._skipped: dict[str, list[str]] = {}  # by child's file: the lines not counted, and why
+        self._folder_problems: list[str] = []  # why the test's processes could not report at all
+        self._problems_shown: set[str] = set()  # in the call's failure: no warning repeats them
         self.pid = os.getpid()
 
     # The test's own process's events, as lists.
@@ -178,7 +191,8 @@ class RecompileRecord:
     def empty(self) -> bool:
         """Nothing was recorded in any process (the usual case for a test that never compiles)."""
         own = self.own
-        return not (own.compiles or own.recompiles or own.limit_hits or own.graph_breaks or self.children)
+        return not (own.compiles or own.recompiles or own.limit_hits or own.graph_breaks or self.children
+                    or self._skipped or self._folder_problems)
 
     def read_children_from(self, reports: EventDirectory | TestReports) -> None:
         """Take child processes' events from this directory, at each phase's end and whenever they are looked at."""
@@ -237,7 +251,9 @@ class RecompileRecord:
         return process_label(process, self.pid)
 
     def process_of(self, process: Optional[ProcessInfo]) -> ProcessEvents:
-        return self.own if process is None else self.children[process.pid]
+        if process is None:
+            return self.own
+        return next(child for child in self.children.values() if child.info == process)
 
     def events_of(self, process: Optional[ProcessInfo], phase: Optional[Phase] = None
                   ) -> tuple[list[RecompileEvent], list[RecompileLimitHit], list[GraphBreakEvent]]:
@@ -258,23 +274,80 @@ class RecompileRecord:
         return [event for process in self.processes() for event in process.compiles]
 
     def child_problems(self) -> list[str]:
-        return [f"{child.info}: {problem}" for child in self.children.values() for problem in child.problems]
+        """Why processes of the test could not be watched, or could not report (each said once, here or in a warning)."""
+        problems = self._all_problems()
+        self._problems_shown.update(problems)
+        return problems
+
+    def _all_problems(self) -> list[str]:
+        own = [f"{child.info}: {problem}" for child in self.children.values() for problem in child.problems]
+        return self._folder_problems + own if self._folder_problems else own
+
+    def child_warnings(self) -> list[ChildReportWarning]:
+        """The test's warnings as it ends, each given once: a file's skipped lines, and processes that could not report
+        (unless a failure said so already)."""
+        if not (self._skipped or self.children or self._folder_problems):
+            return []
+        from .child_lines import skipped_warning, unreported_warning
+
+        found = [skipped_warning(path, reasons) for path, reasons in self._skipped.items()]
+        problems = [problem for problem in self._all_problems() if problem not in self._problems_shown]
+        if problems:
+            found.append(unreported_warning(problems))
+        self._skipped, self._problems_shown = {}, self._problems_shown.union(problems)
+        return found
 
     def _children_events(self) -> list[RecompileEvent]:
         """For the fixture's live view: what children wrote until now."""
         self.read_children()
         return [event for child in self.children.values() for event in child.recompiles]
 
-    def read_children(self) -> None:
-        """Add what child processes wrote since the last read, each event in the phase it was logged in."""
+    def read_children(self, final: bool = False) -> None:
+        """Add what child processes wrote since the last read, each event in the phase it was logged in.
+
+        ``final``: the test ended, so a line still without its newline is cut
+        off. Never raises: what cannot be read is skipped and said.
+        """
         reports = self._reports
         if reports is None:
             return
-        for entry in reports.read_new():
+        try:
+            reading = reports.read(final)
+            if reading.files or reading.unreported or reading.problem:  # else nothing to load .child_lines for
+                self._take(reading)
+        except Exception as error:  # a defect of ours: the test must not pay for it
+            self._note_folder_problem(f"could not read the reports in {reports.path}: {type(error).__name__}: {error}")
+
+    def _take(self, reading: Reading) -> None:
+        from .child_lines import checked
+
+        lines, skipped = checked(reading)
+        for path, reasons in skipped.items():
+            self._skipped.setdefault(path, []).extend(reasons)
+        for line in lines:
             try:
-                self._add_child_entry(entry)
-            except (KeyError, TypeError, ValueError, IndexError):
-                continue  # not a line of ours
+                self._add_child_entry(line)
+            except Exception as error:  # the event's text defeated a parser: say so rather than raise
+                self._note_folder_problem(f"could not take a line of pid {line.pid}: {type(error).__name__}: {error}")
+        for token, reason in reading.unreported:
+            pid = token.partition("-")[0]
+            child = self._child(token, int(pid) if pid.isdecimal() and len(pid) < 10 else 0)
+            child.problems.append(f"could not write its report to {self._reports.path if self._reports else '?'} ({reason})")
+        if reading.problem is not None:
+            self._note_folder_problem(f"the test's processes {reading.problem}")
+
+    def _note_folder_problem(self, problem: str) -> None:
+        if problem not in self._folder_problems:
+            self._folder_problems.append(problem)
+
+    def _child(self, key: str, pid: int) -> ProcessEvents:
+        child = self.children.get(key)
+        if child is None:
+            from .events import ProcessInfo
+
+            nth = 1 + sum(1 for other in self.children.values() if other.info is not None and other.info.pid == pid)
+            child = self.children[key] = ProcessEvents(ProcessInfo(pid, nth=nth))
+        return child
 
     def _phase_at(self, moment: float) -> Phase:
         if self.call_started_at is None:
@@ -285,35 +358,31 @@ class RecompileRecord:
             return "call"
         return "teardown"
 
-    def _add_child_entry(self, entry: dict[str, Any]) -> None:
-        from .events import CompileEvent, ProcessInfo, parse_limit_warning
+    def _add_child_entry(self, line: ChildLine) -> None:
+        from .events import CompileEvent, parse_limit_warning
 
-        pid = int(entry["pid"])
-        moment = float(entry["t"])
-        child = self.children.get(pid)
-        if child is None:
-            child = self.children[pid] = ProcessEvents(ProcessInfo(pid))
-        rank = entry.get("rank")
-        if rank is not None and rank != child.info.rank:  # type: ignore[union-attr]  # a child always has its info
-            child.rename(ProcessInfo(pid, int(rank)))
-        # A process started in setup or teardown (a fixture's) is that phase's whenever it logs: never counted.
-        started_in = entry.get("started_in")
-        phase = started_in if started_in in ("setup", "teardown") else self._phase_at(moment)
-        what = entry["event"]
+        child = self._child(line.key, line.pid)
         info = child.info
+        assert info is not None  # a child always has its info
+        if line.rank is not None and line.rank != info.rank:
+            info = replace(info, rank=line.rank)
+            child.rename(info)
+        # A process started in setup or teardown (a fixture's) is that phase's whenever it logs: never counted.
+        phase = _FIXTURE_PHASES.get(line.started_in or "") or self._phase_at(line.moment)
+        what = line.event
         if what == "recompile":
-            event = _recompile_event(entry["message"], phase, entry.get("compile_id"), _location(entry.get("user_code")), entry.get("thread"))
+            event = _recompile_event(line.message, phase, line.compile_id, line.user_code, line.thread)
             child.add_recompile(replace(event, process=info))
         elif what == "compile":
-            child.add_compile(CompileEvent(entry.get("compile_id"), _location(entry.get("user_code")), phase, entry.get("thread"), info))
+            child.add_compile(CompileEvent(line.compile_id, line.user_code, phase, line.thread, info))
         elif what == "limit":
-            hit = parse_limit_warning(entry["message"], phase)
+            hit = parse_limit_warning(line.message, phase)
             if hit is not None:
-                child.add_limit_hit(replace(hit, process=info), entry.get("compile_id"))
+                child.add_limit_hit(replace(hit, process=info), line.compile_id)
         elif what == "graph_break":
-            child.add_graph_break(replace(_graph_break_event(entry["message"], phase), process=info))
+            child.add_graph_break(replace(_graph_break_event(line.message, phase), process=info))
         elif what == "problem":
-            child.problems.append(str(entry["message"]))
+            child.problems.append(line.message)
 
     # -- the sink: what capture hands over (in whatever thread compiled) --------
 
@@ -341,13 +410,6 @@ class RecompileRecord:
 
     def limit_hits_in(self, phase: Phase) -> list[RecompileLimitHit]:
         return [hit for hit in self.own.limit_hits if hit.phase == phase]
-
-
-def _location(fields: Any) -> Optional[CodeLocation]:
-    """A child's ``[file, line, function, code]``, as written by :mod:`.observe.startup`."""
-    from .events import CodeLocation
-
-    return CodeLocation(str(fields[0]), int(fields[1]), str(fields[2]), fields[3]) if fields else None
 
 
 def _recompile_event(message: str, phase: Phase, compile_id: str | None, user_code: CodeLocation | None,

@@ -149,6 +149,7 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
             cause = f"{record.process_label(process)}: {_first_cause(record, keys, by_process[process], process)}"
         processes = tuple(
             {"pid": record.pid if process is None else process.pid, "rank": None if process is None else process.rank,
+             **({"nth": process.nth} if process is not None and process.nth > 1 else {}),
              "test_process": process is None, **process_counts}
             for process, process_counts in by_process.items()
         )
@@ -185,7 +186,7 @@ def process_label(process: dict[str, Any]) -> str:
     """A process of :attr:`TestResult.processes` as reports name it, e.g. ``rank 1 (pid 4242)``."""
     from .events import ProcessInfo, process_label
 
-    return process_label(None if process.get("test_process") else ProcessInfo(process["pid"], process.get("rank")), process["pid"])
+    return process_label(None if process.get("test_process") else ProcessInfo(process["pid"], process.get("rank"), process.get("nth", 1)), process["pid"])
 
 
 def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[str, int],
@@ -209,7 +210,9 @@ def _where(location: Optional[CodeLocation]) -> Optional[str]:
 
 
 def _process(process: Optional[ProcessInfo]) -> Optional[dict[str, Any]]:
-    return None if process is None else {"pid": process.pid, "rank": process.rank}
+    if process is None:
+        return None
+    return {"pid": process.pid, "rank": process.rank, **({"nth": process.nth} if process.nth > 1 else {})}
 
 
 def _refused(event: Optional[RecompileEvent]) -> Optional[dict[str, Any]]:

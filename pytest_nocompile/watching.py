@@ -246,7 +246,7 @@ class Watcher:
             return f"pytest-nocompile cannot watch {item.nodeid}: {watch.problem}"
         if record.empty():
             return None
-        problems = record.child_problems() if record.children and watch.budget.budgeted else ()
+        problems = record.child_problems() if watch.budget.budgeted else ()
         if problems:
             return f"pytest-nocompile cannot watch a process of {item.nodeid}: " + "; ".join(problems)
         over = watch.over = kinds_over_budget(record)
@@ -270,6 +270,8 @@ class Watcher:
             watch = self.watches.get(item.nodeid)
             if watch is not None:
                 self._close(watch)
+                for warning in watch.record.child_warnings() if watch.record is not None else ():
+                    item.warn(warning)  # after the close: as an error (-W error), it finds everything cleaned up
                 if not watch.attached and arrival.dynamo_imported() and not self.dynamo_arrived_here:
                     # Imported past the import hook (something bypassed sys.meta_path): the
                     # next test attaches at its setup; say what this one missed.
@@ -287,7 +289,7 @@ class Watcher:
         if record is not None:
             if watch.attached:
                 DYNAMO_LOGS.detach(record)
-            record.read_children()  # the teardown's, for its section
+            record.read_children(final=True)  # the teardown's, for its section
         if watch.reports is not None and self.child_reports is not None:
             self.child_reports.end(watch.reports, just_read=record is not None)
             watch.reports = None

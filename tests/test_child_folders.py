@@ -40,6 +40,20 @@ def temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
+@pytest.fixture
+def short_temp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh TMPDIR with a short path: a fork server's socket lives there, and AF_UNIX paths end at 107 bytes
+    (a pytester folder under xdist is longer)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="nc-"))
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def parent_of(temp: Path) -> Path:
     return temp / (PARENT_PREFIX + run_folders.user_name())
 
@@ -459,7 +473,7 @@ def test_a_child_of_a_fork_server_a_fixture_started_counts_when_the_call_starts_
 
 
 def test_a_fork_server_started_in_setup_still_sends_the_calls_children_to_the_call(
-        run: RunPytest, pytester: pytest.Pytester, temp: Path) -> None:
+        run: RunPytest, pytester: pytest.Pytester, short_temp: Path) -> None:
     pytester.makepyfile(test_forkserver=FORKSERVER_OF_A_FIXTURE)
     result = run("-p", "no:randomly")
     result.assert_outcomes(failed=1)

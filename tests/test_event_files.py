@@ -45,7 +45,7 @@ def test_writer_appends_whole_lines_to_a_file_per_process_and_makes_the_director
     writer.write({"event": "recompile", "n": 1})
     writer.write({"event": "compile", "n": 2})
     (written,) = folder.iterdir()
-    assert written.name == f"{os.getpid()}.jsonl"
+    assert written.name == f"{writer.token()}.jsonl" and writer.token().startswith(f"{os.getpid()}-")
     assert [json.loads(text)["n"] for text in written.read_text().splitlines()] == [1, 2]
 
 
@@ -90,7 +90,7 @@ def test_a_childs_events_fall_in_the_phase_they_were_logged_in_and_only_the_call
     assert record.call_ended_at is not None
     write(folder, 41, *recompiled(record.call_ended_at + 1, 41, rank=1, attempt=3))  # teardown's
     record.read_children()
-    child = record.children[41]
+    (child,) = record.children.values()
     assert [event.phase for event in child.recompiles] == ["setup", "call", "teardown"]
     assert [event.phase for event in child.compiles] == ["setup", "setup", "call", "teardown"]
     assert str(child.info) == "rank 1 (pid 41)"

@@ -48,7 +48,9 @@ def _entry_points(start_file: Path) -> list[str]:
 
 
 def test_both_hook_files_are_installed_beside_the_package_and_recorded_for_uninstall() -> None:
-    recorded = {str(path) for path in importlib.metadata.distribution("pytest-nocompile").files or []}
+    # The installed distribution's RECORD, not an egg-info an editable install leaves in the checkout (first on sys.path).
+    installed = next(dist for dist in importlib.metadata.distributions(name="pytest-nocompile", path=[str(SITE_PACKAGES)]))
+    recorded = {str(path) for path in installed.files or []}
     for name in HOOK_FILES:
         assert (SITE_PACKAGES / name).read_text() == (ROOT / name).read_text(), name
         assert name in recorded

@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
-from .event_files import ENV_VAR, EventDirectory
+from .event_files import ENV_VAR, EventDirectory, Reading
 
 if TYPE_CHECKING:
     from .run_folders import RunFolder
 
-STARTED_IN = "started_in"  # the key :meth:`TestReports.read_new` adds to each entry: the phase that started its process
-
-
 class TestReports:
-    """One watched test's reports: a folder per phase, each entry tagged with the phase that started its process."""
+    """One watched test's reports: a folder per phase, each process's lines tagged with the phase that started it."""
 
     __slots__ = ("base", "_folders")
     __test__ = False  # not a pytest test class, whatever its name
@@ -48,14 +45,18 @@ class TestReports:
         self._folders.append((phase, folder))
         return folder.path
 
-    def read_new(self) -> list[dict[str, Any]]:
-        """The new entries of every phase's folder, each with :data:`STARTED_IN`."""
-        entries: list[dict[str, Any]] = []
+    def read(self, final: bool = False) -> Reading:
+        """What is new in every phase's folder, each file tagged with the phase that started its process."""
+        reading = Reading()
         for phase, folder in self._folders:
-            for entry in folder.read_new():
-                entry[STARTED_IN] = phase  # the folder says it, whatever the process wrote
-                entries.append(entry)
-        return entries
+            part = folder.read(final)
+            for lines in part.files:
+                lines.started_in = phase  # the folder says it, whatever the process wrote
+            reading.files += part.files
+            reading.unreported += part.unreported
+            if reading.problem is None:
+                reading.problem = part.problem
+        return reading
 
     def remove(self, just_read: bool = False) -> None:
         for _phase, folder in self._folders:

@@ -10,8 +10,11 @@ depth: ``multiprocessing`` (spawn, forkserver), ``torch.multiprocessing.spawn``,
 
 Capture arms only when the process's own code imports dynamo (a process that
 never compiles imports nothing more and writes nothing). It never prints and
-never changes the process's output or exit code; a user's own
-``TORCH_LOGS=recompiles`` still prints, as in the test's process.
+never changes the process's output or exit code, whatever the environment
+(a ``RANK`` that is no number, no pytest importable): each event is written
+as it happens, and anything that goes wrong is written as a ``problem`` line
+if it can be, else dropped. A user's own ``TORCH_LOGS=recompiles`` still
+prints, as in the test's process.
 
 A forked child skips start-up hooks and inherits its parent's state, capture
 included: :func:`_after_fork` stops what it inherited and reports from the
@@ -25,7 +28,7 @@ import sys
 import time
 
 from . import arrival
-from .event_files import ENV_VAR, EventWriter
+from .event_files import ENV_VAR, MAX_MESSAGE, EventWriter
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
 
@@ -105,12 +108,26 @@ class _Reporter:
             self._write("problem", message=f"pytest-nocompile could not watch this process: {type(error).__name__}: {error}")
 
     def _write(self, event: str, **fields: Any) -> None:
+        """Write one line; never raises (a sink's error would reach dynamo, and end the child's compile)."""
+        try:
+            message = fields.get("message")
+            if message is not None:
+                fields["message"] = str(message)[:MAX_MESSAGE]
+            rank = self._process_rank()
+            if rank is None:
+                rank = self._rank
+            self._rank = rank
+            self.writer.write({"t": time.time(), "rank": rank, "event": event, **fields})
+        except Exception as error:  # a line lost: the test hears of it
+            self.writer.unreported(type(error).__name__)
+
+    @staticmethod
+    def _process_rank() -> Optional[int]:
         state = sys.modules.get(__package__ + ".dynamo_state")
-        rank = state.process_rank() if state is not None else None
-        if rank is None:
-            rank = self._rank
-        self._rank = rank
-        self.writer.write({"t": time.time(), "pid": os.getpid(), "rank": rank, "event": event, **fields})
+        try:
+            return state.process_rank() if state is not None else None
+        except Exception:  # RANK=² and such: no rank, and no error of ours in the child
+            return None
 
     # The sink's methods (see capture.Sink).
     def add_recompile(self, message: str, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None:
@@ -127,4 +144,7 @@ class _Reporter:
 
 
 def _where(user_code: Optional[CodeLocation]) -> Optional[list[Any]]:
-    return None if user_code is None else [user_code.filename, user_code.line, user_code.function, user_code.code]
+    try:
+        return None if user_code is None else [user_code.filename, user_code.line, user_code.function, user_code.code]
+    except Exception:
+        return None

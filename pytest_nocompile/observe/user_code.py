@@ -32,18 +32,21 @@ class _Roots:
 
 @cache
 def _library_roots() -> _Roots:
+    import importlib
     import sysconfig
-
-    import _pytest
-    import pluggy
-    import torch
 
     def folder(path: str) -> str:
         return os.path.join(os.path.dirname(os.path.abspath(path)), "")
 
+    modules = []
+    for name in ("torch", "pluggy", "_pytest"):
+        try:  # a child process may run where pytest is not importable: its frames are then no one's
+            modules.append(importlib.import_module(name))
+        except Exception:
+            pass
     paths = sysconfig.get_paths()
     return _Roots(
-        packages=tuple(folder(module.__file__ or "") for module in (torch, pluggy, _pytest)) + (_PLUGIN_FOLDER,),
+        packages=tuple(folder(module.__file__ or "") for module in modules if module.__file__) + (_PLUGIN_FOLDER,),
         stdlib=tuple(os.path.join(paths[key], "") for key in ("stdlib", "platstdlib")),
         sites=tuple(os.path.join(paths[key], "") for key in ("purelib", "platlib")),
     )
