@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         assert_max_recompiles,
     )
     from .budget import KINDS, BudgetKind, RecompileBudget
+    from .child_lines import ChildReportWarning
     from .events import (
         CodeLocation,
         CompileEvent,
@@ -69,6 +70,7 @@ _PUBLIC_MODULES = {
     "TestResult": ".result",
     "Verdict": ".result",
     "CaptureLostWarning": ".watch",
+    "ChildReportWarning": ".child_lines",
 }
 
 __all__ = [
@@ -77,6 +79,7 @@ __all__ = [
     "BlockLog",
     "BudgetKind",
     "CaptureLostWarning",
+    "ChildReportWarning",
     "CodeLocation",
     "CompileEvent",
     "GraphBreakEvent",

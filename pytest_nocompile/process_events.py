@@ -1,0 +1,84 @@
+"""One process's events in a test: the test's own, or a child's that reported; counted per kind and phase."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Optional
+
+from .budget import KINDS, BudgetKind
+
+if TYPE_CHECKING:
+    from .events import CompileEvent, GraphBreakEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
+
+
+class ProcessEvents:
+    """One process's events in a test: the test's own (``info`` None) or a child's that reported."""
+
+    __slots__ = ("info", "recompiles", "limit_hits", "graph_breaks", "compiles", "problems", "call_counts", "_pending")
+
+    def __init__(self, info: Optional[ProcessInfo] = None) -> None:
+        self.info = info
+        self.recompiles: list[RecompileEvent] = []
+        self.limit_hits: list[RecompileLimitHit] = []
+        self.graph_breaks: list[GraphBreakEvent] = []
+        self.compiles: list[CompileEvent] = []
+        self.problems: list[str] = []  # why a child could not watch itself
+        self.call_counts: Optional[dict[str, int]] = None  # fixed when the test's call ended
+        self._pending: Optional[RecompileEvent] = None  # the last recompile, until a graph compiles
+
+    def add_recompile(self, event: RecompileEvent) -> None:
+        self.recompiles.append(event)
+        self._pending = event
+
+    def add_compile(self, event: CompileEvent) -> None:
+        self.compiles.append(event)
+        self._pending = None
+
+    def add_graph_break(self, event: GraphBreakEvent) -> None:
+        self.graph_breaks.append(event)
+
+    def add_limit_hit(self, hit: RecompileLimitHit, compile_id: Optional[str]) -> None:
+        """A limit hit; the recompile dynamo logged just before it, for the same compile, was refused: it moves here."""
+        pending = self._pending
+        if pending is not None and self.recompiles and self.recompiles[-1] is pending and _same_attempt(pending, hit, compile_id):
+            self.recompiles.pop()
+            hit = replace(hit, refused=pending)
+        self._pending = None
+        self.limit_hits.append(hit)
+
+    def count(self, kind: BudgetKind, phase: Phase = "call") -> int:
+        """How many of this kind happened in one phase."""
+        return sum(1 for event in getattr(self, kind.events) if event.phase == phase)
+
+    def counts(self) -> dict[str, int]:
+        """Every kind's call-phase count (as fixed when the call ended, once it has)."""
+        if self.call_counts is not None:
+            return self.call_counts
+        return {kind.key: self.count(kind) for kind in KINDS}
+
+    def of_phase(self, phase: Optional[Phase]) -> tuple[list[RecompileEvent], list[RecompileLimitHit], list[GraphBreakEvent]]:
+        """Recompiles, limit hits and graph breaks of one phase (None: every phase)."""
+        if phase is None:
+            return self.recompiles, self.limit_hits, self.graph_breaks
+        return ([event for event in self.recompiles if event.phase == phase],
+                [hit for hit in self.limit_hits if hit.phase == phase],
+                [event for event in self.graph_breaks if event.phase == phase])
+
+    def sizes(self) -> tuple[int, int, int, int]:
+        """How many recompiles, limit hits, graph breaks and compiles so far (a block's starting point)."""
+        return len(self.recompiles), len(self.limit_hits), len(self.graph_breaks), len(self.compiles)
+
+    def rename(self, info: ProcessInfo) -> None:
+        """The process reported its rank (it initialised torch.distributed): its earlier events are that rank's too."""
+        self.info = info
+        self.recompiles[:] = [replace(event, process=info) for event in self.recompiles]
+        self.limit_hits[:] = [replace(hit, process=info) for hit in self.limit_hits]
+        self.graph_breaks[:] = [replace(event, process=info) for event in self.graph_breaks]
+        self.compiles[:] = [replace(event, process=info) for event in self.compiles]
+
+
+def _same_attempt(recompile: RecompileEvent, hit: RecompileLimitHit, compile_id: Optional[str]) -> bool:
+    if compile_id is not None and recompile.compile_id is not None:
+        return compile_id == recompile.compile_id
+    # No compile ids: the limit warning names the function as "'f' (file:line)".
+    return hit.function.strip("'").startswith(recompile.function)
