@@ -170,15 +170,18 @@ class EventDirectory:
         """The entries of the complete lines written since the last read, file by file (what :meth:`read` skips, left out)."""
         return [entry for lines in self.read().files for _, entry in lines.entries]
 
-    def read(self, final: bool = False) -> Reading:
+    def read(self, final: bool = False, into: Optional[Reading] = None, check_missing: bool = True) -> Reading:
         """What is new since the last read; ``final``: the test ended, so a last line without its newline is cut off.
 
+        ``into``: add to this reading (several folders of one test); ``check_missing``: when the folder
+        is not there yet (no process wrote), look whether one could have made it.
         Never raises and never blocks: a folder gone (the test removed it) is
         no more reports; anything unexpected is skipped and said.
         """
-        reading = Reading()
+        reading = Reading() if into is None else into
         if not self.exists():
-            reading.problem = self._missing()
+            if check_missing:
+                reading.problem = self._missing() or reading.problem
             return reading
         try:
             folder = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
