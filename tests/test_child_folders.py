@@ -328,7 +328,7 @@ def test_a_killed_runs_folder_is_under_the_users_parent_and_removed_by_the_next_
         time.sleep(0.05)
     killed.send_signal(how)
     killed.wait(timeout=60)
-    run_folder = Path(where.read_text()).parent
+    run_folder = Path(where.read_text()).parent.parent  # <run>/<test>/<phase>
     assert run_folder.parent == parent_of(temp) and run_folder.name.startswith(f"run-{killed.pid}-")  # where it is said to be
     assert (run_folder / MARKER).is_file()
 

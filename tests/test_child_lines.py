@@ -380,6 +380,7 @@ def test_pool_worker_terminated():
 
 @pytest.mark.max_compiles(1)
 def test_folder_is_a_file():
+    os.makedirs(os.path.dirname(os.environ[VAR]), exist_ok=True)  # the test's folder, then a file for its phase's
     open(os.environ[VAR], "w").close()
     in_fork(compile_once)
 
@@ -398,7 +399,7 @@ def test_disk_full_without_budget(nocompile_recompiles):
 
 @pytest.mark.max_compiles(1)
 def test_fifo_in_the_folder():
-    os.mkdir(os.environ[VAR])
+    os.makedirs(os.environ[VAR])
     os.mkfifo(os.path.join(os.environ[VAR], "1.jsonl"))
     in_fork(compile_once)
 

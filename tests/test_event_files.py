@@ -50,7 +50,7 @@ def test_writer_appends_whole_lines_to_a_file_per_process_and_makes_the_director
 
 
 def test_writer_is_silent_once_the_run_directory_is_gone(tmp_path: Path) -> None:
-    writer = EventWriter(str(tmp_path / "gone" / "test-1"))  # a test's directory under a removed run directory
+    writer = EventWriter(str(tmp_path / "gone" / "1" / "call"))  # a test phase's folder under a removed run folder
     writer.write({"event": "recompile"})
     assert writer.broken and not (tmp_path / "gone").exists()
 

@@ -2,7 +2,7 @@
 
 Each phase of a watched test has a folder of its own under the run's folder
 (:mod:`.run_folders`: ``<tempdir>/pytest-nocompile-of-<user>/run-<pid>-<random>/``),
-``<n>-setup``, ``<n>-call`` and ``<n>-teardown``, named in
+``<n>/setup``, ``<n>/call`` and ``<n>/teardown``, named in
 :data:`~.event_files.ENV_VAR` while that phase runs. A process inherits the
 variable when it starts, so the folder it reports to says which phase
 started it: only processes started in the test's call count against the
@@ -19,47 +19,64 @@ import os
 import sys
 from typing import TYPE_CHECKING, Optional
 
-from .event_files import ENV_VAR, EventDirectory, Reading
+from .event_files import ENV_VAR, EventDirectory, Reading, unusable
 
 if TYPE_CHECKING:
     from .run_folders import RunFolder
 
 class TestReports:
-    """One watched test's reports: a folder per phase, each process's lines tagged with the phase that started it."""
+    """One watched test's reports: ``<n>/`` with a folder per phase, each process's lines tagged with the phase that started it.
 
-    __slots__ = ("base", "_folders")
+    One folder for the test, made by the first process that writes: a read
+    of a test whose processes wrote nothing (nearly every test) is one look.
+    """
+
+    __slots__ = ("base", "_phases", "_folders", "_written")
     __test__ = False  # not a pytest test class, whatever its name
 
     def __init__(self, base: str) -> None:
         self.base = base
-        self._folders: list[tuple[str, EventDirectory]] = []  # by phase, in the order they began
+        self._phases: list[str] = []  # in the order they began
+        self._folders: dict[str, EventDirectory] = {}  # by phase, made once the test's folder exists
+        self._written = False  # the test's folder exists: a process wrote (it stays until removed)
 
     @property
     def path(self) -> str:
         """The folder of the phase now running (what the variable names)."""
-        return self._folders[-1][1].path
+        return f"{self.base}/{self._phases[-1]}"
 
     def enter(self, phase: str) -> str:
         """A phase begins: processes started from now on report to its folder (returned)."""
-        folder = EventDirectory(f"{self.base}-{phase}")
-        self._folders.append((phase, folder))
-        return folder.path
+        self._phases.append(phase)
+        return f"{self.base}/{phase}"
 
     def read(self, final: bool = False) -> Reading:
         """What is new in every phase's folder, each file tagged with the phase that started its process."""
         reading = Reading()
-        current = self._folders[-1][1]
-        for phase, folder in self._folders:
+        if not self._written:
+            self._written = os.access(self.base, os.F_OK)
+            if not self._written:  # no process wrote: could one have? (the run's folder gone, or made unwritable)
+                reading.problem = unusable(os.path.dirname(self.base), self.path)
+                return reading
+        current = self._phases[-1]
+        for phase in self._phases:
+            folder = self._folders.get(phase)
+            if folder is None:
+                folder = self._folders[phase] = EventDirectory(f"{self.base}/{phase}")
             first = len(reading.files)
-            # Whether a process could make its folder at all: asked of the phase now running only (one look, not three).
-            folder.read(final, into=reading, check_missing=folder is current)
+            # Whether a process could make its folder at all: asked of the phase now running only.
+            folder.read(final, into=reading, check_missing=phase == current)
             for lines in reading.files[first:]:
                 lines.started_in = phase  # the folder says it, whatever the process wrote
         return reading
 
     def remove(self, just_read: bool = False) -> None:
-        for _phase, folder in self._folders:
-            folder.remove(just_read)
+        if self._written if just_read else os.access(self.base, os.F_OK):
+            from .run_folders import Budget, remove_tree
+
+            # Bounded, not following links, never raising: what is left goes with the run's folder.
+            remove_tree(self.base, Budget(0.5, 100_000))
+            self._written = False
 
 
 class ChildReports:

@@ -91,10 +91,12 @@ class EventWriter:
         try:
             fd = os.open(path, _APPEND, 0o600)
         except FileNotFoundError:
-            try:
-                os.mkdir(self.directory)  # not makedirs: a test's run directory gone means the test ended
-            except FileExistsError:
-                pass
+            # The test's folder, then its phase's: not makedirs, as the run's folder gone means the test ended.
+            for folder in (os.path.dirname(self.directory), self.directory):
+                try:
+                    os.mkdir(folder)
+                except FileExistsError:
+                    pass
             fd = os.open(path, _APPEND, 0o600)
         try:
             while data:  # a regular file takes it in one write; loop only for the odd short one
@@ -210,12 +212,7 @@ class EventDirectory:
 
     def _missing(self) -> Optional[str]:
         """None when no process wrote yet (the usual case); why none could, when the folder they would make cannot be."""
-        parent = os.path.dirname(self.path)
-        if os.access(parent, os.W_OK | os.X_OK):
-            return None
-        if not os.path.isdir(parent):
-            return f"could not report to {self.path}: {parent} is gone"
-        return f"could not report to {self.path}: {parent} is not writable"
+        return unusable(os.path.dirname(self.path), self.path)
 
     def _read_file(self, folder: int, name: str, final: bool) -> Optional[FileLines]:
         state = self._files.get(name)
@@ -266,6 +263,15 @@ class EventDirectory:
             # Bounded, not following links, never raising: what is left goes with the run's folder.
             remove_tree(self.path, Budget(0.5, 100_000))
             self._exists = False
+
+
+def unusable(parent: str, path: str) -> Optional[str]:
+    """None when processes could make their folder ``path`` in ``parent``; else why not."""
+    if os.access(parent, os.W_OK | os.X_OK):
+        return None
+    if not os.path.isdir(parent):
+        return f"could not report to {path}: {parent} is gone"
+    return f"could not report to {path}: {parent} is not writable"
 
 
 def _read_lines(fd: int, state: _FileState, lines: FileLines, final: bool) -> None:
