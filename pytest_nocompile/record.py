@@ -89,7 +89,7 @@ class RecompileRecord:
         self.budget = budget or RecompileBudget()
         self.phase: Phase = "setup"
         self.own = ProcessEvents()
-        self.log = RecompileLog(self.own.recompiles)
+        self.log = RecompileLog(self.own.recompiles, self._children_events)
         self.call_started_at: Optional[float] = None  # time.time(), to place children's events in a phase
         self.call_ended_at: Optional[float] = None
         self.children: dict[str, ProcessEvents] = {}  # by token: the processes the test started that reported
@@ -125,7 +125,6 @@ class RecompileRecord:
     def read_children_from(self, reports: EventDirectory | TestReports) -> None:
         """Take child processes' events from this directory, at each phase's end and whenever they are looked at."""
         self._reports = reports
-        self.log = RecompileLog(self.own.recompiles, self._children_events)
 
     # -- phases -----------------------------------------------------------------
 
@@ -145,7 +144,7 @@ class RecompileRecord:
         self.phase = "teardown"
 
     def end_setup(self) -> None:
-        """Setup reported: what comes before a call (none, if setup failed) is not counted."""
+        """Setup ended: what comes before a call (none, if setup failed) is not counted."""
         if self.phase == "setup":
             self.phase = "teardown"
 
@@ -228,7 +227,7 @@ class RecompileRecord:
     def _children_events(self) -> list[RecompileEvent]:
         """For the fixture's live view: what children wrote until now."""
         self.read_children()
-        return [event for child in self.children.values() for event in child.recompiles]
+        return [event for child in self.children.values() for event in child.recompiles] if self.children else []
 
     def read_children(self, final: bool = False) -> None:
         """Add what child processes wrote since the last read, each event in the phase it was logged in.

@@ -135,19 +135,23 @@ class Watcher:
     # (pytest's logging one included, whose teardown expects its setup to have run).
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
-        self._open(item)
+        record = self._open(item)
         try:
             return (yield)
         except BaseException as error:
             if not isinstance(error, Exception):
                 self.close_open_watch()
             raise
+        finally:
+            if record is not None:
+                record.end_setup()
 
-    def _open(self, item: pytest.Item) -> None:
+    def _open(self, item: pytest.Item) -> Optional[RecompileRecord]:
+        """Open the test's watch, if the run watches it; its record."""
         self.close_open_watch()  # an earlier attempt's that ended before its teardown
         watch = self._plan_watch(item)
         if watch is None:
-            return
+            return None
         self.watches[item.nodeid] = watch
         if watch.usage_error is not None:
             pytest.fail(watch.usage_error, pytrace=False)
@@ -168,6 +172,7 @@ class Watcher:
             if budget.isolate if budget.isolate is not None else self.settings.isolate_by_default:
                 dynamo_state.reset_dynamo()
             self._attach(watch, record)
+        return record
 
     def dynamo_arrived(self) -> None:
         """dynamo finished importing (in the importing thread): the open watch's record hears from it from now on."""
@@ -301,25 +306,26 @@ class Watcher:
     @pytest.hookimpl(tryfirst=True)  # before junitxml, the terminal and xdist's worker read the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         watch = self.watches.get(report.nodeid) if self.watches else None
-        made_here = self._annotate(watch, report) if watch is not None else None
+        made_here = None
+        if watch is not None:
+            if report.when == "teardown":
+                made_here = self._finish(watch, report)
+            else:
+                record = watch.record
+                if record is not None and not (watch.over or record.empty()):  # a budget failure's text shows them already
+                    _add_section(report, record, report.when)
         if not self.settings.is_worker:  # a worker's controller gathers, from the reports it sends
             self.results.gather(report, made_here)
 
-    def _annotate(self, watch: Watch, report: pytest.TestReport) -> Optional[TestResult]:
-        """Add the test's sections to its report; with teardown, attach its result and return it."""
-        when = report.when
-        if when == "teardown":
-            del self.watches[report.nodeid]
+    def _finish(self, watch: Watch, report: pytest.TestReport) -> Optional[TestResult]:
+        """The teardown report: the test's last section, its result attached (and returned)."""
+        del self.watches[report.nodeid]
         record = watch.record
         if record is None:  # a usage error: the test failed at setup for it
             return None
-        if when == "setup":
-            record.end_setup()
         empty = record.empty()
-        if not (watch.over or empty):  # a budget failure's text already shows the recompiles
-            _add_section(report, record, when)
-        if when != "teardown":
-            return None
+        if not (watch.over or empty):
+            _add_section(report, record, "teardown")
         properties = report.user_properties
         if properties:  # an earlier attempt's (pytest-rerunfailures) are on the same list: this attempt's replace them
             properties[:] = [prop for prop in properties if not str(prop[0]).startswith("nocompile_")]
