@@ -200,6 +200,10 @@ class RecompileRecord:
     def all_compiles(self) -> list[CompileEvent]:
         return [event for process in self.processes() for event in process.compiles]
 
+    def sizes_by_child(self) -> dict[str, int]:
+        """How many recompiles each child has reported so far, by its key."""
+        return {key: len(child.recompiles) for key, child in self.children.items()}
+
     def child_problems(self) -> list[str]:
         """Why processes of the test could not be watched, or could not report (each said once, here or in a warning)."""
         problems = self._all_problems()

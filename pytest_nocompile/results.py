@@ -28,6 +28,7 @@ class Results:
         self._outcomes: dict[str, list[tuple[str, str, bool]]] = {}
         self._final_outcomes: dict[str, list[tuple[str, str, bool]]] = {}
         self._idle: dict[RecompileBudget, tuple[TestResult, list[tuple[str, object]]]] = {}
+        self.after_their_test: list[str] = []  # fixtures' processes that compiled after their test ended
 
     def idle(self, budget: RecompileBudget) -> tuple[TestResult, list[tuple[str, object]]]:
         """The result and count properties of a test that ran before torch was imported: the same for every such test."""
@@ -97,6 +98,8 @@ class Results:
         if settings.report_requested or budgeted:
             terminalreporter.write_sep("=", "nocompile")
             for line in summary_lines(self.results):
+                terminalreporter.write_line(line)
+            for line in self.after_their_test:
                 terminalreporter.write_line(line)
         if self.comparison is not None:
             terminalreporter.write_sep("=", f"nocompile baseline {settings.compare_path}")

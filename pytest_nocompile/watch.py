@@ -29,7 +29,7 @@ class Watch:
     """A watched test: its budget and record from setup on, or why its marker is unusable."""
 
     __slots__ = ("budget", "record", "usage_error", "over", "strict", "strict_patch", "problem", "reports", "attached",
-                 "closed")
+                 "closed", "nodeid")
 
     def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord], usage_error: Optional[str] = None) -> None:
         self.budget = budget
@@ -42,6 +42,7 @@ class Watch:
         self.reports: Optional[TestReports] = None  # where the test's child processes report
         self.attached = False  # dynamo's logs in this process reach the record
         self.closed = False
+        self.nodeid = ""  # the test's, once opened
 
 
 # Every open watch in this process, latest last (pytester runs nest).

@@ -72,6 +72,13 @@ class Watching:
 
     def _stop(self) -> None:
         self.watcher.close_open_watch()
+        if self.watcher.after_their_test:
+            from .output.report import fixture_processes_after_their_test
+
+            for _nodeid, record, _reported in self.watcher.after_their_test:
+                record.read_children(final=True)  # what fixtures' processes wrote since their test ended
+            self.results.after_their_test += fixture_processes_after_their_test(self.watcher.after_their_test)
+        self.watcher.after_their_test = []
         arrival.stop_waiting_for_dynamo(self.watcher.dynamo_arrived)
 
 
@@ -126,6 +133,8 @@ class Watcher:
         config.stash[WATCHES_KEY] = self.watches
         self.current: Optional[Watch] = None  # the watched test now running
         self.dynamo_arrived_here = False  # the import hook saw dynamo arrive during this run
+        # Tests whose fixtures started processes that reported: (node id, record, what each child had reported by its end).
+        self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
         # By id of a test's parent: the plan of its tests without markers of their own (parents live as long as the run).
         self._plans: dict[int, tuple[RecompileBudget, bool]] = {}
 
@@ -153,6 +162,7 @@ class Watcher:
         if watch is None:
             return None
         self.watches[item.nodeid] = watch
+        watch.nodeid = item.nodeid
         if watch.usage_error is not None:
             pytest.fail(watch.usage_error, pytrace=False)
         self.current = watch
@@ -296,7 +306,12 @@ class Watcher:
                 DYNAMO_LOGS.detach(record)
             record.read_children(final=True)  # the teardown's, for its section
         if watch.reports is not None and self.child_reports is not None:
-            self.child_reports.end(watch.reports, just_read=record is not None)
+            # A fixture's process (a session server) may go on compiling after this test: read again at the run's end.
+            keep = record is not None and watch.reports.fixtures_reported()
+            if keep:
+                assert record is not None
+                self.after_their_test.append((watch.nodeid, record, record.sizes_by_child()))
+            self.child_reports.end(watch.reports, just_read=record is not None, keep=keep)
             watch.reports = None
 
     def close_open_watch(self) -> None:

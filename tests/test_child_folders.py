@@ -437,6 +437,9 @@ def test_only_processes_started_in_the_call_count_and_a_fixtures_are_shown_by_th
     assert sorted(event["phase"] for event in first_test["recompile_events"]) == ["setup", "teardown"]
     assert tests["test_the_server_recompiles_in_a_later_tests_call"]["recompiles"] == 0
     assert tests["test_a_process_started_in_the_call_counts"]["recompiles"] == 1
+    # The session server went on compiling in the second test: said once, at the end, against no test.
+    result.stdout.fnmatch_lines(["pid * (started in the setup of test_fixture_processes.py::"
+                                 "test_sets_up_the_server_which_recompiles_in_its_call): 1 recompile after that test ended, not counted"])
     assert not parent_of(temp).exists()
 
 

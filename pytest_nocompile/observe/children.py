@@ -70,6 +70,10 @@ class TestReports:
                 lines.started_in = phase  # the folder says it, whatever the process wrote
         return reading
 
+    def fixtures_reported(self) -> bool:
+        """Whether a process started in setup or teardown (a fixture's, which may outlive the test) has written."""
+        return any(phase != "call" and folder.exists() for phase, folder in self._folders.items())
+
     def remove(self, just_read: bool = False) -> None:
         if self._written if just_read else os.access(self.base, os.F_OK):
             from .run_folders import Budget, remove_tree
@@ -115,8 +119,9 @@ class ChildReports:
         if "multiprocessing.forkserver" in sys.modules:
             _restart_fork_server()
 
-    def end(self, reports: TestReports, just_read: bool = False) -> None:
-        """The test ended: the variable back as the test found it, and its folders removed (see EventDirectory.remove)."""
+    def end(self, reports: TestReports, just_read: bool = False, keep: bool = False) -> None:
+        """The test ended: the variable back as the test found it, and its folders removed (``keep``: left for a
+        fixture's process that may go on reporting; the run's end removes them)."""
         if self._found is None:
             try:
                 del os.environ[ENV_VAR]
@@ -124,7 +129,8 @@ class ChildReports:
                 pass
         else:
             os.environ[ENV_VAR] = self._found
-        reports.remove(just_read)
+        if not keep:
+            reports.remove(just_read)
 
     def close(self) -> None:
         """The run ended: remove its folder, with whatever a straggling process wrote late."""

@@ -115,3 +115,17 @@ def format_budget_failure(record: RecompileRecord, over: Sequence[str]) -> str:
             for kind in KINDS if kind.key in kinds_over
         ]
     return "\n\n".join(parts)
+
+
+def fixture_processes_after_their_test(tests: list[tuple[str, RecompileRecord, dict[str, int]]]) -> list[str]:
+    """What processes that fixtures started recompiled after their test ended (each record read anew): a line each,
+    counted against no test."""
+    lines = []
+    for nodeid, record, sizes in tests:
+        for key, child in record.children.items():
+            late = len(child.recompiles) - sizes.get(key, 0)
+            if late > 0:
+                phase = child.recompiles[-1].phase
+                lines.append(f"{child.info} (started in the {phase} of {nodeid}): {plural(late, 'recompile')} "
+                             "after that test ended, not counted")
+    return lines
