@@ -31,7 +31,7 @@ class Results:
         self.after_their_test: list[str] = []  # fixtures' processes that compiled after their test ended
 
     def idle(self, budget: RecompileBudget) -> tuple[TestResult, list[tuple[str, object]]]:
-        """The result and count properties of a test that ran before torch was imported: the same for every such test."""
+        """The result and count properties of a test that recorded nothing: the same for every such test of a budget."""
         cached = self._idle.get(budget)
         if cached is None:
             result = idle_result(budget)
@@ -64,8 +64,8 @@ class Results:
                 self._final_outcomes.pop(nodeid, None)
 
     def _idle_result_of(self, properties: list[tuple[str, object]]) -> Optional[TestResult]:
-        # A test that ran idle carries only the idle properties, which its
-        # teardown hook could put on the report (the result it cannot): every
+        # A test that recorded nothing carries only these properties (its
+        # worker attaches no result for the default budget): every
         # process of the run has the same default budget, so the same result.
         result, idle_properties = self.idle(self.settings.default_budget)
         return result if idle_properties[0] in properties else None

@@ -308,8 +308,7 @@ class Watcher:
         if watch.reports is not None and self.child_reports is not None:
             # A fixture's process (a session server) may go on compiling after this test: read again at the run's end.
             keep = record is not None and watch.reports.fixtures_reported()
-            if keep:
-                assert record is not None
+            if record is not None and keep:
                 self.after_their_test.append((watch.nodeid, record, record.sizes_by_child()))
             self.child_reports.end(watch.reports, just_read=record is not None, keep=keep)
             watch.reports = None

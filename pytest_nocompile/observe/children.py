@@ -76,10 +76,9 @@ class TestReports:
 
     def remove(self, just_read: bool = False) -> None:
         if self._written if just_read else os.access(self.base, os.F_OK):
-            from .run_folders import Budget, remove_tree
+            from .run_folders import remove_test_folder
 
-            # Bounded, not following links, never raising: what is left goes with the run's folder.
-            remove_tree(self.base, Budget(0.5, 100_000))
+            remove_test_folder(self.base)
             self._written = False
 
 

@@ -258,10 +258,9 @@ class EventDirectory:
     def remove(self, just_read: bool = False) -> None:
         """Remove the directory (``just_read``: :meth:`read_new` just looked, so a directory not there then is not looked for again)."""
         if self._exists if just_read else self.exists():
-            from .run_folders import Budget, remove_tree
+            from .run_folders import remove_test_folder
 
-            # Bounded, not following links, never raising: what is left goes with the run's folder.
-            remove_tree(self.path, Budget(0.5, 100_000))
+            remove_test_folder(self.path)
             self._exists = False
 
 

@@ -269,6 +269,11 @@ def _is_own_file(folder: int, name: str) -> bool:
     return stat.S_ISREG(info.st_mode) and info.st_uid == _uid()
 
 
+def remove_test_folder(path: str) -> None:
+    """Remove a test's (or one phase's) reports as the test ends: bounded, what is left goes with the run's folder."""
+    remove_tree(path, Budget(0.5, 100_000))
+
+
 def remove_tree(path: str, budget: Budget) -> bool:
     """Remove ``path`` and everything below it without following links; True if it is gone. Never raises.
 
