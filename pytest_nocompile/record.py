@@ -85,19 +85,30 @@ class RecompileRecord:
     take what dynamo logs, in whatever thread compiled.
     """
 
+    # Slots: a record is made for every watched test, nearly always to stay empty.
+    __slots__ = ("budget", "phase", "own", "_log", "call_started_at", "call_ended_at", "children", "reports", "_skipped",
+                 "_folder_problems", "_problems_shown", "pid")
+
     def __init__(self, budget: RecompileBudget | None = None) -> None:
         self.budget = budget or RecompileBudget()
         self.phase: Phase = "setup"
         self.own = ProcessEvents()
-        self.log = RecompileLog(self.own.recompiles, self._children_events)
+        self._log: Optional[RecompileLog] = None  # made when asked for: it refers back to the record
         self.call_started_at: Optional[float] = None  # time.time(), to place children's events in a phase
         self.call_ended_at: Optional[float] = None
         self.children: dict[str, ProcessEvents] = {}  # by token: the processes the test started that reported
-        self._reports: Optional[EventDirectory | TestReports] = None
+        self.reports: Optional[EventDirectory | TestReports] = None  # where its child processes report
         self._skipped: dict[str, list[str]] = {}  # by child's file: the lines not counted, and why
         self._folder_problems: list[str] = []  # why the test's processes could not report at all
         self._problems_shown: set[str] = set()  # in the call's failure: no warning repeats them
         self.pid = os.getpid()
+
+    @property
+    def log(self) -> RecompileLog:
+        """The live view of the test's recompiles, in every process (the ``nocompile_recompiles`` fixture)."""
+        if self._log is None:
+            self._log = RecompileLog(self.own.recompiles, self._children_events)
+        return self._log
 
     # The test's own process's events, as lists.
     @property
@@ -124,7 +135,7 @@ class RecompileRecord:
 
     def read_children_from(self, reports: EventDirectory | TestReports) -> None:
         """Take child processes' events from this directory, at each phase's end and whenever they are looked at."""
-        self._reports = reports
+        self.reports = reports
 
     # -- phases -----------------------------------------------------------------
 
@@ -239,12 +250,12 @@ class RecompileRecord:
         ``final``: the test ended, so a line still without its newline is cut
         off. Never raises: what cannot be read is skipped and said.
         """
-        reports = self._reports
+        reports = self.reports
         if reports is None:
             return
         try:
             reading = reports.read(final)
-            if reading.files or reading.unreported or reading.problem:  # else nothing to load .child_lines for
+            if reading is not None and (reading.files or reading.unreported or reading.problem):  # else nothing to load .child_lines for
                 self._take(reading)
         except Exception as error:  # a defect of ours: the test must not pay for it
             self._note_folder_problem(f"could not read the reports in {reports.path}: {type(error).__name__}: {error}")
@@ -263,7 +274,7 @@ class RecompileRecord:
         for token, reason in reading.unreported:
             pid = token.partition("-")[0]
             child = self._child(token, int(pid) if pid.isdecimal() and len(pid) < 10 else 0)
-            child.problems.append(f"could not write its report to {self._reports.path if self._reports else '?'} ({reason})")
+            child.problems.append(f"could not write its report to {self.reports.path if self.reports else '?'} ({reason})")
         if reading.problem is not None:
             self._note_folder_problem(f"the test's processes {reading.problem}")
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .budget import RecompileBudget
     from .observe.children import TestReports
     from .record import RecompileRecord
+    from .watching import Plan
 
 # The run's open watches by node id, in its config's stash: the fixtures find their test's there.
 WATCHES_KEY = pytest.StashKey["dict[str, Watch]"]()
@@ -28,13 +29,15 @@ class CaptureLostWarning(pytest.PytestWarning):
 class Watch:
     """A watched test: its budget and record from setup on, or why its marker is unusable."""
 
-    __slots__ = ("budget", "record", "usage_error", "over", "strict", "strict_patch", "problem", "reports", "attached",
-                 "closed", "nodeid")
+    __slots__ = ("budget", "record", "usage_error", "plan", "over", "strict", "strict_patch", "problem", "reports", "attached",
+                 "closed", "nodeid", "item")
 
-    def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord], usage_error: Optional[str] = None) -> None:
+    def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord], usage_error: Optional[str] = None,
+                 plan: Optional[Plan] = None) -> None:
         self.budget = budget
         self.record = record  # None only with a usage error
         self.usage_error = usage_error
+        self.plan = plan  # how the run watches it (None only with a usage error)
         self.over: Optional[tuple[str, ...]] = None  # the kinds over budget, judged when the call ended
         self.strict = False  # the call raises at a recompile (dynamo's error_on_recompile)
         self.strict_patch: Optional[ContextManager[None]] = None  # entered while the call runs with dynamo
@@ -43,6 +46,7 @@ class Watch:
         self.attached = False  # dynamo's logs in this process reach the record
         self.closed = False
         self.nodeid = ""  # the test's, once opened
+        self.item: Optional[pytest.Item] = None  # the test, once opened
 
 
 # Every open watch in this process, latest last (pytester runs nest).

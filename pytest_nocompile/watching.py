@@ -19,6 +19,7 @@ torch is never imported here before something else imports it.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Generator, Optional, Sequence
 
 import pytest
@@ -132,11 +133,13 @@ class Watcher:
         self.watches: dict[str, Watch] = {}
         config.stash[WATCHES_KEY] = self.watches
         self.current: Optional[Watch] = None  # the watched test now running
+        self.closed: Optional[Watch] = None  # the last watch closed: its teardown report comes next
+        self.gathers = not settings.is_worker  # results are gathered here (not on an xdist worker)
         self.dynamo_arrived_here = False  # the import hook saw dynamo arrive during this run
         # Tests whose fixtures started processes that reported: (node id, record, what each child had reported by its end).
         self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
         # By id of a test's parent: the plan of its tests without markers of their own (parents live as long as the run).
-        self._plans: dict[int, tuple[RecompileBudget, bool]] = {}
+        self._plans: dict[int, Plan] = {}
 
     # A wrapper: a test interrupted in its setup (KeyboardInterrupt, pytest.exit in a fixture)
     # never reaches its teardown; its watch closes here, leaving torch as the test found it.
@@ -155,14 +158,23 @@ class Watcher:
             if record is not None:
                 record.end_setup()
 
+    def _running(self, item: pytest.Item) -> Optional[Watch]:
+        """The test's open watch, if it has one (the one now running, nearly always: no node id made)."""
+        current = self.current
+        if current is not None and current.item is item:
+            return current
+        return self.watches.get(item.nodeid)
+
     def _open(self, item: pytest.Item) -> Optional[RecompileRecord]:
         """Open the test's watch, if the run watches it; its record."""
-        self.close_open_watch()  # an earlier attempt's that ended before its teardown
+        if self.current is not None:  # an earlier attempt's that ended before its teardown
+            self._close(self.current)
         watch = self._plan_watch(item)
         if watch is None:
             return None
-        self.watches[item.nodeid] = watch
-        watch.nodeid = item.nodeid
+        watch.nodeid = nodeid = item.nodeid
+        watch.item = item
+        self.watches[nodeid] = watch
         if watch.usage_error is not None:
             pytest.fail(watch.usage_error, pytrace=False)
         self.current = watch
@@ -170,16 +182,14 @@ class Watcher:
         record = watch.record
         assert record is not None  # a watch without a usage error has one
         if self.child_reports is not None:
-            watch.reports = self.child_reports.begin()
-            record.read_children_from(watch.reports)
+            watch.reports = record.reports = self.child_reports.begin()
         dynamo_here = arrival.dynamo_imported()
         # A torch that is imported (or missing) but unusable fails a budget that cannot be checked.
         problem = dynamo_state.torch_problem() if dynamo_here or dynamo_state.torch_imported_or_missing() else None
         if problem is not None:
-            pytest.fail(f"pytest-nocompile cannot watch {item.nodeid}: {problem}", pytrace=False)
+            pytest.fail(f"pytest-nocompile cannot watch {nodeid}: {problem}", pytrace=False)
         if dynamo_here:  # else nothing can have compiled yet: dynamo_arrived attaches the record
-            budget = watch.budget
-            if budget.isolate if budget.isolate is not None else self.settings.isolate_by_default:
+            if watch.plan is not None and watch.plan.isolate:
                 dynamo_state.reset_dynamo()
             self._attach(watch, record)
         return record
@@ -208,14 +218,14 @@ class Watcher:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        watch = self.watches.get(item.nodeid)
-        if watch is None or watch.record is None:
+        watch = self._running(item)
+        if watch is None or watch.record is None or watch.plan is None:
             return (yield)
-        watch.strict = self._strict(watch.budget)
-        if watch.reports is not None and self.child_reports is not None:
-            self.child_reports.enter(watch.reports, "call")  # only processes started from here on count
+        watch.strict = strict = watch.plan.strict
+        if watch.reports is not None:
+            self.child_reports.enter(watch.reports, "call")  # type: ignore[union-attr]  # only processes started from here on count
         watch.record.start_call()
-        if watch.strict and watch.attached:  # else dynamo_arrived enters it if dynamo arrives in the call
+        if strict and watch.attached:  # else dynamo_arrived enters it if dynamo arrives in the call
             self._enter_strict(watch)
         try:
             result = yield
@@ -225,22 +235,19 @@ class Watcher:
                 self.close_open_watch()
             raise
         self._end_call(item, watch)
+        if watch.problem is None and watch.record.empty():  # nothing recorded, nothing to judge (nearly every test)
+            return result
         failure = self._judge_call(item, watch)
         if failure is not None:
             pytest.fail(failure, pytrace=False)
         return result
 
-    def _strict(self, budget: RecompileBudget) -> bool:
-        """Whether the call raises at a recompile: a recompile budget, and strict by marker or option."""
-        return budget.allowed(RECOMPILES) is not None and (
-            budget.strict if budget.strict is not None else self.settings.strict_by_default
-        )
-
     def _end_call(self, item: pytest.Item, watch: Watch) -> None:
         """The call ended (its own error, if any, still on its way): fix the counts, undo what the call changed."""
         assert watch.record is not None
         watch.record.end_call()
-        self._exit_strict(watch)
+        if watch.strict_patch is not None:
+            self._exit_strict(watch)
         if watch.attached and not DYNAMO_LOGS.check():
             item.warn(CaptureLostWarning(
                 f"recompile capture was switched off during {item.nodeid} (torch's log state was replaced "
@@ -276,18 +283,17 @@ class Watcher:
     # warning raised as an error (-W error) there errors this test.
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, object, object]:
-        watch = self.watches.get(item.nodeid)
-        if watch is not None and watch.reports is not None and self.child_reports is not None:
-            self.child_reports.enter(watch.reports, "teardown")
+        watch = self._running(item)
+        if watch is not None and watch.reports is not None:
+            self.child_reports.enter(watch.reports, "teardown")  # type: ignore[union-attr]
         try:
             return (yield)
         finally:
-            watch = self.watches.get(item.nodeid)
             if watch is not None:
                 self._close(watch)
                 for warning in watch.record.child_warnings() if watch.record is not None else ():
                     item.warn(warning)  # after the close: as an error (-W error), it finds everything cleaned up
-                if not watch.attached and arrival.dynamo_imported() and not self.dynamo_arrived_here:
+                if not (watch.attached or self.dynamo_arrived_here) and arrival.DYNAMO in sys.modules:
                     # Imported past the import hook (something bypassed sys.meta_path): the
                     # next test attaches at its setup; say what this one missed.
                     _warn_if_compiled_unwatched(item)
@@ -297,9 +303,11 @@ class Watcher:
         if watch.closed:
             return
         closed(watch)
+        self.closed = watch
         if self.current is watch:
             self.current = None
-        self._exit_strict(watch)
+        if watch.strict_patch is not None:
+            self._exit_strict(watch)
         record = watch.record
         if record is not None:
             if watch.attached:
@@ -319,21 +327,30 @@ class Watcher:
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml, the terminal and xdist's worker read the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        watch = self.watches.get(report.nodeid) if self.watches else None
-        made_here = None
+        when = report.when
+        watch = made_here = None
+        if self.watches:
+            nodeid = report.nodeid
+            # The test now running (setup, call) or just closed (teardown), nearly always: one dict lookup less.
+            watch = self.closed if when == "teardown" else self.current
+            if watch is None or watch.nodeid != nodeid:
+                watch = self.watches.get(nodeid)
         if watch is not None:
-            if report.when == "teardown":
+            if when == "teardown":
+                self.closed = None
                 made_here = self._finish(watch, report)
-            else:
+            elif watch.over is None and (when == "setup" or report.failed):  # a budget failure's text shows them already
                 record = watch.record
-                if record is not None and not (watch.over or record.empty()):  # a budget failure's text shows them already
-                    _add_section(report, record, report.when)
-        if not self.settings.is_worker:  # a worker's controller gathers, from the reports it sends
+                if record is not None and not record.empty():
+                    _add_section(report, record, when)
+        # A worker's controller gathers, from the reports it sends; a plain pass of setup or call
+        # changes nothing there (Results.gather's first check, made here to spare the call).
+        if self.gathers and (when == "teardown" or report.outcome != "passed" or "wasxfail" in report.__dict__):
             self.results.gather(report, made_here)
 
     def _finish(self, watch: Watch, report: pytest.TestReport) -> Optional[TestResult]:
         """The teardown report: the test's last section, its result attached (and returned)."""
-        del self.watches[report.nodeid]
+        del self.watches[watch.nodeid]
         record = watch.record
         if record is None:  # a usage error: the test failed at setup for it
             return None
@@ -344,7 +361,10 @@ class Watcher:
         if properties:  # an earlier attempt's (pytest-rerunfailures) are on the same list: this attempt's replace them
             properties[:] = [prop for prop in properties if not str(prop[0]).startswith("nocompile_")]
         if empty:  # nothing compiled: the same result for every such test
-            result, counts = self.results.idle(watch.budget)
+            plan = watch.plan
+            if plan is not None and plan.idle is None:
+                plan.idle = self.results.idle(watch.budget)
+            result, counts = plan.idle if plan is not None and plan.idle is not None else self.results.idle(watch.budget)
             properties.extend(counts)
             if self.settings.is_worker and watch.budget is not self.settings.default_budget:
                 setattr(report, RESULT_ATTRIBUTE, result.to_dict())  # the controller reads the default budget's from the counts
@@ -356,20 +376,20 @@ class Watcher:
         return result
 
     def _plan_watch(self, item: pytest.Item) -> Optional[Watch]:
-        cached = self._plans.get(id(item.parent)) if not item.own_markers else None
-        if cached is None:
+        plan = self._plans.get(id(item.parent)) if not item.own_markers else None
+        if plan is None:
             planned = self._plan(item)
             if isinstance(planned, str):
                 return Watch(self.settings.default_budget, None, usage_error=planned)
             if not item.own_markers:  # every test of this class or module without markers of its own: the same plan
                 self._plans[id(item.parent)] = planned
-            cached = planned
-        budget, watched = cached
-        if watched or uses_a_nocompile_fixture(item):
-            return Watch(budget, RecompileRecord(budget))
+            plan = planned
+        if plan.watched or uses_a_nocompile_fixture(item):
+            budget = plan.budget
+            return Watch(budget, RecompileRecord(budget), plan=plan)
         return None
 
-    def _plan(self, item: pytest.Item) -> tuple[RecompileBudget, bool] | str:
+    def _plan(self, item: pytest.Item) -> Plan | str:
         """The test's budget and whether the run watches it, or why its marker is unusable."""
         closest: dict[str, pytest.Mark] = {}
         for marker in item.iter_markers():  # one pass, closest first; most tests have no marker at all
@@ -387,7 +407,22 @@ class Watcher:
                     return f"invalid {name} marker on {item.nodeid}: {error}"
             budget = with_markers(budget, read)
             watched = budget.budgeted or settings.watch_every_test
-        return budget, watched
+        return Plan(budget, watched, settings)
+
+
+class Plan:
+    """How a test is watched, worked out once for every test of a class or module without markers of their own."""
+
+    __slots__ = ("budget", "watched", "strict", "isolate", "idle")
+
+    def __init__(self, budget: RecompileBudget, watched: bool, settings: RunSettings) -> None:
+        self.budget = budget
+        self.watched = watched
+        # Whether the call raises at a recompile: a recompile budget, and strict by marker or option.
+        self.strict = budget.allowed(RECOMPILES) is not None and (
+            budget.strict if budget.strict is not None else settings.strict_by_default)
+        self.isolate = budget.isolate if budget.isolate is not None else settings.isolate_by_default
+        self.idle: Optional[tuple[TestResult, list[tuple[str, object]]]] = None  # the result of its tests that recorded nothing
 
 
 def _warn_if_compiled_unwatched(item: pytest.Item) -> None:

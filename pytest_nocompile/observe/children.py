@@ -28,17 +28,20 @@ class TestReports:
     """One watched test's reports: ``<n>/`` with a folder per phase, each process's lines tagged with the phase that started it.
 
     One folder for the test, made by the first process that writes: a read
-    of a test whose processes wrote nothing (nearly every test) is one look.
+    of a test whose processes wrote nothing (nearly every test) is one look,
+    and the test's first read also looks whether one could have written.
     """
 
-    __slots__ = ("base", "_phases", "_folders", "_written")
+    __slots__ = ("base", "run", "_phases", "_folders", "_written", "_usable")
     __test__ = False  # not a pytest test class, whatever its name
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, run: str = "") -> None:
         self.base = base
+        self.run = run or os.path.dirname(base)  # the run's folder, in which a process makes the test's
         self._phases: list[str] = []  # in the order they began
         self._folders: dict[str, EventDirectory] = {}  # by phase, made once the test's folder exists
         self._written = False  # the test's folder exists: a process wrote (it stays until removed)
+        self._usable = False  # the run's folder was seen writable during this test
 
     @property
     def path(self) -> str:
@@ -50,14 +53,24 @@ class TestReports:
         self._phases.append(phase)
         return f"{self.base}/{phase}"
 
-    def read(self, final: bool = False) -> Reading:
-        """What is new in every phase's folder, each file tagged with the phase that started its process."""
-        reading = Reading()
+    def read(self, final: bool = False) -> Optional[Reading]:
+        """What is new in every phase's folder, each file tagged with the phase that started its process.
+
+        None: no process wrote, and one could have (nearly every test; no
+        object is made for it).
+        """
         if not self._written:
             self._written = os.access(self.base, os.F_OK)
-            if not self._written:  # no process wrote: could one have? (the run's folder gone, or made unwritable)
-                reading.problem = unusable(os.path.dirname(self.base), self.path)
+            if not self._written:
+                # Could a process have written? Asked once a test: the run's folder gone or made
+                # unwritable is seen at the call's end, when it can still fail a budgeted test.
+                if self._usable or os.access(self.run, os.W_OK | os.X_OK):
+                    self._usable = True
+                    return None
+                reading = Reading()
+                reading.problem = unusable(self.run, self.path)
                 return reading
+        reading = Reading()
         current = self._phases[-1]
         for phase in self._phases:
             folder = self._folders.get(phase)
@@ -72,7 +85,7 @@ class TestReports:
 
     def fixtures_reported(self) -> bool:
         """Whether a process started in setup or teardown (a fixture's, which may outlive the test) has written."""
-        return any(phase != "call" and folder.exists() for phase, folder in self._folders.items())
+        return self._written and any(phase != "call" and folder.exists() for phase, folder in self._folders.items())
 
     def remove(self, just_read: bool = False) -> None:
         if self._written if just_read else os.access(self.base, os.F_OK):
@@ -108,7 +121,8 @@ class ChildReports:
             self._run = RunFolder.make(tempfile.gettempdir())  # removes dead runs' folders first
             install_fork_handler()  # a fork of this process during a test reports on its own
         self._tests += 1
-        reports = TestReports(f"{self._run.path}/{self._tests}")
+        run = self._run.path
+        reports = TestReports(f"{run}/{self._tests}", run)
         self.enter(reports, "setup")
         return reports
 
