@@ -25,6 +25,29 @@ def count_argument(option: str) -> Callable[[str], int]:
     return parse
 
 
+def _default_budget(config: pytest.Config) -> RecompileBudget:
+    """The budget of a test without markers: each kind's option, else its ini key, and which of them set it."""
+    allowed: dict[str, Optional[int]] = {}
+    sources: dict[str, str] = {}
+    for kind in KINDS:
+        cli, ini = config.getoption(kind.marker), _ini_count(config, kind.marker)
+        allowed[kind.key] = resolve(ini, cli, None)
+        if cli is not None:
+            sources[kind.key] = f"from {kind.option}"
+        elif ini is not None:
+            sources[kind.key] = _ini_source(config, kind.marker)
+    return RecompileBudget.of(allowed, sources=sources)
+
+
+def _ini_source(config: pytest.Config, key: str) -> str:
+    """Where an ini key's value came from: ``-o KEY=...`` on the command line, or the ini file."""
+    overrides = getattr(config.option, "override_ini", None) or ()
+    if any(override.partition("=")[0].strip() == key for override in overrides):
+        return f"from -o {key}"
+    inipath = config.inipath
+    return f"from nocompile ini key {key}" + (f" in {inipath.name}" if inipath is not None else "")
+
+
 def _ini_count(config: pytest.Config, key: str) -> Optional[int]:
     text = config.getini(key)
     if text in (None, ""):
@@ -72,9 +95,7 @@ class RunSettings:
         self.isolate_by_default = ISOLATE.is_on(config)
         self.strict_by_default = bool(config.getoption("nocompile_strict"))
         self.watch_children = WATCH_CHILDREN.is_on(config)
-        self.default_budget = RecompileBudget.of({
-            kind.key: resolve(_ini_count(config, kind.marker), config.getoption(kind.marker), None) for kind in KINDS
-        })
+        self.default_budget = _default_budget(config)
         self.json_path: Optional[str] = config.getoption("nocompile_json")
         self.save_path: Optional[str] = config.getoption("nocompile_save")
         self.compare_path: Optional[str] = config.getoption("nocompile_compare")

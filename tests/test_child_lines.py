@@ -440,7 +440,7 @@ def test_children_that_exec_exit_hard_cannot_write_or_run_oddly_are_counted_or_s
     result.stdout.fnmatch_lines([
         # 2: both processes of the pid, each judged on its own
         "*test_exec_keeps_the_pid*",
-        "pid *: 3 recompiles > max_recompiles(2)",
+        "pid *: 3 recompiles > max_recompiles(2) (marker on the test)",
     ])
     exec_processes = [process for process in outcomes["test_exec_keeps_the_pid"]["processes"] if not process["test_process"]]
     assert [(process.get("nth", 1), process["recompiles"]) for process in exec_processes] == [(1, 3), (2, 1)]

@@ -82,7 +82,7 @@ def test_spawned_rank_that_recompiles_fails_the_test_naming_it(run: RunPytest, p
     result = run("--nocompile-json=report.json", "--junitxml=junit.xml")
     result.assert_outcomes(passed=1, failed=1)
     expect_lines(result, [
-        "rank 1 (pid *): 1 recompile > max_recompiles(0)",
+        "rank 1 (pid *): 1 recompile > max_recompiles(0) (marker on the test)",
         "[1/1] recompiled <lambda> (test_ranks.py:*)",
         "    guard failed: 0/0: n == 1",
     ])
@@ -232,7 +232,7 @@ def test_a_run_wide_budget_fails_a_test_whose_child_recompiles_though_its_own_pr
     pytester.makepyfile(test_idle=IDLE_RUN.replace("EXPECTED", "tempfile.gettempdir()"))
     result = run("--max-recompiles=0", "-p", "no:randomly")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*_ test_only_a_child_compiles _*", "pid *: 1 recompile > max_recompiles(0)"])
+    result.stdout.fnmatch_lines(["*_ test_only_a_child_compiles _*", "pid *: 1 recompile > max_recompiles(0) (from --max-recompiles)"])
 
 
 def test_the_opt_out_watches_the_test_process_only(run: RunPytest, pytester: pytest.Pytester) -> None:
@@ -271,7 +271,7 @@ def test_fixtures_see_children_and_a_childs_own_torch_logs_still_print(run: RunP
     pytester.makepyfile(test_fixtures=FIXTURES_AND_LOGS)
     result = run("-rA")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*_ test_users_own_torch_logs_still_print_in_the_child _*", "pid *: 1 recompile > max_recompiles(0)"])
+    result.stdout.fnmatch_lines(["*_ test_users_own_torch_logs_still_print_in_the_child _*", "pid *: 1 recompile > max_recompiles(0) (marker on the test)"])
 
 
 def test_xdist_workers_watch_their_tests_children(run: RunPytest, pytester: pytest.Pytester) -> None:
@@ -314,7 +314,7 @@ def test_train_under_torchrun():
 ''')
     result = run()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["rank 1 (pid *): 1 recompile > max_recompiles(0)"])
+    result.stdout.fnmatch_lines(["rank 1 (pid *): 1 recompile > max_recompiles(0) (marker on the test)"])
     assert "rank 0 (pid" not in result.stdout.str().split("= nocompile =")[0]
 
 
@@ -339,7 +339,7 @@ def test_ddp_on_gloo_whose_batch_shape_depends_on_the_rank(run: RunPytest, pytes
     pytester.makepyfile(test_ddp=DDP)
     result = run()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*_ test_rank_1_batch_shape_changes _*", "rank 1 (pid *): 1 recompile > max_recompiles(0)",
+    result.stdout.fnmatch_lines(["*_ test_rank_1_batch_shape_changes _*", "rank 1 (pid *): 1 recompile > max_recompiles(0) (marker on the test)",
                                  "?1/1? recompiled *", "    guard failed: *size mismatch at index 0. expected 4, actual 8",
                                  "    triggered by: test_ddp.py:12 in train: model(torch.randn(rows, 4)).sum().backward()"])
 

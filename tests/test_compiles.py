@@ -79,7 +79,7 @@ def test_compile_budget_counts_what_a_compile_counter_counts(pytester: pytest.Py
     result.assert_outcomes(passed=4, failed=2)
     expect_lines(result, [
         "*_ test_a_recompile_is_a_compile _*",
-        "2 compiles > max_compiles(1)",
+        "2 compiles > max_compiles(1) (marker on the test)",
         "[1/1] recompiled scale (test_counted.py:4)",
         "    guard failed: 0/0: n == 2",
         "      guarded at: test_counted.py:5 in scale: return x * n",
@@ -87,7 +87,7 @@ def test_compile_budget_counts_what_a_compile_counter_counts(pytester: pytest.Py
     ])
     expect_lines(result, [
         "*_ test_each_graph_break_piece_is_a_graph _*",
-        "2 compiles > max_compiles(1)",
+        "2 compiles > max_compiles(1) (marker on the test)",
         "[1/1] graph break at test_counted.py:9",
         f"    reason: {PRINT_BREAK_REASON}",
     ])
@@ -133,13 +133,14 @@ def test_opted_out():
 @pytest.mark.parametrize("ini, cli, failed", [(None, "1", 1), ("1", None, 1), ("0", "2", 0), (None, None, 0)],
                          ids=["cli", "ini", "cli-over-ini", "none"])
 def test_compile_budget_from_cli_and_ini(pytester: pytest.Pytester, run: RunPytest, ini: str | None, cli: str | None, failed: int) -> None:
+    source = "from --max-compiles" if cli is not None else "from nocompile ini key max_compiles in tox.ini"
     pytester.makepyfile(test_run_wide=RUN_WIDE)
     if ini is not None:
         pytester.makeini(f"[pytest]\nmax_compiles = {ini}\n")
     result = run("-p", "no:logging", *([f"--max-compiles={cli}"] if cli is not None else []))
     result.assert_outcomes(passed=2 - failed, failed=failed)
     if failed:
-        expect_lines(result, ["*_ test_default _*", "2 compiles > max_compiles(1)"])
+        expect_lines(result, ["*_ test_default _*", f"2 compiles > max_compiles(1) ({source})"])
 
 
 def test_compile_budget_usage_errors_and_help(pytester: pytest.Pytester, run: RunPytest) -> None:

@@ -32,7 +32,7 @@ def test_graph_break_budget_names_reason_and_user_code(pytester: pytest.Pytester
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=1, failed=1)
     expect_lines(result, [
-        "1 graph break > max_graph_breaks(0)",
+        "1 graph break > max_graph_breaks(0) (marker on the test)",
         "[1/1] graph break at test_breaks.py:5",
         f"    reason: {PRINT_BREAK_REASON}",
         "    explanation: Dynamo does not know how to trace builtin operator `print` *",
@@ -85,16 +85,16 @@ def test_fullgraph_compiles_count():
 
 
 @pytest.mark.parametrize(
-    "ini, cli, expected",
+    "ini, cli, expected, source",
     [
-        (None, None, dict(passed=5)),                        # no run-wide budget
-        ("0", None, dict(passed=4, failed=1)),               # ini budget applies to test_default
-        ("5", "0", dict(passed=4, failed=1)),                # CLI beats ini
-        ("0", "5", dict(passed=5)),                          # CLI beats ini, the other way
+        (None, None, dict(passed=5), None),                        # no run-wide budget
+        ("0", None, dict(passed=4, failed=1), "from nocompile ini key max_recompiles in tox.ini"),  # ini budget applies to test_default
+        ("5", "0", dict(passed=4, failed=1), "from --max-recompiles"),  # CLI beats ini
+        ("0", "5", dict(passed=5), None),                          # CLI beats ini, the other way
     ],
     ids=["none", "ini", "cli-over-ini", "cli-loosens-ini"],
 )
-def test_precedence_ini_cli_marker(pytester: pytest.Pytester, run: RunPytest, ini, cli, expected) -> None:
+def test_precedence_ini_cli_marker(pytester: pytest.Pytester, run: RunPytest, ini, cli, expected, source) -> None:
     pytester.makepyfile(test_precedence=PRECEDENCE)
     if ini is not None:
         pytester.makeini(f"[pytest]\nmax_recompiles = {ini}\n")
@@ -102,7 +102,7 @@ def test_precedence_ini_cli_marker(pytester: pytest.Pytester, run: RunPytest, in
     result = run(*args)
     result.assert_outcomes(**expected)
     if expected.get("failed"):
-        expect_lines(result, ["*_ test_default _*", "1 recompile > max_recompiles(0)"])
+        expect_lines(result, ["*_ test_default _*", f"1 recompile > max_recompiles(0) ({source})"])
 
 
 @pytest.mark.parametrize("value", ["-1", "1.5", "many"])
@@ -256,7 +256,7 @@ def test_xdist_budgets_summary_json_and_compare(pytester: pytest.Pytester, run: 
     pytester.makepyfile(test_xdist=XDIST)
     result = run("-p", "xdist", "-n", "2", "-p", "no:logging", "--nocompile-json=report.json", "--nocompile-save=baseline.json")
     result.assert_outcomes(passed=3, failed=4)  # 3 odd cases over budget, and the crashed test
-    expect_lines(result, ["1 recompile > max_recompiles(0)"])
+    expect_lines(result, ["1 recompile > max_recompiles(0) (marker on the test)"])
     tests = {entry["nodeid"]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert sorted(tests) == sorted(f"test_xdist.py::test_case[{case}]" for case in range(6))
     assert [tests[f"test_xdist.py::test_case[{case}]"]["recompiles"] for case in range(6)] == [0, 1, 0, 1, 0, 1]
@@ -358,7 +358,7 @@ def test_graph_break_budget_from_cli_and_ini_with_marker_opt_out(pytester: pytes
     pytester.makepyfile(test_breaks=unmarked.replace("max_graph_breaks(1)", "max_graph_breaks(None)"))
     result = run("-p", "no:logging", "--max-graph-breaks=0")
     result.assert_outcomes(passed=1, failed=1)
-    expect_lines(result, ["*_ test_graph_break _*", "1 graph break > max_graph_breaks(0)"])
+    expect_lines(result, ["*_ test_graph_break _*", "1 graph break > max_graph_breaks(0) (from --max-graph-breaks)"])
     pytester.makeini("[pytest]\nmax_graph_breaks = 0\n")
     run("-p", "no:logging").assert_outcomes(passed=1, failed=1)
 
