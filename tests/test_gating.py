@@ -162,6 +162,48 @@ def test_json_report_and_junit_properties(pytester: pytest.Pytester, run: RunPyt
     assert properties == {"nocompile_compiles": "2", "nocompile_recompiles": "1", "nocompile_graph_breaks": "0"}
 
 
+BASELINE_SUBSET = RECOMPILE_ONCE + '''
+def chatty(x):
+    print("side effect")
+    return x + 1
+
+def test_recompiles():
+    recompile_once()
+
+def test_breaks():
+    torch.compile(chatty, backend="eager")(torch.ones(2))
+
+@pytest.mark.parametrize("case", range(4))
+def test_quiet(case):
+    pass
+'''
+
+
+def test_a_baseline_failure_names_each_new_recompile_and_graph_break_and_counts_a_subsets_absent_tests(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    (pytester.path / "baseline.json").write_text(json.dumps({"format": "pytest-nocompile-baseline/1", "tests": {
+        **{f"test_subset.py::test_quiet[{case}]": {"compiles": 0, "recompiles": 0, "graph_breaks": 0} for case in range(4)},
+        "test_subset.py::test_recompiles": {"compiles": 1, "recompiles": 0, "graph_breaks": 0},
+        "test_subset.py::test_breaks": {"compiles": 1, "recompiles": 0, "graph_breaks": 0},
+    }}))
+    pytester.makepyfile(test_subset=BASELINE_SUBSET)
+    result = run("-p", "no:logging", "--nocompile-compare=baseline.json", "-k", "not quiet")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    expect_lines(result, [
+        "*= nocompile baseline baseline.json =*",
+        "test_subset.py::test_breaks: graph breaks rose 0 -> 1",
+        f"    graph break at test_subset.py:12: {PRINT_BREAK_REASON}",
+        "        user code: test_subset.py:12 in chatty: print(\"side effect\")",
+        "test_subset.py::test_recompiles: compiles rose 1 -> 2, recompiles rose 0 -> 1",
+        "    recompiled scale (test_subset.py:3): guard failed: 0/0: n == 2",
+        "        triggered by: test_subset.py:9 in recompile_once: f(torch.ones(2), 3)",
+        "4 tests of the baseline did not run here (deselected, not collected, or removed): not compared",
+    ])
+    assert result.outlines[-1] == ("nocompile: run FAILED (exit code 1) though every test passed: "
+                                   "3 counts rose against the baseline baseline.json, in 2 tests (listed above)")
+
+
 def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_base='''
         import torch
@@ -198,16 +240,18 @@ def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -
     result = run("--nocompile-compare=baseline.json")
     result.assert_outcomes(passed=3)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([
+    expect_lines(result, [
         "*= nocompile baseline baseline.json =*",
-        "test_base.py::test_stable: compiles rose 1 -> 2",
-        "test_base.py::test_stable: recompiles rose 0 -> 1",
-        "test_base.py::test_improves: compiles fell 2 -> 1",
-        "test_base.py::test_improves: recompiles fell 1 -> 0",
+        "test_base.py::test_stable: compiles rose 1 -> 2, recompiles rose 0 -> 1",
+        "    recompiled scale (test_base.py:2): guard failed: 0/0: n == 2",
+        "        triggered by: test_base.py:7 in test_stable: f(torch.ones(2), 3)",
+        "test_base.py::test_improves: compiles fell 2 -> 1, recompiles fell 1 -> 0",
         "new test (not in baseline): test_base.py::test_new",
-        "removed test (only in baseline): test_base.py::test_removed",
-        "nocompile: 2 count(s) rose against the baseline",
-    ], consecutive=True)
+        "1 test of the baseline did not run here (deselected, not collected, or removed): not compared",
+    ])
+    # The run's last line says it failed, and why: pytest's own last line reads "3 passed".
+    assert result.outlines[-1] == ("nocompile: run FAILED (exit code 1) though every test passed: "
+                                   "2 counts rose against the baseline baseline.json, in 1 test (listed above)")
     # Without the rise, the same comparison passes.
     pytester.makepyfile(test_base="import torch\ndef test_improves():\n    torch.compile(lambda x: x, backend='eager')(torch.ones(1))\n")
     assert run("--nocompile-compare=baseline.json").ret == pytest.ExitCode.OK
@@ -263,7 +307,9 @@ def test_xdist_budgets_summary_json_and_compare(pytester: pytest.Pytester, run: 
     result.stdout.fnmatch_lines(["*= nocompile =*", "*over budget*test_xdist.py::test_case[[]*]"])
     pytester.makepyfile(test_xdist=XDIST.replace("case % 2", "True"))
     result = run("-p", "xdist", "-n", "2", "-p", "no:logging", "--nocompile-compare=baseline.json")
-    result.stdout.fnmatch_lines(["test_xdist.py::test_case[[]0]: recompiles rose 0 -> 1"])
+    expect_lines(result, ["test_xdist.py::test_case[0]: compiles rose 1 -> 2, recompiles rose 0 -> 1",  # the events travel from the workers
+                          "    recompiled scale (test_xdist.py:3): guard failed: 0/0: n == 2",
+                          "        triggered by: test_xdist.py:12 in test_case: f(torch.ones(2), 3)"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     # Markers alone, no option: the controller, which collects nothing, must still gather and show them.
     result = run("-p", "xdist", "-n", "2", "-p", "no:logging")

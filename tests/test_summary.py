@@ -68,11 +68,11 @@ def test_baseline_round_trip_and_comparison(tmp_path: Path) -> None:
     comparison = compare(saved, later)
     assert comparison.regressed
     assert comparison.lines() == [
-        "t.py::within: compiles rose 2 -> 3",
-        "t.py::within: recompiles rose 1 -> 2",
+        "t.py::within: compiles rose 2 -> 3, recompiles rose 1 -> 2",
         "new test (not in baseline): t.py::new",
-        "removed test (only in baseline): t.py::quiet",
+        "1 test of the baseline did not run here (deselected, not collected, or removed): not compared",
     ]
+    assert comparison.verdict("b.json") == "2 counts rose against the baseline b.json, in 1 test (listed above)"
     assert compare(saved, RESULTS).lines() == ["no change against the baseline"]
 
 
