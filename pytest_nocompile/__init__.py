@@ -22,12 +22,19 @@ if TYPE_CHECKING:
     from .assertions import (
         AssertMaxRecompiles,
         BlockLog,
-        RecompileBudgetExceeded,
         assert_max_compiles,
         assert_max_graph_breaks,
         assert_max_recompiles,
     )
-    from .budget import KINDS, BudgetKind, RecompileBudget
+    from .budget import (
+        KINDS,
+        BudgetExceeded,
+        BudgetKind,
+        CompileBudgetExceeded,
+        GraphBreakBudgetExceeded,
+        RecompileBudget,
+        RecompileBudgetExceeded,
+    )
     from .child_lines import ChildReportWarning
     from .events import (
         CodeLocation,
@@ -49,13 +56,16 @@ __version__ = "0.1.0"
 _PUBLIC_MODULES = {
     "AssertMaxRecompiles": ".assertions",
     "BlockLog": ".assertions",
-    "RecompileBudgetExceeded": ".assertions",
     "assert_max_compiles": ".assertions",
     "assert_max_graph_breaks": ".assertions",
     "assert_max_recompiles": ".assertions",
     "KINDS": ".budget",
     "BudgetKind": ".budget",
     "RecompileBudget": ".budget",
+    "BudgetExceeded": ".budget",
+    "RecompileBudgetExceeded": ".budget",
+    "GraphBreakBudgetExceeded": ".budget",
+    "CompileBudgetExceeded": ".budget",
     "CodeLocation": ".events",
     "CompileEvent": ".events",
     "GraphBreakEvent": ".events",
@@ -77,11 +87,14 @@ __all__ = [
     "KINDS",
     "AssertMaxRecompiles",
     "BlockLog",
+    "BudgetExceeded",
     "BudgetKind",
     "CaptureLostWarning",
     "ChildReportWarning",
     "CodeLocation",
+    "CompileBudgetExceeded",
     "CompileEvent",
+    "GraphBreakBudgetExceeded",
     "GraphBreakEvent",
     "GuardFailure",
     "ProcessInfo",

@@ -21,6 +21,41 @@ from typing import Any, Mapping, Optional, Sequence
 PLUGIN = "[pytest-nocompile]"
 
 
+class BudgetExceeded(AssertionError):
+    """A block assertion failed: its block had more (with ``exact=True``: other) than allowed.
+
+    The base of one class per kind (:attr:`BudgetKind.exceeded`): catch this
+    one for every kind, or the kind's own.
+    """
+
+    __module__ = "pytest_nocompile"  # tracebacks name it where users import it from
+
+
+class RecompileBudgetExceeded(BudgetExceeded):
+    """A block went over its recompile budget.
+
+    Before graph-break and compile budgets had exceptions of their own, this
+    was raised for every kind; so that ``except RecompileBudgetExceeded`` in
+    such code still catches them, it is also the base of
+    :class:`GraphBreakBudgetExceeded` and :class:`CompileBudgetExceeded`. To
+    catch recompile budgets only, test ``type(error) is RecompileBudgetExceeded``.
+    """
+
+    __module__ = "pytest_nocompile"
+
+
+class GraphBreakBudgetExceeded(RecompileBudgetExceeded):
+    """A block went over its graph-break budget."""
+
+    __module__ = "pytest_nocompile"
+
+
+class CompileBudgetExceeded(RecompileBudgetExceeded):
+    """A block went over its compile budget (graphs compiled)."""
+
+    __module__ = "pytest_nocompile"
+
+
 @dataclass(frozen=True)
 class BudgetKind:
     """One kind of budget: what it counts and every name users see it by.
@@ -47,6 +82,7 @@ class BudgetKind:
     # The recorded events that explain a count over budget, listed in its failure:
     # "recompiles" (with limit hits), "graph_breaks", or both.
     explained_by: tuple[str, ...] = ()
+    exceeded: type[BudgetExceeded] = BudgetExceeded  # what a block assertion of this kind raises
 
     @property
     def marker_form(self) -> str:
@@ -92,6 +128,7 @@ RECOMPILES = BudgetKind(
     "strict=True raises at the recompiling call.",
     limit_hit_fails=True,
     explained_by=("recompiles",),
+    exceeded=RecompileBudgetExceeded,
 )
 GRAPH_BREAKS = BudgetKind(
     key="graph_breaks",
@@ -102,6 +139,7 @@ GRAPH_BREAKS = BudgetKind(
     column="graph breaks",
     short="breaks",
     explained_by=("graph_breaks",),
+    exceeded=GraphBreakBudgetExceeded,
 )
 COMPILES = BudgetKind(
     key="compiles",
@@ -112,6 +150,7 @@ COMPILES = BudgetKind(
     column="compiles",
     short="compiles",
     explained_by=("recompiles", "graph_breaks"),  # the graphs beyond one per compiled frame
+    exceeded=CompileBudgetExceeded,
 )
 
 # In the summary table's column order.
