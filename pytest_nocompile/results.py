@@ -122,7 +122,7 @@ class Results:
         budgeted = any(result.verdict is not Verdict.NO_BUDGET for result in self.results.values())
         if settings.report_requested or budgeted:
             terminalreporter.write_sep("=", "nocompile")
-            for line in summary_lines(self.results):
+            for line in summary_lines(self.results, settings.table):
                 terminalreporter.write_line(line)
             for line in self.after_their_test:
                 terminalreporter.write_line(line)

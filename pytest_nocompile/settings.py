@@ -10,7 +10,7 @@ from typing import Callable, Optional
 import pytest
 
 from .budget import KINDS, BudgetUsageError, RecompileBudget, parse_option_count, resolve
-from .output.summary import check_writable
+from .output.summary import TABLE_CHOICES, check_writable
 
 
 def count_argument(option: str) -> Callable[[str], int]:
@@ -46,6 +46,17 @@ def _ini_source(config: pytest.Config, key: str) -> str:
         return f"from -o {key}"
     inipath = config.inipath
     return f"from nocompile ini key {key}" + (f" in {inipath.name}" if inipath is not None else "")
+
+
+def _table_choice(config: pytest.Config) -> str:
+    """Which tests the summary table lists: the option's choice, else the ini key's (checked: a typo is a usage error)."""
+    chosen = config.getoption("nocompile_table")
+    if chosen is not None:
+        return str(chosen)
+    text = str(config.getini("nocompile_table")).strip()
+    if text not in TABLE_CHOICES:
+        raise pytest.UsageError(f"ini key nocompile_table: expected one of {', '.join(TABLE_CHOICES)}, got {text!r}")
+    return text
 
 
 def _ini_count(config: pytest.Config, key: str) -> Optional[int]:
@@ -93,13 +104,15 @@ class RunSettings:
 
     def __init__(self, config: pytest.Config) -> None:
         self.isolate_by_default = ISOLATE.is_on(config)
-        self.strict_by_default = bool(config.getoption("nocompile_strict"))
+        # The option turns strict mode on for the run; so does the ini key (a marker's strict= still wins).
+        self.strict_by_default = bool(config.getoption("nocompile_strict") or config.getini("nocompile_strict"))
         self.watch_children = WATCH_CHILDREN.is_on(config)
         self.default_budget = _default_budget(config)
         self.json_path: Optional[str] = config.getoption("nocompile_json")
         self.save_path: Optional[str] = config.getoption("nocompile_save")
         self.compare_path: Optional[str] = config.getoption("nocompile_compare")
         self.report_requested = bool(config.getoption("nocompile_report"))
+        self.table = _table_choice(config)
         self.watch_every_test = bool(self.report_requested or self.json_path or self.save_path or self.compare_path)
         self.watch_by_default = self.watch_every_test or self.default_budget.budgeted  # a test with no marker
         self.is_worker = hasattr(config, "workerinput")

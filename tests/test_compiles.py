@@ -169,7 +169,7 @@ def test_compile_budget_usage_errors_and_help(pytester: pytest.Pytester, run: Ru
     result = run("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.max_compiles(N): fail the test when its call phase has more than N graphs compiled*"])
     result = run("--help")
-    result.stdout.fnmatch_lines(["  --max-compiles=N * default compile budget for every test (ini:", "*max_compiles); a marker overrides it"])
+    result.stdout.fnmatch_lines(["  --max-compiles=N      nocompile: default compile budget for every test (ini:", "*max_compiles); a marker overrides it"])
 
 
 BLOCKS = '''

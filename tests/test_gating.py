@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import xml.etree.ElementTree as ElementTree
 
 import pytest
@@ -132,7 +134,60 @@ def test_summary_table_worst_first_and_one_line_when_nothing_compiled(pytester: 
     assert "test_opted_out" not in table  # max_recompiles(None): not watched at all
     pytester.makepyfile(test_precedence="def test_a(): pass")
     result = run("--nocompile-report")
-    result.stdout.fnmatch_lines(["*= nocompile =*", "no test compiled (1 watched)"])
+    result.stdout.fnmatch_lines(["*= nocompile =*", "no test compiled in its call phase (1 watched)"])
+
+
+FIXTURE_RECOMPILES = RECOMPILE_ONCE + '''
+@pytest.fixture
+def warmed():
+    recompile_once()
+
+@pytest.mark.max_recompiles(0)
+def test_passes(warmed):
+    pass
+'''
+
+
+def test_a_passing_test_whose_fixture_recompiled_is_said_so(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_fixture=FIXTURE_RECOMPILES)
+    result = run("-p", "no:logging")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*= nocompile =*",
+        "no test compiled in its call phase (1 watched)",
+        "test_fixture.py::test_passes: 1 recompile in setup, not counted (budgets count the call phase; a fixture's compiles are outside it)",
+    ], consecutive=True)
+
+
+LONG_TABLE_SUITE = RECOMPILE_ONCE + '''
+@pytest.mark.parametrize("case", range(21))
+def test_compiles(case):
+    torch.compile(scale, backend="eager")(torch.ones(2), 2)
+
+@pytest.mark.max_recompiles(0)
+def test_over():
+    recompile_once()
+'''
+
+
+def test_a_long_summary_table_lists_only_failures_unless_asked(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_long=LONG_TABLE_SUITE)
+    result = run("-p", "no:logging", "--nocompile-report")
+    result.assert_outcomes(passed=21, failed=1)
+    expect_lines(result, [
+        "*= nocompile =*",
+        "compiles  recompiles  graph breaks  budget         verdict      test",
+        "       2           1             0  recompiles<=0  over budget  test_long.py::test_over",
+        "and 21 more tests that compiled within budget or without one, not listed: "
+        "only failures are listed once more than 20 tests compiled (--nocompile-table=all lists every one)",
+        "test_long.py::test_over: scale recompiled: 0/0: n == 2",
+    ])
+    for every_one in (["--nocompile-table=all"], ["-o", "nocompile_table=all"]):
+        table = run("-p", "no:logging", "--nocompile-report", *every_one).stdout.str().split("= nocompile =")[1]
+        assert table.count("  no budget    test_long.py::test_compiles[") == 21
+    failures = run("-p", "no:logging", "--nocompile-report", "--nocompile-table=failures", "-k", "test_compiles[0] or test_over")
+    assert "and 1 more test that compiled within budget or without one, not listed: --nocompile-table=failures " \
+        "(--nocompile-table=all lists every one)" in failures.stdout.lines
 
 
 def test_json_report_and_junit_properties(pytester: pytest.Pytester, run: RunPytest) -> None:
@@ -202,6 +257,17 @@ def test_a_baseline_failure_names_each_new_recompile_and_graph_break_and_counts_
     ])
     assert result.outlines[-1] == ("nocompile: run FAILED (exit code 1) though every test passed: "
                                    "3 counts rose against the baseline baseline.json, in 2 tests (listed above)")
+
+
+def test_report_and_baseline_files_honour_the_umask(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile("def test_a(): pass")
+    umask = os.umask(0o027)  # the inner run inherits it: group may read, others may not
+    try:
+        run("--nocompile-json=report.json", "--nocompile-save=baseline.json").assert_outcomes(passed=1)
+    finally:
+        os.umask(umask)
+    assert {name: oct(stat.S_IMODE((pytester.path / name).stat().st_mode)) for name in ("report.json", "baseline.json")} == {
+        "report.json": "0o640", "baseline.json": "0o640"}
 
 
 def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -> None:
@@ -397,6 +463,14 @@ def test_strict_mode_raises_at_the_recompiling_call_and_restores_config(pytester
     result.stdout.fnmatch_lines([">       f(torch.ones(2), 3)  # the recompiling call", "E   *RecompileError: Recompiling function scale in *"])
     result = run("-p", "no:logging", "--nocompile-strict", "-k", "first_compiles")
     result.assert_outcomes(passed=1)
+
+
+def test_strict_mode_from_the_ini_key(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_strict=STRICT.replace("strict=True", "").replace("    assert not torch._dynamo.config.error_on_recompile is False\n", ""))
+    pytester.makeini("[pytest]\nnocompile_strict = true\n")
+    result = run("-p", "no:logging")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([">       f(torch.ones(2), 3)  # the recompiling call", "E   *RecompileError: Recompiling function scale in *"])
 
 
 def test_graph_break_budget_from_cli_and_ini_with_marker_opt_out(pytester: pytest.Pytester, run: RunPytest) -> None:

@@ -72,7 +72,7 @@ def test_reference_table_names_every_option_ini_key_marker_and_fixture(pytester:
                 if "[pytest-nocompile]" in description}
     markers = set(re.findall(r"^@pytest\.mark\.((?:max|nocompile)_\w+)\(", run("--markers").stdout.str(), flags=re.M))
     fixtures = set(re.findall(r"^(nocompile_\w+)", run("--fixtures").stdout.str(), flags=re.M))
-    assert len(options) == 12 and len(ini_keys) == 6 and len(markers) == 3 and len(fixtures) == 4
+    assert len(options) == 13 and len(ini_keys) == 8 and len(markers) == 3 and len(fixtures) == 4
     table = readme_reference_table()
     missing = sorted(name for name in options | ini_keys | markers | fixtures if f"`{name}" not in table)
     assert missing == []

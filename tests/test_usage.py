@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from nocompile_testing import RECOMPILE_ONCE, RunPytest, expect_lines
@@ -193,6 +195,16 @@ def test_markers_are_listed_and_strict_markers_with_warnings_as_errors_are_clean
     result = run("--strict-markers", "-W", "error")
     result.assert_outcomes(passed=1)
     assert "warnings summary" not in result.stdout.str()
+
+
+def test_grep_nocompile_in_help_finds_every_option(pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # help wraps at the terminal's width; 80 is the narrowest usual one
+    help_text = run("--help").stdout.str()
+    group = help_text.split("torch.compile recompile budgets (pytest-nocompile):\n")[1].split("\n\n")[0]
+    options = re.findall(r"^  (--[\w-]+)", group, flags=re.M)
+    assert {"--max-recompiles", "--max-graph-breaks", "--max-compiles"} <= set(options)
+    grepped = [line for line in help_text.splitlines() if "nocompile" in line.lower()]  # pytest --help | grep -i nocompile
+    assert [option for option in options if not any(line.startswith(f"  {option}") for line in grepped)] == []
 
 
 def test_help_documents_the_options(pytester: pytest.Pytester, run: RunPytest) -> None:
