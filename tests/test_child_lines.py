@@ -472,3 +472,14 @@ def test_children_that_exec_exit_hard_cannot_write_or_run_oddly_are_counted_or_s
     # 11: the user's file got none of the plugin's lines (asserted in the test), and the recompile counted
     assert outcomes["test_fork_that_takes_every_descriptor"]["recompiles"] == 1
     result.assert_outcomes(passed=3, failed=8)
+
+
+def test_a_command_line_is_shortened_as_a_shell_reads_it() -> None:
+    from pytest_nocompile.observe.command_line import LONGEST, shortened, this_process
+
+    assert shortened(["/venv/bin/python", "-u", "train.py", "--lr=0.1"]) == "python -u train.py --lr=0.1"
+    assert shortened(["/venv/bin/python", "-c", "import torch\nprint('hi')"]) == "python -c 'import torch print('\\''hi'\\'')'"
+    long = shortened(["python", "x" * 100])
+    assert len(long) == LONGEST and long.endswith("…")
+    assert shortened([]) == "?"
+    assert this_process(forked_from=5) == "fork of pid 5"  # a fork that ran no exec: its command line is its parent's

@@ -91,7 +91,7 @@ def test_readme_ranks_example_passes_and_fails_naming_rank_1(pytester: pytest.Py
     result = run()
     result.assert_outcomes(failed=1)
     expect_lines(result, [
-        "rank 1 (pid *): 1 recompile > max_recompiles(0) (marker on the test)",
+        "rank 1 (pid *, multiprocessing SpawnProcess-*): 1 recompile > max_recompiles(0) (marker on the test)",
         "[1/1] recompiled <lambda> (test_ranks.py:8)",
         "    guard failed: 0/0: n == 1",
     ])
