@@ -138,7 +138,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
         "test_opted_out": ("passed", 0, None, "no budget"),
         "test_skips": ("skipped", 0, 0, "within budget"),
     }
-    result.stdout.fnmatch_lines(["no test compiled (5 watched)"])
+    result.stdout.fnmatch_lines(["no test compiled in its call phase (5 watched)"])
 
 
 RECORD_PER_TEST_HOOKS = '''
