@@ -185,6 +185,9 @@ def test_a_long_summary_table_lists_only_failures_unless_asked(pytester: pytest.
     for every_one in (["--nocompile-table=all"], ["-o", "nocompile_table=all"]):
         table = run("-p", "no:logging", "--nocompile-report", *every_one).stdout.str().split("= nocompile =")[1]
         assert table.count("  no budget    test_long.py::test_compiles[") == 21
+    bad = run("-o", "nocompile_table=short")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["ERROR: ini key nocompile_table: expected one of auto, failures, all, got 'short'"])
     failures = run("-p", "no:logging", "--nocompile-report", "--nocompile-table=failures", "-k", "test_compiles[0] or test_over")
     assert "and 1 more test that compiled within budget or without one, not listed: --nocompile-table=failures " \
         "(--nocompile-table=all lists every one)" in failures.stdout.lines
