@@ -62,6 +62,12 @@ def test_recompiles_outside_the_call_are_said_when_the_table_does_not_show_the_t
         "no test compiled in its call phase (1 watched)",
         "t.py::fixture: 1 recompile in setup, not counted (budgets count the call phase; a fixture's compiles are outside it)",
     ]
+    every_test = {f"t.py::test[{n}]": fixture for n in range(LONG_TABLE + 1)}
+    assert summary_lines(every_test) == [
+        f"no test compiled in its call phase ({LONG_TABLE + 1} watched)",
+        f"{LONG_TABLE + 1} tests recompiled or broke graphs only outside the call (in fixtures), not counted (--nocompile-table=all lists them)",
+    ]
+    assert len(summary_lines(every_test, "all")) == LONG_TABLE + 2
 
 
 def test_json_document_carries_outcomes_and_every_count() -> None:

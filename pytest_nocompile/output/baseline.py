@@ -125,16 +125,14 @@ def compare(baseline: dict[str, dict[str, int]], results: dict[str, TestResult])
 def explain_rise(result: TestResult, rose: list[str]) -> list[str]:
     """The call-phase events behind the kinds that rose, a line or two each: function, guard and the user's line."""
     sources = {source for key in rose for source in KINDS_BY_KEY[key].explained_by}
-    lines: list[str] = []
-    shown = 0
     events = [("recompiles", event) for event in result.details["recompile_events"] if "recompiles" in sources] + \
              [("graph_breaks", event) for event in result.details["graph_break_events"] if "graph_breaks" in sources]
     called = [(source, event) for source, event in events if event.get("phase") == "call"]  # what the counts count
+    lines: list[str] = []
     for source, event in called[:EVENTS_SHOWN]:
         lines += _recompile_lines(event) if source == "recompiles" else _graph_break_lines(event)
-        shown += 1
-    if len(called) > shown:
-        lines.append(f"    and {len(called) - shown} more (--nocompile-json=PATH writes every one)")
+    if len(called) > EVENTS_SHOWN:
+        lines.append(f"    and {len(called) - EVENTS_SHOWN} more (--nocompile-json=PATH writes every one)")
     return lines
 
 

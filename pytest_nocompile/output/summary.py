@@ -36,6 +36,9 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
     # Any count: a frame that only broke compiles no graph, but its graph breaks count.
     compiled = [(nodeid, result) for nodeid, result in results.items() if any(result.counts.values()) or result.verdict is Verdict.OVER]
     outside = _outside_the_call(results, {nodeid for nodeid, _ in compiled})
+    if len(outside) > LONG_TABLE and table != "all":  # a fixture every test uses: one line, not one a test
+        outside = [f"{plural(len(outside), 'test')} recompiled or broke graphs only outside the call (in fixtures), not counted "
+                   "(--nocompile-table=all lists them)"]
     if not compiled:
         return [f"no test compiled in its call phase ({len(results)} watched)", *outside]
     failures_only = table == "failures" or (table == "auto" and len(compiled) > LONG_TABLE)
