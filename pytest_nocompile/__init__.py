@@ -26,15 +26,7 @@ if TYPE_CHECKING:
         assert_max_graph_breaks,
         assert_max_recompiles,
     )
-    from .budget import (
-        KINDS,
-        BudgetExceeded,
-        BudgetKind,
-        CompileBudgetExceeded,
-        GraphBreakBudgetExceeded,
-        RecompileBudget,
-        RecompileBudgetExceeded,
-    )
+    from .budget import KINDS, BudgetKind, RecompileBudget
     from .child_lines import ChildReportWarning
     from .events import (
         CodeLocation,
@@ -46,6 +38,7 @@ if TYPE_CHECKING:
         RecompileLimitHit,
         parse_recompile_message,
     )
+    from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
@@ -62,10 +55,10 @@ _PUBLIC_MODULES = {
     "KINDS": ".budget",
     "BudgetKind": ".budget",
     "RecompileBudget": ".budget",
-    "BudgetExceeded": ".budget",
-    "RecompileBudgetExceeded": ".budget",
-    "GraphBreakBudgetExceeded": ".budget",
-    "CompileBudgetExceeded": ".budget",
+    "BudgetExceeded": ".exceptions",
+    "RecompileBudgetExceeded": ".exceptions",
+    "GraphBreakBudgetExceeded": ".exceptions",
+    "CompileBudgetExceeded": ".exceptions",
     "CodeLocation": ".events",
     "CompileEvent": ".events",
     "GraphBreakEvent": ".events",

@@ -14,24 +14,14 @@ from __future__ import annotations
 from contextlib import ContextDecorator
 from typing import Callable, ContextManager, Optional, Protocol
 
-from .budget import (
-    COMPILES,
-    GRAPH_BREAKS,
-    RECOMPILES,
-    BudgetExceeded,
-    BudgetKind,
-    CompileBudgetExceeded,
-    GraphBreakBudgetExceeded,
-    RecompileBudget,
-    RecompileBudgetExceeded,
-    validate_count,
-)
+from .budget import COMPILES, GRAPH_BREAKS, RECOMPILES, BudgetKind, RecompileBudget, validate_count
 from .events import GraphBreakEvent, ProcessInfo
+from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
 from .output.report import explain
 from .record import ProcessEvents, RecompileLog, RecompileRecord
 from .result import over_budget
 
-__all__ = [  # the exceptions live with the budget kinds; importing them from here keeps working
+__all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
     "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
     "assert_max_compiles", "assert_max_graph_breaks", "assert_max_recompiles", "block_assertion",
 ]

@@ -18,42 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+
 PLUGIN = "[pytest-nocompile]"
-
-
-class BudgetExceeded(AssertionError):
-    """A block assertion failed: its block had more (with ``exact=True``: other) than allowed.
-
-    The base of one class per kind (:attr:`BudgetKind.exceeded`): catch this
-    one for every kind, or the kind's own.
-    """
-
-    __module__ = "pytest_nocompile"  # tracebacks name it where users import it from
-
-
-class RecompileBudgetExceeded(BudgetExceeded):
-    """A block went over its recompile budget.
-
-    Before graph-break and compile budgets had exceptions of their own, this
-    was raised for every kind; so that ``except RecompileBudgetExceeded`` in
-    such code still catches them, it is also the base of
-    :class:`GraphBreakBudgetExceeded` and :class:`CompileBudgetExceeded`. To
-    catch recompile budgets only, test ``type(error) is RecompileBudgetExceeded``.
-    """
-
-    __module__ = "pytest_nocompile"
-
-
-class GraphBreakBudgetExceeded(RecompileBudgetExceeded):
-    """A block went over its graph-break budget."""
-
-    __module__ = "pytest_nocompile"
-
-
-class CompileBudgetExceeded(RecompileBudgetExceeded):
-    """A block went over its compile budget (graphs compiled)."""
-
-    __module__ = "pytest_nocompile"
 
 
 @dataclass(frozen=True)

@@ -214,14 +214,14 @@ def test_block_assertions_for_compiles_and_graph_breaks(pytester: pytest.Pyteste
     pytester.makepyfile(test_blocks=BLOCKS)
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=1, failed=3)
-    expect_lines(result, ["E       pytest_nocompile.CompileBudgetExceeded: 1 compile != nocompile_assert_max_compiles(2, exact=True)"])
+    expect_lines(result, ["E       pytest_nocompile.exceptions.CompileBudgetExceeded: 1 compile != nocompile_assert_max_compiles(2, exact=True)"])
     expect_lines(result, [
-        "E       pytest_nocompile.CompileBudgetExceeded: 1 compile > nocompile_assert_max_compiles(0)",
+        "E       pytest_nocompile.exceptions.CompileBudgetExceeded: 1 compile > nocompile_assert_max_compiles(0)",
         "E       [1/1] recompiled scale (test_blocks.py:3)",
         "E           guard failed: 0/0: n == 2",
     ])
     expect_lines(result, [
-        "E       pytest_nocompile.GraphBreakBudgetExceeded: 1 graph break > nocompile_assert_max_graph_breaks(0)",
+        "E       pytest_nocompile.exceptions.GraphBreakBudgetExceeded: 1 graph break > nocompile_assert_max_graph_breaks(0)",
         "E       [1/1] graph break at test_blocks.py:*",
         f"E           reason: {PRINT_BREAK_REASON}",
     ])

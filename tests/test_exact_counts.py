@@ -357,7 +357,7 @@ def test_a_block_assertion_in_a_script_started_with_the_variable_set_still_raise
     script = pytester.makepyfile(block_script=BLOCK_SCRIPT)
     result = pytester.runpython(script)
     assert result.ret != 0, result.stdout.str()
-    result.stderr.fnmatch_lines(["pytest_nocompile.RecompileBudgetExceeded: 1 recompile > assert_max_recompiles(0)"])
+    result.stderr.fnmatch_lines(["pytest_nocompile.exceptions.RecompileBudgetExceeded: 1 recompile > assert_max_recompiles(0)"])
     assert "no exception" not in result.stdout.str()
 
 
