@@ -16,7 +16,7 @@ guard ``param_groups[0]['betas'][0] == ...`` fails at every step, on torch 2.13
 then runs ``Adam.step`` uncompiled, silently. Under ``max_recompiles(0)``
 pytest-nocompile reports, for 10 steps on torch 2.13::
 
-    7 recompiles > max_recompiles(0)
+    7 recompiles > max_recompiles(0) (marker on the test)
     [1/7] recompiled step (.../torch/optim/adam.py:214)
         guard failed: 2/0: self.param_groups[0]['betas'][0] == 0.95
           guarded at: .../torch/optim/adam.py:229 in step: for group in self.param_groups:

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from .assertions import (
         AssertMaxRecompiles,
         BlockLog,
-        RecompileBudgetExceeded,
         assert_max_compiles,
         assert_max_graph_breaks,
         assert_max_recompiles,
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
         RecompileLimitHit,
         parse_recompile_message,
     )
+    from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
@@ -49,13 +49,16 @@ __version__ = "0.1.0"
 _PUBLIC_MODULES = {
     "AssertMaxRecompiles": ".assertions",
     "BlockLog": ".assertions",
-    "RecompileBudgetExceeded": ".assertions",
     "assert_max_compiles": ".assertions",
     "assert_max_graph_breaks": ".assertions",
     "assert_max_recompiles": ".assertions",
     "KINDS": ".budget",
     "BudgetKind": ".budget",
     "RecompileBudget": ".budget",
+    "BudgetExceeded": ".exceptions",
+    "RecompileBudgetExceeded": ".exceptions",
+    "GraphBreakBudgetExceeded": ".exceptions",
+    "CompileBudgetExceeded": ".exceptions",
     "CodeLocation": ".events",
     "CompileEvent": ".events",
     "GraphBreakEvent": ".events",
@@ -77,11 +80,14 @@ __all__ = [
     "KINDS",
     "AssertMaxRecompiles",
     "BlockLog",
+    "BudgetExceeded",
     "BudgetKind",
     "CaptureLostWarning",
     "ChildReportWarning",
     "CodeLocation",
+    "CompileBudgetExceeded",
     "CompileEvent",
+    "GraphBreakBudgetExceeded",
     "GraphBreakEvent",
     "GuardFailure",
     "ProcessInfo",

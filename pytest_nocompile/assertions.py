@@ -16,13 +16,15 @@ from typing import Callable, ContextManager, Optional, Protocol
 
 from .budget import COMPILES, GRAPH_BREAKS, RECOMPILES, BudgetKind, RecompileBudget, validate_count
 from .events import GraphBreakEvent, ProcessInfo
+from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
 from .output.report import explain
 from .record import ProcessEvents, RecompileLog, RecompileRecord
 from .result import over_budget
 
-
-class RecompileBudgetExceeded(AssertionError):
-    """A block went over its budget: more (or, with ``exact=True``, other) than allowed."""
+__all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
+    "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
+    "assert_max_compiles", "assert_max_graph_breaks", "assert_max_recompiles", "block_assertion",
+]
 
 
 class BlockLog(RecompileLog):
@@ -42,7 +44,8 @@ class AssertMaxRecompiles(Protocol):
     :class:`RecompileBudgetExceeded` on leaving the block when it recompiled
     more than allowed (exactly that many with ``exact=True``); ``block``
     lists the block's recompiles. The compile and graph-break fixtures work
-    the same way.
+    the same way, raising :class:`CompileBudgetExceeded` and
+    :class:`GraphBreakBudgetExceeded` (all three are :class:`BudgetExceeded`).
     """
 
     def __call__(self, allowed: int, /, *, exact: bool = False) -> ContextManager[BlockLog]: ...
@@ -107,7 +110,7 @@ class _BudgetBlock(ContextDecorator):
                 if len(counts) > 1:  # children reported: say which process
                     headline = f"{record.process_label(process)}: {headline}"
                 parts.append(explain(self._kind, headline, *new[process].of_phase(None)))
-            raise RecompileBudgetExceeded("\n\n".join(parts))
+            raise self._kind.exceeded("\n\n".join(parts))
 
 
 def _pid(process: Optional[ProcessInfo]) -> Optional[tuple[int, int]]:
@@ -141,7 +144,7 @@ def _standalone(kind: BudgetKind) -> Callable[..., _BudgetBlock]:
 
     assert_within.__name__ = assert_within.__qualname__ = name
     assert_within.__doc__ = (
-        f"``with {name}(N):`` or ``@{name}(N)``: raise RecompileBudgetExceeded when the block (or each call of the "
+        f"``with {name}(N):`` or ``@{name}(N)``: raise {kind.exceeded.__name__} when the block (or each call of the "
         f"decorated function) has more than N {kind.counts} (with ``exact=True``: other than N). Needs no fixture: "
         "inside a test the plugin watches it counts from that test's record, anywhere else it captures on its own."
     )

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+
 PLUGIN = "[pytest-nocompile]"
 
 
@@ -47,6 +49,7 @@ class BudgetKind:
     # The recorded events that explain a count over budget, listed in its failure:
     # "recompiles" (with limit hits), "graph_breaks", or both.
     explained_by: tuple[str, ...] = ()
+    exceeded: type[BudgetExceeded] = BudgetExceeded  # what a block assertion of this kind raises
 
     @property
     def marker_form(self) -> str:
@@ -92,6 +95,7 @@ RECOMPILES = BudgetKind(
     "strict=True raises at the recompiling call.",
     limit_hit_fails=True,
     explained_by=("recompiles",),
+    exceeded=RecompileBudgetExceeded,
 )
 GRAPH_BREAKS = BudgetKind(
     key="graph_breaks",
@@ -102,6 +106,7 @@ GRAPH_BREAKS = BudgetKind(
     column="graph breaks",
     short="breaks",
     explained_by=("graph_breaks",),
+    exceeded=GraphBreakBudgetExceeded,
 )
 COMPILES = BudgetKind(
     key="compiles",
@@ -112,6 +117,7 @@ COMPILES = BudgetKind(
     column="compiles",
     short="compiles",
     explained_by=("recompiles", "graph_breaks"),  # the graphs beyond one per compiled frame
+    exceeded=CompileBudgetExceeded,
 )
 
 # In the summary table's column order.
@@ -150,11 +156,15 @@ class RecompileBudget:
     ``limits`` holds ``(kind key, N)`` pairs in :data:`KINDS` order; read a
     kind's budget with :meth:`allowed` or as ``budget.max_recompiles``
     (the kind's marker name). ``isolate``/``strict`` None: the run's default.
+    ``sources`` holds ``(kind key, where)`` pairs saying where a kind's N was
+    set (e.g. ``from --max-recompiles``, ``marker on class TestStep``), so
+    that a failure can send the reader to it.
     """
 
     limits: tuple[tuple[str, int], ...] = ()
     isolate: Optional[bool] = None
     strict: Optional[bool] = None
+    sources: tuple[tuple[str, str], ...] = ()
     # Derived once: allowed() runs several times for every watched test, and
     # every result carries by_key(); budgets are shared between tests.
     _by_key: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
@@ -167,10 +177,11 @@ class RecompileBudget:
 
     @classmethod
     def of(cls, allowed: Mapping[str, Optional[int]], isolate: Optional[bool] = None,
-           strict: Optional[bool] = None) -> RecompileBudget:
-        """A budget from ``{kind key: N or None}``."""
+           strict: Optional[bool] = None, sources: Mapping[str, str] | None = None) -> RecompileBudget:
+        """A budget from ``{kind key: N or None}``, and where each N was set (``{kind key: where}``)."""
         limits = tuple((kind.key, allowed[kind.key]) for kind in KINDS if allowed.get(kind.key) is not None)
-        return cls(limits, isolate, strict)  # type: ignore[arg-type]  # the None values were dropped
+        where = tuple((key, sources[key]) for key, _ in limits if key in sources) if sources else ()
+        return cls(limits, isolate, strict, where)  # type: ignore[arg-type]  # the None values were dropped
 
     def allowed(self, kind: BudgetKind) -> Optional[int]:
         """This kind's N, or None when the test has no budget of that kind."""
@@ -190,9 +201,14 @@ class RecompileBudget:
     def budgeted(self) -> bool:
         return bool(self.limits)
 
+    def source(self, kind: BudgetKind) -> Optional[str]:
+        """Where this kind's N was set, e.g. ``from --max-recompiles`` or ``marker on the test``; None if not known."""
+        return next((where for key, where in self.sources if key == kind.key), None)
+
     def describe(self, kind: BudgetKind = RECOMPILES) -> str:
-        """The budget as a marker call, e.g. ``max_recompiles(0)``."""
-        return f"{kind.marker}({self.allowed(kind)})"
+        """The budget as a marker call and where it was set, e.g. ``max_recompiles(0) (from --max-recompiles)``."""
+        source = self.source(kind)
+        return f"{kind.marker}({self.allowed(kind)})" + (f" ({source})" if source else "")
 
 
 def validate_count(value: object, what: str, form: str) -> int:
@@ -242,17 +258,23 @@ def resolve(ini: Optional[int], cli: Optional[int], marker: Optional[MarkerBudge
     return cli if cli is not None else ini
 
 
-def with_markers(default: RecompileBudget, markers: Mapping[str, MarkerBudget]) -> RecompileBudget:
-    """A test's budget: its markers (by kind key) over the run's defaults (ini and CLI)."""
+def with_markers(default: RecompileBudget, markers: Mapping[str, MarkerBudget],
+                 marked_on: Mapping[str, str] | None = None) -> RecompileBudget:
+    """A test's budget: its markers (by kind key) over the run's defaults (ini and CLI).
+
+    ``marked_on`` says, by kind key, where each marker was found (e.g. ``marker on class TestStep``).
+    """
     recompile_marker = markers.get(RECOMPILES.key)
     isolate = recompile_marker.isolate if recompile_marker else None
     strict = recompile_marker.strict if recompile_marker else None
-    key = (default, isolate, strict, *((kind_key, marker.count) for kind_key, marker in markers.items()))
+    marked_on = marked_on or {}
+    key = (default, isolate, strict, *((kind_key, marker.count, marked_on.get(kind_key)) for kind_key, marker in markers.items()))
     # Most tests of a suite share a few budgets: made once each, not once per test.
     budget = _MERGED.get(key)
     if budget is None:
+        sources = {**dict(default.sources), **marked_on}
         budget = _MERGED[key] = RecompileBudget.of(
-            {kind.key: resolve(None, default.allowed(kind), markers.get(kind.key)) for kind in KINDS}, isolate, strict)
+            {kind.key: resolve(None, default.allowed(kind), markers.get(kind.key)) for kind in KINDS}, isolate, strict, sources)
     return budget
 
 

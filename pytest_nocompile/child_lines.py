@@ -38,7 +38,7 @@ class BadLine(ValueError):
 class ChildLine:
     """A checked line: every field of the type the record expects, texts cut to their caps (else :class:`BadLine`)."""
 
-    __slots__ = ("moment", "pid", "key", "rank", "event", "message", "compile_id", "user_code", "thread", "started_in")
+    __slots__ = ("moment", "pid", "key", "rank", "command", "event", "message", "compile_id", "user_code", "thread", "started_in")
 
     def __init__(self, entry: dict[str, Any], file_token: str, started_in: Optional[str] = None) -> None:
         self.started_in = started_in  # the test's phase that started the process (its folder's, never the line's word)
@@ -48,6 +48,7 @@ class ChildLine:
         self.key = proc if proc is not None else f"{file_token}.jsonl"  # a writer without tokens: one file, one key
         rank = entry.get("rank")
         self.rank = None if rank is None else _integer(entry, "rank")
+        self.command = _short_text(entry, "cmd")  # what the process runs (absent from older writers)
         event = entry.get("event")
         if event not in EVENTS:
             raise BadLine(f"unknown event {_shown(event)}")

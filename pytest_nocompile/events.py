@@ -80,19 +80,25 @@ class ProcessInfo:
     ``rank`` is its ``torch.distributed`` rank when initialised, else ``RANK``,
     else ``LOCAL_RANK``, else None, read when it reported. ``nth`` tells
     processes of one pid apart (an ``exec`` keeps the pid): shown as ``pid N #2``.
+    ``command`` says what it runs, as the process said it (its command line,
+    shortened, or its ``multiprocessing`` name), when it did: a pid alone means
+    nothing to the reader once the process is gone.
     """
 
     pid: int
     rank: int | None = None
     nth: int = 1
+    command: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         pid = f"pid {self.pid}" if self.nth == 1 else f"pid {self.pid} #{self.nth}"
-        return f"rank {self.rank} ({pid})" if self.rank is not None else pid
+        if self.rank is not None:
+            return f"rank {self.rank} ({pid}, {self.command})" if self.command else f"rank {self.rank} ({pid})"
+        return f"{pid} ({self.command})" if self.command else pid
 
 
 def process_label(process: ProcessInfo | None, test_pid: int) -> str:
-    """How reports name a process: ``rank 1 (pid 4242)``, ``pid 4242``, or ``test process (pid 4241)`` for None."""
+    """How reports name a process: ``rank 1 (pid 4242, python train.py)``, ``pid 4242``, or ``test process (pid 4241)`` for None."""
     return f"test process (pid {test_pid})" if process is None else str(process)
 
 

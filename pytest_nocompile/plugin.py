@@ -15,6 +15,7 @@ import pytest
 
 from . import fixtures
 from .budget import KINDS
+from .output.summary import LONG_TABLE, TABLE_CHOICES
 from .results import ControllerReports, Results
 from .settings import DROP_TRACE_LOGS, SWITCHES, RunSettings, count_argument, distribution_version
 from .watch import CaptureLostWarning
@@ -31,15 +32,24 @@ PER_TEST_HOOK_CLASSES = (Watcher,)
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("nocompile", "torch.compile recompile budgets (pytest-nocompile)")
     for kind in KINDS:
+        # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds the
+        # budget options, whose names do not say whose they are.
         group.addoption(kind.option, type=count_argument(kind.option), default=None, metavar="N",
-                        help=f"default {kind.noun} budget for every test (ini: {kind.marker}); a marker overrides it")
+                        help=f"nocompile: default {kind.noun} budget for every test (ini: {kind.marker}); a marker overrides it")
         parser.addini(kind.marker, type="string", default=None,
                       help=f"default {kind.noun} budget for every test (an int >= 0) [pytest-nocompile]")
     group.addoption("--nocompile-strict", action="store_true", default=None,
                     help="raise at the recompiling call in tests with a recompile budget "
-                    "(dynamo's error_on_recompile), so the traceback points into your code")
+                    "(dynamo's error_on_recompile), so the traceback points into your code (ini: nocompile_strict)")
+    parser.addini("nocompile_strict", type="bool", default=False,
+                  help="raise at the recompiling call in tests with a recompile budget (default: false) [pytest-nocompile]")
     group.addoption("--nocompile-report", action="store_true", default=None,
                     help="watch every test and show the nocompile summary table even when no test is budgeted")
+    group.addoption("--nocompile-table", choices=TABLE_CHOICES, default=None,
+                    help=f"which tests the nocompile summary table lists: all that compiled, failures only, or auto (default): "
+                    f"failures only once more than {LONG_TABLE} tests would be listed (ini: nocompile_table)")
+    parser.addini("nocompile_table", type="string", default="auto",
+                  help=f"which tests the summary table lists: {', '.join(TABLE_CHOICES)} (default: auto) [pytest-nocompile]")
     group.addoption("--nocompile-json", metavar="PATH", default=None,
                     help="write a JSON report of every test's compiles, recompiles and graph breaks")
     group.addoption("--nocompile-save", metavar="PATH", default=None,

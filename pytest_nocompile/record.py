@@ -306,8 +306,8 @@ class RecompileRecord:
         child = self._child(line.key, line.pid)
         info = child.info
         assert info is not None  # a child always has its info
-        if line.rank is not None and line.rank != info.rank:
-            info = replace(info, rank=line.rank)
+        if line.rank is not None and line.rank != info.rank or line.command and not info.command:
+            info = replace(info, rank=info.rank if line.rank is None else line.rank, command=info.command or line.command)
             child.rename(info)
         # A process started in setup or teardown (a fixture's) is that phase's whenever it logs: never counted.
         phase = _FIXTURE_PHASES.get(line.started_in or "") or self._phase_at(line.moment)

@@ -51,7 +51,7 @@ class TestResult:
     the test over, and ``details`` holds the recorded events as JSON-able
     lists (every phase, each with its phase and process). When child
     processes reported, ``counts`` are the worst process's, kind by kind, and
-    ``processes`` breaks them down: one dict per process (``pid``, ``rank``,
+    ``processes`` breaks them down: one dict per process (``pid``, ``rank``, ``command`` when it said,
     ``test_process`` and each kind's count), the test's own first.
     """
 
@@ -148,9 +148,7 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
             process, keys = found[0]
             cause = f"{record.process_label(process)}: {_first_cause(record, keys, by_process[process], process)}"
         processes = tuple(
-            {"pid": record.pid if process is None else process.pid, "rank": None if process is None else process.rank,
-             **({"nth": process.nth} if process is not None and process.nth > 1 else {}),
-             "test_process": process is None, **process_counts}
+            {**(_process(process) or {"pid": record.pid, "rank": None}), "test_process": process is None, **process_counts}
             for process, process_counts in by_process.items()
         )
     return TestResult(
@@ -186,7 +184,8 @@ def process_label(process: dict[str, Any]) -> str:
     """A process of :attr:`TestResult.processes` as reports name it, e.g. ``rank 1 (pid 4242)``."""
     from .events import ProcessInfo, process_label
 
-    return process_label(None if process.get("test_process") else ProcessInfo(process["pid"], process.get("rank"), process.get("nth", 1)), process["pid"])
+    info = ProcessInfo(process["pid"], process.get("rank"), process.get("nth", 1), process.get("command"))
+    return process_label(None if process.get("test_process") else info, process["pid"])
 
 
 def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[str, int],
@@ -210,9 +209,11 @@ def _where(location: Optional[CodeLocation]) -> Optional[str]:
 
 
 def _process(process: Optional[ProcessInfo]) -> Optional[dict[str, Any]]:
+    """A child process as the JSON report holds it: ``nth`` past the first of its pid, ``command`` when it said."""
     if process is None:
         return None
-    return {"pid": process.pid, "rank": process.rank, **({"nth": process.nth} if process.nth > 1 else {})}
+    return {"pid": process.pid, "rank": process.rank, **({"nth": process.nth} if process.nth > 1 else {}),
+            **({"command": process.command} if process.command else {})}
 
 
 def _refused(event: Optional[RecompileEvent]) -> Optional[dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Generator, Optional
 
 import pytest
 
@@ -23,6 +23,7 @@ class Results:
         self.settings = settings
         self.results: dict[str, TestResult] = {}
         self.comparison: Optional[Comparison] = None
+        self.failed_by_baseline_alone = False  # every test passed, and counts rose against the baseline
         # (when, outcome, was_xfail) of the reports that were not plain passes:
         # of the test now running, and of each finished test that had any.
         self._outcomes: dict[str, list[tuple[str, str, bool]]] = {}
@@ -70,7 +71,18 @@ class Results:
         result, idle_properties = self.idle(self.settings.default_budget)
         return result if idle_properties[0] in properties else None
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    # A wrapper, outermost: what it writes after the yield comes after pytest's
+    # own last line ("5 passed in 2.1s"), so that a run failed by the baseline
+    # alone does not end on a line that reads like success.
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, object, object]:
+        self._finish_run(session)
+        try:
+            return (yield)
+        finally:
+            self._say_why_the_run_failed(session)
+
+    def _finish_run(self, session: pytest.Session) -> None:
         settings = self.settings
         if settings.is_worker:
             return
@@ -89,6 +101,19 @@ class Results:
             self.comparison = compare(settings.baseline, self.results)
             if self.comparison.regressed and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                self.failed_by_baseline_alone = True
+
+    def _say_why_the_run_failed(self, session: pytest.Session) -> None:
+        """The run's last line, when counts rose against the baseline: it fails the run, whatever the tests did."""
+        if self.comparison is None or not self.comparison.regressed:
+            return
+        terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is None:
+            return
+        why = self.comparison.verdict(str(self.settings.compare_path))
+        if self.failed_by_baseline_alone:
+            why = f"run FAILED (exit code {int(pytest.ExitCode.TESTS_FAILED)}) though every test passed: {why}"
+        terminal.write_line(f"nocompile: {why}", red=True, bold=True)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         settings = self.settings
@@ -97,7 +122,7 @@ class Results:
         budgeted = any(result.verdict is not Verdict.NO_BUDGET for result in self.results.values())
         if settings.report_requested or budgeted:
             terminalreporter.write_sep("=", "nocompile")
-            for line in summary_lines(self.results):
+            for line in summary_lines(self.results, settings.table):
                 terminalreporter.write_line(line)
             for line in self.after_their_test:
                 terminalreporter.write_line(line)
@@ -105,8 +130,6 @@ class Results:
             terminalreporter.write_sep("=", f"nocompile baseline {settings.compare_path}")
             for line in self.comparison.lines():
                 terminalreporter.write_line(line)
-            if self.comparison.regressed:
-                terminalreporter.write_line(f"nocompile: {len(self.comparison.increased)} count(s) rose against the baseline", red=True)
 
 
 class ControllerReports:

@@ -10,7 +10,7 @@ from typing import Callable, Optional
 import pytest
 
 from .budget import KINDS, BudgetUsageError, RecompileBudget, parse_option_count, resolve
-from .output.summary import check_writable
+from .output.summary import TABLE_CHOICES, check_writable
 
 
 def count_argument(option: str) -> Callable[[str], int]:
@@ -23,6 +23,40 @@ def count_argument(option: str) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(str(error)) from None
 
     return parse
+
+
+def _default_budget(config: pytest.Config) -> RecompileBudget:
+    """The budget of a test without markers: each kind's option, else its ini key, and which of them set it."""
+    allowed: dict[str, Optional[int]] = {}
+    sources: dict[str, str] = {}
+    for kind in KINDS:
+        cli, ini = config.getoption(kind.marker), _ini_count(config, kind.marker)
+        allowed[kind.key] = resolve(ini, cli, None)
+        if cli is not None:
+            sources[kind.key] = f"from {kind.option}"
+        elif ini is not None:
+            sources[kind.key] = _ini_source(config, kind.marker)
+    return RecompileBudget.of(allowed, sources=sources)
+
+
+def _ini_source(config: pytest.Config, key: str) -> str:
+    """Where an ini key's value came from: ``-o KEY=...`` on the command line, or the ini file."""
+    overrides = getattr(config.option, "override_ini", None) or ()
+    if any(override.partition("=")[0].strip() == key for override in overrides):
+        return f"from -o {key}"
+    inipath = config.inipath
+    return f"from nocompile ini key {key}" + (f" in {inipath.name}" if inipath is not None else "")
+
+
+def _table_choice(config: pytest.Config) -> str:
+    """Which tests the summary table lists: the option's choice, else the ini key's (checked: a typo is a usage error)."""
+    chosen = config.getoption("nocompile_table")
+    if chosen is not None:
+        return str(chosen)
+    text = str(config.getini("nocompile_table")).strip()
+    if text not in TABLE_CHOICES:
+        raise pytest.UsageError(f"ini key nocompile_table: expected one of {', '.join(TABLE_CHOICES)}, got {text!r}")
+    return text
 
 
 def _ini_count(config: pytest.Config, key: str) -> Optional[int]:
@@ -70,15 +104,15 @@ class RunSettings:
 
     def __init__(self, config: pytest.Config) -> None:
         self.isolate_by_default = ISOLATE.is_on(config)
-        self.strict_by_default = bool(config.getoption("nocompile_strict"))
+        # The option turns strict mode on for the run; so does the ini key (a marker's strict= still wins).
+        self.strict_by_default = bool(config.getoption("nocompile_strict") or config.getini("nocompile_strict"))
         self.watch_children = WATCH_CHILDREN.is_on(config)
-        self.default_budget = RecompileBudget.of({
-            kind.key: resolve(_ini_count(config, kind.marker), config.getoption(kind.marker), None) for kind in KINDS
-        })
+        self.default_budget = _default_budget(config)
         self.json_path: Optional[str] = config.getoption("nocompile_json")
         self.save_path: Optional[str] = config.getoption("nocompile_save")
         self.compare_path: Optional[str] = config.getoption("nocompile_compare")
         self.report_requested = bool(config.getoption("nocompile_report"))
+        self.table = _table_choice(config)
         self.watch_every_test = bool(self.report_requested or self.json_path or self.save_path or self.compare_path)
         self.watch_by_default = self.watch_every_test or self.default_budget.budgeted  # a test with no marker
         self.is_worker = hasattr(config, "workerinput")

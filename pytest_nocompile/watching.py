@@ -391,21 +391,23 @@ class Watcher:
 
     def _plan(self, item: pytest.Item) -> Plan | str:
         """The test's budget and whether the run watches it, or why its marker is unusable."""
-        closest: dict[str, pytest.Mark] = {}
-        for marker in item.iter_markers():  # one pass, closest first; most tests have no marker at all
+        closest: dict[str, tuple[pytest.Mark, str]] = {}
+        for node, marker in item.iter_markers_with_node():  # one pass, closest first; most tests have no marker at all
             if marker.name in KINDS_BY_MARKER and marker.name not in closest:
-                closest[marker.name] = marker
+                closest[marker.name] = (marker, _marked_on(node, item))
         settings = self.settings
         budget, watched = settings.default_budget, settings.watch_by_default
         if closest:
             read: dict[str, MarkerBudget] = {}
-            for name, marker in closest.items():
+            marked_on: dict[str, str] = {}
+            for name, (marker, where) in closest.items():
                 kind = KINDS_BY_MARKER[name]
                 try:
                     read[kind.key] = budget_from_marker(marker.args, marker.kwargs, kind)
                 except BudgetUsageError as error:
                     return f"invalid {name} marker on {item.nodeid}: {error}"
-            budget = with_markers(budget, read)
+                marked_on[kind.key] = where
+            budget = with_markers(budget, read, marked_on)
             watched = budget.budgeted or settings.watch_every_test
         return Plan(budget, watched, settings)
 
@@ -423,6 +425,17 @@ class Plan:
             budget.strict if budget.strict is not None else settings.strict_by_default)
         self.isolate = budget.isolate if budget.isolate is not None else settings.isolate_by_default
         self.idle: Optional[tuple[TestResult, list[tuple[str, object]]]] = None  # the result of its tests that recorded nothing
+
+
+def _marked_on(node: object, item: pytest.Item) -> str:
+    """Where a budget marker was found, as a failure names it: the reader looks for the decorator there."""
+    if node is item:
+        return "marker on the test"
+    if isinstance(node, pytest.Class):
+        return f"marker on class {node.name}"
+    if isinstance(node, pytest.Module):
+        return f"marker on module {node.nodeid}"  # pytestmark, or a conftest's add_marker
+    return f"marker on {type(node).__name__.lower()} {getattr(node, 'nodeid', '')}"  # a package's, or another collector's
 
 
 def _warn_if_compiled_unwatched(item: pytest.Item) -> None:

@@ -49,7 +49,7 @@ class CompiledScale(unittest.TestCase):
 '''
 
 
-EXCEEDED = "E       pytest_nocompile.assertions.RecompileBudgetExceeded: 1 recompile > assert_max_recompiles(0)"
+EXCEEDED = "E       pytest_nocompile.exceptions.RecompileBudgetExceeded: 1 recompile > assert_max_recompiles(0)"
 
 
 def _check_failures(result: pytest.RunResult, *names: str) -> None:

@@ -88,3 +88,19 @@ def test_option_counts() -> None:
         parse_option_count("x", "--max-compiles")
     with pytest.raises(BudgetUsageError, match=r"ini key max_compiles: expected an int >= 0, got -1"):
         parse_option_count("-1", "ini key max_compiles")
+
+
+def test_each_kind_raises_its_own_exception_under_one_base() -> None:
+    import pytest_nocompile
+    from pytest_nocompile import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+
+    assert [kind.exceeded for kind in KINDS] == [CompileBudgetExceeded, RecompileBudgetExceeded, GraphBreakBudgetExceeded]
+    assert all(issubclass(kind.exceeded, BudgetExceeded) and issubclass(kind.exceeded, AssertionError) for kind in KINDS)
+    # Code written when every kind raised RecompileBudgetExceeded still catches every kind with it.
+    assert all(issubclass(kind.exceeded, RecompileBudgetExceeded) for kind in KINDS)
+    # The old import path still works.
+    from pytest_nocompile.assertions import RecompileBudgetExceeded as old_path
+
+    assert old_path is RecompileBudgetExceeded
+    assert {kind.exceeded.__module__ for kind in KINDS} == {"pytest_nocompile.exceptions"}
+    assert all(getattr(pytest_nocompile, kind.exceeded.__name__) is kind.exceeded for kind in KINDS)

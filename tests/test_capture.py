@@ -127,7 +127,7 @@ def test_user_torch_logs_recompiles_output_stays(pytester: pytest.Pytester, run:
     pytester.makepyfile(USER_LOGS)
     result = run("-s", "-p", "no:logging")
     result.assert_outcomes(failed=1)
-    expect_lines(result, ["1 recompile > max_recompiles(0)"])
+    expect_lines(result, ["1 recompile > max_recompiles(0) (marker on the test)"])
     assert "[__recompiles] Recompiling function <lambda>" in result.stderr.str()
 
 
@@ -141,7 +141,7 @@ def test_user_set_logs_recompiles_output_stays(pytester: pytest.Pytester, run: R
         pytester.makepyfile(USER_LOGS.replace("    f = torch.compile", f"    {enable}\n    f = torch.compile"))
     result = run("-s", "-p", "no:logging")
     result.assert_outcomes(failed=1)
-    expect_lines(result, ["1 recompile > max_recompiles(0)"])
+    expect_lines(result, ["1 recompile > max_recompiles(0) (marker on the test)"])
     assert "[__recompiles] Recompiling function <lambda>" in result.stderr.str()
 
 

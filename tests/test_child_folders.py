@@ -423,7 +423,7 @@ def test_only_processes_started_in_the_call_count_and_a_fixtures_are_shown_by_th
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "*_ test_a_process_started_in_the_call_counts _*",
-        "pid *: 1 recompile > max_recompiles(0)",
+        "pid *: 1 recompile > max_recompiles(0) (marker on the test)",
     ])
     output = result.stdout.str()
     passes = output.split("= PASSES =")[1].split("short test summary")[0]
@@ -480,4 +480,4 @@ def test_a_fork_server_started_in_setup_still_sends_the_calls_children_to_the_ca
     pytester.makepyfile(test_forkserver=FORKSERVER_OF_A_FIXTURE)
     result = run("-p", "no:randomly")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["pid *: 1 recompile > max_recompiles(0)"])
+    result.stdout.fnmatch_lines(["pid *: 1 recompile > max_recompiles(0) (marker on the test)"])

@@ -440,7 +440,7 @@ def test_children_that_exec_exit_hard_cannot_write_or_run_oddly_are_counted_or_s
     result.stdout.fnmatch_lines([
         # 2: both processes of the pid, each judged on its own
         "*test_exec_keeps_the_pid*",
-        "pid *: 3 recompiles > max_recompiles(2)",
+        "pid *: 3 recompiles > max_recompiles(2) (marker on the test)",
     ])
     exec_processes = [process for process in outcomes["test_exec_keeps_the_pid"]["processes"] if not process["test_process"]]
     assert [(process.get("nth", 1), process["recompiles"]) for process in exec_processes] == [(1, 3), (2, 1)]
@@ -472,3 +472,14 @@ def test_children_that_exec_exit_hard_cannot_write_or_run_oddly_are_counted_or_s
     # 11: the user's file got none of the plugin's lines (asserted in the test), and the recompile counted
     assert outcomes["test_fork_that_takes_every_descriptor"]["recompiles"] == 1
     result.assert_outcomes(passed=3, failed=8)
+
+
+def test_a_command_line_is_shortened_as_a_shell_reads_it() -> None:
+    from pytest_nocompile.observe.command_line import LONGEST, shortened, this_process
+
+    assert shortened(["/venv/bin/python", "-u", "train.py", "--lr=0.1"]) == "python -u train.py --lr=0.1"
+    assert shortened(["/venv/bin/python", "-c", "import torch\nprint('hi')"]) == "python -c 'import torch print('\\''hi'\\'')'"
+    long = shortened(["python", "x" * 100])
+    assert len(long) == LONGEST and long.endswith("…")
+    assert shortened([]) == "?"
+    assert this_process(forked_from=5) == "fork of pid 5"  # a fork that ran no exec: its command line is its parent's

@@ -82,7 +82,7 @@ def test_spawned_rank_that_recompiles_fails_the_test_naming_it(run: RunPytest, p
     result = run("--nocompile-json=report.json", "--junitxml=junit.xml")
     result.assert_outcomes(passed=1, failed=1)
     expect_lines(result, [
-        "rank 1 (pid *): 1 recompile > max_recompiles(0)",
+        "rank 1 (pid *, multiprocessing SpawnProcess-*): 1 recompile > max_recompiles(0) (marker on the test)",
         "[1/1] recompiled <lambda> (test_ranks.py:*)",
         "    guard failed: 0/0: n == 1",
     ])
@@ -95,6 +95,7 @@ def test_spawned_rank_that_recompiles_fails_the_test_naming_it(run: RunPytest, p
     assert failing["recompiles"] == 1  # the worst process's
     by_rank = {process["rank"]: process for process in failing["processes"] if not process["test_process"]}
     assert by_rank[1]["recompiles"] == 1 and by_rank[1]["compiles"] == 2
+    assert by_rank[1]["command"].startswith("multiprocessing SpawnProcess-")
     assert [event["process"]["rank"] for event in failing["recompile_events"]] == [1]
     clean = tests["test_ranks.py::test_both_ranks_clean"]
     assert clean["verdict"] == "within budget" and clean["recompiles"] == 0
@@ -171,8 +172,12 @@ def test_children_of_every_kind_report_to_their_test(run: RunPytest, pytester: p
     # Every failure names its child process and the guard (the test's own process never compiles). Counted in
     # the failure sections: with CI set, pytest repeats whole messages in its short summary.
     failures = result.stdout.str().split("short test summary info")[0].splitlines()
-    headlines = [line for line in failures if re.fullmatch(r"pid \d+: 1 recompile > max_recompiles\(0\)", line)]
-    assert len(headlines) == 7, result.stdout.str()
+    # Each child is named by what it runs: its multiprocessing name, else its command line (shortened).
+    headline = re.compile(r"pid \d+ \((?P<name>.*)\): 1 recompile > max_recompiles\(0\) \(marker on the test\)")
+    names = [match["name"] for match in map(headline.fullmatch, failures) if match]
+    python_c = r"python -c 'RECOMPILE = True import torch def scale\(x, n\): r…|python3 -c 'RECOMPILE = True import torch def scale\(x, n\): …"
+    expected = [r"multiprocessing ForkProcess-\d+", r"multiprocessing ForkServerProcess-\d+", r"multiprocessing SpawnProcess-\d+", *[python_c] * 4]
+    assert len(names) == 7 and all(re.fullmatch(pattern, name) for pattern, name in zip(expected, names)), names
     assert len([line for line in failures if re.fullmatch(r"    guard failed: (0/0: )?(n|L\['n'\]) == 1", line)]) == 7
 
 
@@ -213,7 +218,7 @@ def test_a_process_started_by_an_earlier_test_does_not_count_against_a_later_one
     pytester.makepyfile(test_server=FIXTURE_SERVER)
     result = run("-p", "no:randomly")
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["no test compiled (2 watched)"])
+    result.stdout.fnmatch_lines(["no test compiled in its call phase (2 watched)"])
     assert [name for name in os.listdir(temp) if name.startswith("pytest-nocompile-")] == []  # nothing left behind
 
 
@@ -232,7 +237,7 @@ def test_a_run_wide_budget_fails_a_test_whose_child_recompiles_though_its_own_pr
     pytester.makepyfile(test_idle=IDLE_RUN.replace("EXPECTED", "tempfile.gettempdir()"))
     result = run("--max-recompiles=0", "-p", "no:randomly")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*_ test_only_a_child_compiles _*", "pid *: 1 recompile > max_recompiles(0)"])
+    result.stdout.fnmatch_lines(["*_ test_only_a_child_compiles _*", "pid *: 1 recompile > max_recompiles(0) (from --max-recompiles)"])
 
 
 def test_the_opt_out_watches_the_test_process_only(run: RunPytest, pytester: pytest.Pytester) -> None:
@@ -253,7 +258,7 @@ def test_recompiles_fixture_lists_children(nocompile_recompiles):
     assert event.phase == "call" and event.function == "scale"
 
 def test_block_counts_children(nocompile_assert_max_recompiles):
-    with pytest.raises(RecompileBudgetExceeded, match=r"pid \\d+: 1 recompile > nocompile_assert_max_recompiles\\(0\\)"):
+    with pytest.raises(RecompileBudgetExceeded, match=r"pid \\d+ \\(python3? -c 'RECOMPILE = True import torch .*\\): 1 recompile > nocompile_assert_max_recompiles\\(0\\)"):
         with nocompile_assert_max_recompiles(0):
             python(CHILD_CODE, check=True)
     with nocompile_assert_max_recompiles(1) as block:
@@ -271,7 +276,7 @@ def test_fixtures_see_children_and_a_childs_own_torch_logs_still_print(run: RunP
     pytester.makepyfile(test_fixtures=FIXTURES_AND_LOGS)
     result = run("-rA")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*_ test_users_own_torch_logs_still_print_in_the_child _*", "pid *: 1 recompile > max_recompiles(0)"])
+    result.stdout.fnmatch_lines(["*_ test_users_own_torch_logs_still_print_in_the_child _*", "pid *: 1 recompile > max_recompiles(0) (marker on the test)"])
 
 
 def test_xdist_workers_watch_their_tests_children(run: RunPytest, pytester: pytest.Pytester) -> None:
@@ -314,7 +319,7 @@ def test_train_under_torchrun():
 ''')
     result = run()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["rank 1 (pid *): 1 recompile > max_recompiles(0)"])
+    result.stdout.fnmatch_lines(["rank 1 (pid *): 1 recompile > max_recompiles(0) (marker on the test)"])
     assert "rank 0 (pid" not in result.stdout.str().split("= nocompile =")[0]
 
 
@@ -339,7 +344,7 @@ def test_ddp_on_gloo_whose_batch_shape_depends_on_the_rank(run: RunPytest, pytes
     pytester.makepyfile(test_ddp=DDP)
     result = run()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*_ test_rank_1_batch_shape_changes _*", "rank 1 (pid *): 1 recompile > max_recompiles(0)",
+    result.stdout.fnmatch_lines(["*_ test_rank_1_batch_shape_changes _*", "rank 1 (pid *): 1 recompile > max_recompiles(0) (marker on the test)",
                                  "?1/1? recompiled *", "    guard failed: *size mismatch at index 0. expected 4, actual 8",
                                  "    triggered by: test_ddp.py:12 in train: model(torch.randn(rows, 4)).sum().backward()"])
 

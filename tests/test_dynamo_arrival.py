@@ -40,7 +40,8 @@ def test_after_it():
 ''')
     result = run("-p", "no:randomly", "--max-recompiles=0", "--nocompile-json=report.json", "-W", "error")
     result.assert_outcomes(passed=1, failed=2)
-    expect_lines(result, ["*_ test_dynamo_arrives_and_recompiles _*", "1 recompile > max_recompiles(0)"])
+    source = "marker on the test" if marker else "from --max-recompiles"
+    expect_lines(result, ["*_ test_dynamo_arrives_and_recompiles _*", f"1 recompile > max_recompiles(0) ({source})"])
     # As a failure in the call phase, like every budget failure (the late judge rebuilds the call report).
     result.stdout.fnmatch_lines(["FAILED test_arrival.py::test_dynamo_arrives_and_recompiles - Failed: 1 recomp*"])
     assert _entries(pytester) == {
@@ -63,7 +64,7 @@ def test_recompiles_in_call(compiled):
 ''')
     result = run("--max-recompiles=0", "--nocompile-json=report.json")
     result.assert_outcomes(failed=1)
-    expect_lines(result, ["*_ test_recompiles_in_call _*", "1 recompile > max_recompiles(0)"])
+    expect_lines(result, ["*_ test_recompiles_in_call _*", "1 recompile > max_recompiles(0) (from --max-recompiles)"])
     assert _entries(pytester) == {"test_recompiles_in_call": ("failed", 1, 1)}
 
 

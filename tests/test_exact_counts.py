@@ -73,7 +73,8 @@ def test_a_dynamo_testcase_that_clears_counters_still_fails_its_compile_budget(
     pytester.makepyfile(test_dynamo_case=DYNAMO_TESTCASE.format(marker=marker))
     result = run("-p", "no:randomly", "--nocompile-json=report.json", *([option] if option else []))
     result.assert_outcomes(failed=1)
-    expect_lines(result, ["*_ TestTwoGraphs.test_two_graphs _*", "2 compiles > max_compiles(0)"])
+    source = "marker on the test" if marker else "from --max-compiles"
+    expect_lines(result, ["*_ TestTwoGraphs.test_two_graphs _*", f"2 compiles > max_compiles(0) ({source})"])
     assert _tests(pytester)["TestTwoGraphs::test_two_graphs"]["compiles"] == 2
 
 
@@ -182,8 +183,8 @@ def test_a_recompile_limit_hit_is_not_counted_as_a_recompile(pytester: pytest.Py
 
 
 @pytest.mark.parametrize("budget, headline", [
-    (3, "3 recompiles within max_recompiles(3), but dynamo hit its recompile limit"),
-    (2, "3 recompiles > max_recompiles(2)"),
+    (3, "3 recompiles within max_recompiles(3) (marker on the test), but dynamo hit its recompile limit"),
+    (2, "3 recompiles > max_recompiles(2) (marker on the test)"),
 ], ids=["count within budget", "count over budget"])
 def test_a_recompile_limit_hit_fails_a_recompile_budget(pytester: pytest.Pytester, run: RunPytest, budget: int, headline: str) -> None:
     pytester.makepyfile(test_limit=AT_THE_LIMIT.format(marker=f"@pytest.mark.max_recompiles({budget})"))
@@ -329,7 +330,7 @@ def test_a_variable_leaked_into_pytests_environment_does_not_blind_the_run(
     pytester.makepyfile(test_leaked=OVER_BUDGET)
     result = run("-p", "no:randomly", "--nocompile-json=report.json")
     result.assert_outcomes(failed=1)
-    expect_lines(result, ["*_ test_recompiles _*", "1 recompile > max_recompiles(0)"])
+    expect_lines(result, ["*_ test_recompiles _*", "1 recompile > max_recompiles(0) (marker on the test)"])
     assert _tests(pytester)["test_recompiles"]["recompiles"] == 1
 
 
@@ -356,7 +357,7 @@ def test_a_block_assertion_in_a_script_started_with_the_variable_set_still_raise
     script = pytester.makepyfile(block_script=BLOCK_SCRIPT)
     result = pytester.runpython(script)
     assert result.ret != 0, result.stdout.str()
-    result.stderr.fnmatch_lines(["pytest_nocompile.assertions.RecompileBudgetExceeded: 1 recompile > assert_max_recompiles(0)"])
+    result.stderr.fnmatch_lines(["pytest_nocompile.exceptions.RecompileBudgetExceeded: 1 recompile > assert_max_recompiles(0)"])
     assert "no exception" not in result.stdout.str()
 
 
@@ -385,7 +386,7 @@ def test_runs_pytest_in_a_subprocess(tmp_path):
                             str(tmp_path / "test_inner.py")], capture_output=True, text=True, cwd=tmp_path)
     print(inner.stdout)
     assert inner.returncode == 1
-    assert "1 recompile > max_recompiles(0)" in inner.stdout.splitlines()
+    assert "1 recompile > max_recompiles(0) (marker on the test)" in inner.stdout.splitlines()
 '''
 
 

@@ -78,13 +78,13 @@ def test_fixtures(pytester: pytest.Pytester, run: RunPytest) -> None:
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=4, failed=3)
     expect_lines(result, [
-        "E       pytest_nocompile.assertions.RecompileBudgetExceeded: 1 recompile > nocompile_assert_max_recompiles(0)",
+        "E       pytest_nocompile.exceptions.RecompileBudgetExceeded: 1 recompile > nocompile_assert_max_recompiles(0)",
         "E       [1/1] recompiled scale (test_fixtures_user.py:4)",
         "E           guard failed: 0/0: n == 2",
         "E             guarded at: test_fixtures_user.py:5 in scale: return x * n",
         "E           triggered by: test_fixtures_user.py:* in test_block_over_budget: f(torch.ones(2), 3)",
     ])
-    expect_lines(result, ["E       pytest_nocompile.assertions.RecompileBudgetExceeded: 0 recompiles != nocompile_assert_max_recompiles(1, exact=True)"])
+    expect_lines(result, ["E       pytest_nocompile.exceptions.RecompileBudgetExceeded: 0 recompiles != nocompile_assert_max_recompiles(1, exact=True)"])
     result.stdout.fnmatch_lines(["E *KeyError: \"the block's own error\""])
     # The traceback points at the user's with-block, not into the plugin.
     result.stdout.fnmatch_lines(["test_fixtures_user.py:*: RecompileBudgetExceeded"])

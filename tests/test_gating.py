@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import xml.etree.ElementTree as ElementTree
 
 import pytest
@@ -32,7 +34,7 @@ def test_graph_break_budget_names_reason_and_user_code(pytester: pytest.Pytester
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=1, failed=1)
     expect_lines(result, [
-        "1 graph break > max_graph_breaks(0)",
+        "1 graph break > max_graph_breaks(0) (marker on the test)",
         "[1/1] graph break at test_breaks.py:5",
         f"    reason: {PRINT_BREAK_REASON}",
         "    explanation: Dynamo does not know how to trace builtin operator `print` *",
@@ -85,16 +87,16 @@ def test_fullgraph_compiles_count():
 
 
 @pytest.mark.parametrize(
-    "ini, cli, expected",
+    "ini, cli, expected, source",
     [
-        (None, None, dict(passed=5)),                        # no run-wide budget
-        ("0", None, dict(passed=4, failed=1)),               # ini budget applies to test_default
-        ("5", "0", dict(passed=4, failed=1)),                # CLI beats ini
-        ("0", "5", dict(passed=5)),                          # CLI beats ini, the other way
+        (None, None, dict(passed=5), None),                        # no run-wide budget
+        ("0", None, dict(passed=4, failed=1), "from nocompile ini key max_recompiles in tox.ini"),  # ini budget applies to test_default
+        ("5", "0", dict(passed=4, failed=1), "from --max-recompiles"),  # CLI beats ini
+        ("0", "5", dict(passed=5), None),                          # CLI beats ini, the other way
     ],
     ids=["none", "ini", "cli-over-ini", "cli-loosens-ini"],
 )
-def test_precedence_ini_cli_marker(pytester: pytest.Pytester, run: RunPytest, ini, cli, expected) -> None:
+def test_precedence_ini_cli_marker(pytester: pytest.Pytester, run: RunPytest, ini, cli, expected, source) -> None:
     pytester.makepyfile(test_precedence=PRECEDENCE)
     if ini is not None:
         pytester.makeini(f"[pytest]\nmax_recompiles = {ini}\n")
@@ -102,7 +104,7 @@ def test_precedence_ini_cli_marker(pytester: pytest.Pytester, run: RunPytest, in
     result = run(*args)
     result.assert_outcomes(**expected)
     if expected.get("failed"):
-        expect_lines(result, ["*_ test_default _*", "1 recompile > max_recompiles(0)"])
+        expect_lines(result, ["*_ test_default _*", f"1 recompile > max_recompiles(0) ({source})"])
 
 
 @pytest.mark.parametrize("value", ["-1", "1.5", "many"])
@@ -132,7 +134,63 @@ def test_summary_table_worst_first_and_one_line_when_nothing_compiled(pytester: 
     assert "test_opted_out" not in table  # max_recompiles(None): not watched at all
     pytester.makepyfile(test_precedence="def test_a(): pass")
     result = run("--nocompile-report")
-    result.stdout.fnmatch_lines(["*= nocompile =*", "no test compiled (1 watched)"])
+    result.stdout.fnmatch_lines(["*= nocompile =*", "no test compiled in its call phase (1 watched)"])
+
+
+FIXTURE_RECOMPILES = RECOMPILE_ONCE + '''
+@pytest.fixture
+def warmed():
+    recompile_once()
+
+@pytest.mark.max_recompiles(0)
+def test_passes(warmed):
+    pass
+'''
+
+
+def test_a_passing_test_whose_fixture_recompiled_is_said_so(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_fixture=FIXTURE_RECOMPILES)
+    result = run("-p", "no:logging")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*= nocompile =*",
+        "no test compiled in its call phase (1 watched)",
+        "test_fixture.py::test_passes: 1 recompile in setup, not counted (budgets count the call phase; a fixture's compiles are outside it)",
+    ], consecutive=True)
+
+
+LONG_TABLE_SUITE = RECOMPILE_ONCE + '''
+@pytest.mark.parametrize("case", range(21))
+def test_compiles(case):
+    torch.compile(scale, backend="eager")(torch.ones(2), 2)
+
+@pytest.mark.max_recompiles(0)
+def test_over():
+    recompile_once()
+'''
+
+
+def test_a_long_summary_table_lists_only_failures_unless_asked(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_long=LONG_TABLE_SUITE)
+    result = run("-p", "no:logging", "--nocompile-report")
+    result.assert_outcomes(passed=21, failed=1)
+    expect_lines(result, [
+        "*= nocompile =*",
+        "compiles  recompiles  graph breaks  budget         verdict      test",
+        "       2           1             0  recompiles<=0  over budget  test_long.py::test_over",
+        "and 21 more tests that compiled within budget or without one, not listed: "
+        "only failures are listed once more than 20 tests compiled (--nocompile-table=all lists every one)",
+        "test_long.py::test_over: scale recompiled: 0/0: n == 2",
+    ])
+    for every_one in (["--nocompile-table=all"], ["-o", "nocompile_table=all"]):
+        table = run("-p", "no:logging", "--nocompile-report", *every_one).stdout.str().split("= nocompile =")[1]
+        assert table.count("  no budget    test_long.py::test_compiles[") == 21
+    bad = run("-o", "nocompile_table=short")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["ERROR: ini key nocompile_table: expected one of auto, failures, all, got 'short'"])
+    failures = run("-p", "no:logging", "--nocompile-report", "--nocompile-table=failures", "-k", "test_compiles[0] or test_over")
+    assert "and 1 more test that compiled within budget or without one, not listed: --nocompile-table=failures " \
+        "(--nocompile-table=all lists every one)" in failures.stdout.lines
 
 
 def test_json_report_and_junit_properties(pytester: pytest.Pytester, run: RunPytest) -> None:
@@ -160,6 +218,59 @@ def test_json_report_and_junit_properties(pytester: pytest.Pytester, run: RunPyt
     cases = {case.get("name"): case for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase")}
     properties = {prop.get("name"): prop.get("value") for prop in cases["test_default"].iter("property")}
     assert properties == {"nocompile_compiles": "2", "nocompile_recompiles": "1", "nocompile_graph_breaks": "0"}
+
+
+BASELINE_SUBSET = RECOMPILE_ONCE + '''
+def chatty(x):
+    print("side effect")
+    return x + 1
+
+def test_recompiles():
+    recompile_once()
+
+def test_breaks():
+    torch.compile(chatty, backend="eager")(torch.ones(2))
+
+@pytest.mark.parametrize("case", range(4))
+def test_quiet(case):
+    pass
+'''
+
+
+def test_a_baseline_failure_names_each_new_recompile_and_graph_break_and_counts_a_subsets_absent_tests(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    (pytester.path / "baseline.json").write_text(json.dumps({"format": "pytest-nocompile-baseline/1", "tests": {
+        **{f"test_subset.py::test_quiet[{case}]": {"compiles": 0, "recompiles": 0, "graph_breaks": 0} for case in range(4)},
+        "test_subset.py::test_recompiles": {"compiles": 1, "recompiles": 0, "graph_breaks": 0},
+        "test_subset.py::test_breaks": {"compiles": 1, "recompiles": 0, "graph_breaks": 0},
+    }}))
+    pytester.makepyfile(test_subset=BASELINE_SUBSET)
+    result = run("-p", "no:logging", "--nocompile-compare=baseline.json", "-k", "not quiet")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    expect_lines(result, [
+        "*= nocompile baseline baseline.json =*",
+        "test_subset.py::test_breaks: graph breaks rose 0 -> 1",
+        f"    graph break at test_subset.py:12: {PRINT_BREAK_REASON}",
+        "        user code: test_subset.py:12 in chatty: print(\"side effect\")",
+        "test_subset.py::test_recompiles: compiles rose 1 -> 2, recompiles rose 0 -> 1",
+        "    recompiled scale (test_subset.py:3): guard failed: 0/0: n == 2",
+        "        triggered by: test_subset.py:9 in recompile_once: f(torch.ones(2), 3)",
+        "4 tests of the baseline did not run here (deselected, not collected, or removed): not compared",
+    ])
+    assert result.outlines[-1] == ("nocompile: run FAILED (exit code 1) though every test passed: "
+                                   "3 counts rose against the baseline baseline.json, in 2 tests (listed above)")
+
+
+def test_report_and_baseline_files_honour_the_umask(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile("def test_a(): pass")
+    umask = os.umask(0o027)  # the inner run inherits it: group may read, others may not
+    try:
+        run("--nocompile-json=report.json", "--nocompile-save=baseline.json").assert_outcomes(passed=1)
+    finally:
+        os.umask(umask)
+    assert {name: oct(stat.S_IMODE((pytester.path / name).stat().st_mode)) for name in ("report.json", "baseline.json")} == {
+        "report.json": "0o640", "baseline.json": "0o640"}
 
 
 def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -> None:
@@ -198,16 +309,18 @@ def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -
     result = run("--nocompile-compare=baseline.json")
     result.assert_outcomes(passed=3)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([
+    expect_lines(result, [
         "*= nocompile baseline baseline.json =*",
-        "test_base.py::test_stable: compiles rose 1 -> 2",
-        "test_base.py::test_stable: recompiles rose 0 -> 1",
-        "test_base.py::test_improves: compiles fell 2 -> 1",
-        "test_base.py::test_improves: recompiles fell 1 -> 0",
+        "test_base.py::test_stable: compiles rose 1 -> 2, recompiles rose 0 -> 1",
+        "    recompiled scale (test_base.py:2): guard failed: 0/0: n == 2",
+        "        triggered by: test_base.py:7 in test_stable: f(torch.ones(2), 3)",
+        "test_base.py::test_improves: compiles fell 2 -> 1, recompiles fell 1 -> 0",
         "new test (not in baseline): test_base.py::test_new",
-        "removed test (only in baseline): test_base.py::test_removed",
-        "nocompile: 2 count(s) rose against the baseline",
-    ], consecutive=True)
+        "1 test of the baseline did not run here (deselected, not collected, or removed): not compared",
+    ])
+    # The run's last line says it failed, and why: pytest's own last line reads "3 passed".
+    assert result.outlines[-1] == ("nocompile: run FAILED (exit code 1) though every test passed: "
+                                   "2 counts rose against the baseline baseline.json, in 1 test (listed above)")
     # Without the rise, the same comparison passes.
     pytester.makepyfile(test_base="import torch\ndef test_improves():\n    torch.compile(lambda x: x, backend='eager')(torch.ones(1))\n")
     assert run("--nocompile-compare=baseline.json").ret == pytest.ExitCode.OK
@@ -256,14 +369,16 @@ def test_xdist_budgets_summary_json_and_compare(pytester: pytest.Pytester, run: 
     pytester.makepyfile(test_xdist=XDIST)
     result = run("-p", "xdist", "-n", "2", "-p", "no:logging", "--nocompile-json=report.json", "--nocompile-save=baseline.json")
     result.assert_outcomes(passed=3, failed=4)  # 3 odd cases over budget, and the crashed test
-    expect_lines(result, ["1 recompile > max_recompiles(0)"])
+    expect_lines(result, ["1 recompile > max_recompiles(0) (marker on the test)"])
     tests = {entry["nodeid"]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert sorted(tests) == sorted(f"test_xdist.py::test_case[{case}]" for case in range(6))
     assert [tests[f"test_xdist.py::test_case[{case}]"]["recompiles"] for case in range(6)] == [0, 1, 0, 1, 0, 1]
     result.stdout.fnmatch_lines(["*= nocompile =*", "*over budget*test_xdist.py::test_case[[]*]"])
     pytester.makepyfile(test_xdist=XDIST.replace("case % 2", "True"))
     result = run("-p", "xdist", "-n", "2", "-p", "no:logging", "--nocompile-compare=baseline.json")
-    result.stdout.fnmatch_lines(["test_xdist.py::test_case[[]0]: recompiles rose 0 -> 1"])
+    expect_lines(result, ["test_xdist.py::test_case[0]: compiles rose 1 -> 2, recompiles rose 0 -> 1",  # the events travel from the workers
+                          "    recompiled scale (test_xdist.py:3): guard failed: 0/0: n == 2",
+                          "        triggered by: test_xdist.py:12 in test_case: f(torch.ones(2), 3)"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     # Markers alone, no option: the controller, which collects nothing, must still gather and show them.
     result = run("-p", "xdist", "-n", "2", "-p", "no:logging")
@@ -303,7 +418,7 @@ def test_idle_tests_get_entries_outcomes_and_junit_properties(pytester: pytest.P
     result = run(*processes, "-p", "no:randomly", "-p", "no:logging", "--max-recompiles=0",
                  "--nocompile-json=report.json", "--junitxml=junit.xml")
     result.assert_outcomes(passed=2, failed=1, skipped=1, errors=1)
-    result.stdout.fnmatch_lines(["*= nocompile =*", "no test compiled (4 watched)"])
+    result.stdout.fnmatch_lines(["*= nocompile =*", "no test compiled in its call phase (4 watched)"])
     tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {
         "test_passes": ("passed", 0, 0, "within budget"),
@@ -353,12 +468,20 @@ def test_strict_mode_raises_at_the_recompiling_call_and_restores_config(pytester
     result.assert_outcomes(passed=1)
 
 
+def test_strict_mode_from_the_ini_key(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_strict=STRICT.replace("strict=True", "").replace("    assert not torch._dynamo.config.error_on_recompile is False\n", ""))
+    pytester.makeini("[pytest]\nnocompile_strict = true\n")
+    result = run("-p", "no:logging")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([">       f(torch.ones(2), 3)  # the recompiling call", "E   *RecompileError: Recompiling function scale in *"])
+
+
 def test_graph_break_budget_from_cli_and_ini_with_marker_opt_out(pytester: pytest.Pytester, run: RunPytest) -> None:
     unmarked = GRAPH_BREAKS.replace("@pytest.mark.max_graph_breaks(0)\n", "")
     pytester.makepyfile(test_breaks=unmarked.replace("max_graph_breaks(1)", "max_graph_breaks(None)"))
     result = run("-p", "no:logging", "--max-graph-breaks=0")
     result.assert_outcomes(passed=1, failed=1)
-    expect_lines(result, ["*_ test_graph_break _*", "1 graph break > max_graph_breaks(0)"])
+    expect_lines(result, ["*_ test_graph_break _*", "1 graph break > max_graph_breaks(0) (from --max-graph-breaks)"])
     pytester.makeini("[pytest]\nmax_graph_breaks = 0\n")
     run("-p", "no:logging").assert_outcomes(passed=1, failed=1)
 

@@ -62,9 +62,10 @@ def test_tests_that_reset_or_reconfigure_torch_logging(pytester: pytest.Pytester
     pytester.makepyfile(test_reconfiguring=RECONFIGURING)
     result = run("-p", "no:logging", "-p", "no:randomly")
     result.assert_outcomes(passed=2, failed=2, warnings=1)
-    expect_lines(result, ["*_ test_set_logs_mid_test_is_still_counted _*", "1 recompile > max_recompiles(0)", "[1/1] recompiled scale (*)",
+    expect_lines(result, ["*_ test_set_logs_mid_test_is_still_counted _*", "1 recompile > max_recompiles(0) (marker on the test)", "[1/1] recompiled scale (*)",
                           "    guard failed: 0/0: n == 2"])
-    expect_lines(result, ["*_ test_own_reset_keeps_counting _*", "1 recompile > max_recompiles(0)", "[1/1] recompiled scale (*)", "    guard failed: 0/0: n == 7"])
+    expect_lines(result, ["*_ test_own_reset_keeps_counting _*", "1 recompile > max_recompiles(0) (marker on the test)",
+                          "[1/1] recompiled scale (*)", "    guard failed: 0/0: n == 7"])
     # Where capture truly cannot re-arm in time, the test is named; the next test is captured again.
     result.stdout.fnmatch_lines([
         "*CaptureLostWarning: recompile capture was switched off during "
@@ -180,7 +181,8 @@ def test_a_test_that_imports_torch_is_watched_from_dynamos_arrival(pytester: pyt
     pytester.makepyfile(test_late=LATE_IMPORT.format(marker=marker))
     result = run("-p", "no:randomly", "--max-recompiles=0", "--nocompile-json=report.json", "-W", "error")
     result.assert_outcomes(passed=2, failed=1)
-    expect_lines(result, ["*_ test_recompiles_after_it _*", "1 recompile > max_recompiles(0)"])
+    source = "marker on module test_late.py" if marker else "from --max-recompiles"
+    expect_lines(result, ["*_ test_recompiles_after_it _*", f"1 recompile > max_recompiles(0) ({source})"])
     tests = json.loads((pytester.path / "report.json").read_text())["tests"]
     assert [(entry["nodeid"].split("::")[1], entry["outcome"], entry["compiles"], entry["recompiles"], entry["verdict"]) for entry in tests] == [
         ("test_plain", "passed", 0, 0, "within budget"),
@@ -215,7 +217,7 @@ def test_dynamo_imported_past_the_hook_is_warned_about_and_watched_after(pyteste
         "past pytest-nocompile's import hook, so its compiles were not watched; import torch._dynamo at module level "
         "(or in a conftest) to watch it",
     ])
-    expect_lines(result, ["*_ test_after_it _*", "1 recompile > max_recompiles(0)"])
+    expect_lines(result, ["*_ test_after_it _*", "1 recompile > max_recompiles(0) (from --max-recompiles)"])
 
 
 def test_that_warning_under_w_error_is_an_error_of_that_test(pytester: pytest.Pytester, run: RunPytest) -> None:

@@ -184,7 +184,7 @@ def test_every_hazard_fails_and_names_its_guard(pytester: pytest.Pytester, run: 
     result = run("-p", "no:logging")
     result.assert_outcomes(failed=len(EXPECTED))
     for test_name, lines in EXPECTED.items():
-        expect_lines(result, [f"*_ {test_name} _*", "1 recompile > max_recompiles(0)", *resolve_lines(lines, source)])
+        expect_lines(result, [f"*_ {test_name} _*", "1 recompile > max_recompiles(0) (marker on module test_hazards_user.py)", *resolve_lines(lines, source)])
 
 
 CONTROLS = '''
@@ -224,7 +224,7 @@ def test_automatic_dynamic_recompile_counts_once(pytester: pytest.Pytester, run:
     pytester.makepyfile(CONTROLS.replace("max_recompiles(1)", "max_recompiles(0)"))
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=2, failed=1)
-    expect_lines(result, ["1 recompile > max_recompiles(0)", "[1/1] recompiled scale (*)",
+    expect_lines(result, ["1 recompile > max_recompiles(0) (marker on the test)", "[1/1] recompiled scale (*)",
                           "    guard failed: 0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3"])
 
 
@@ -258,7 +258,7 @@ def test_without_isolation_an_earlier_compile_counts(pytester: pytest.Pytester, 
     pytester.makepyfile(test_order=ORDER)
     result = run("--nocompile-no-isolate", "-p", "no:logging")
     result.assert_outcomes(passed=1, failed=1)
-    expect_lines(result, ["*_ test_b _*", "1 recompile > max_recompiles(0)"])
+    expect_lines(result, ["*_ test_b _*", "1 recompile > max_recompiles(0) (marker on the test)"])
 
 
 def test_isolation_opt_out_by_marker_and_ini(pytester: pytest.Pytester, run: RunPytest) -> None:
@@ -291,7 +291,7 @@ def test_recompile_limit_hit_fails_a_budgeted_test(pytester: pytest.Pytester, ru
     result.assert_outcomes(failed=1)
     expect_lines(result, [
         # a (first compile), b and c (recompiles), d refused at the limit: a limit hit, not a recompile
-        "2 recompiles within max_recompiles(100), but dynamo hit its recompile limit",
+        "2 recompiles within max_recompiles(100) (marker on the test), but dynamo hit its recompile limit",
         "[1/2] recompiled tag (*)",
         "    guard failed: 0/0: name == 'a'",
     ])

@@ -127,7 +127,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
     result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
-        "budget", "fixtures", "observe", "observe.arrival", "observe.capture", "observe.children",
+        "budget", "exceptions", "fixtures", "observe", "observe.arrival", "observe.capture", "observe.children",
         "observe.dynamo_state", "observe.event_files", "observe.run_folders", "observe.startup", "observe.user_code", "output", "output.summary",
         "output.trace_records", "plugin", "process_events", "record", "result", "results", "settings", "watch", "watching")]
     tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
@@ -138,7 +138,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
         "test_opted_out": ("passed", 0, None, "no budget"),
         "test_skips": ("skipped", 0, 0, "within budget"),
     }
-    result.stdout.fnmatch_lines(["no test compiled (5 watched)"])
+    result.stdout.fnmatch_lines(["no test compiled in its call phase (5 watched)"])
 
 
 RECORD_PER_TEST_HOOKS = '''

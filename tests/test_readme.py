@@ -72,7 +72,7 @@ def test_reference_table_names_every_option_ini_key_marker_and_fixture(pytester:
                 if "[pytest-nocompile]" in description}
     markers = set(re.findall(r"^@pytest\.mark\.((?:max|nocompile)_\w+)\(", run("--markers").stdout.str(), flags=re.M))
     fixtures = set(re.findall(r"^(nocompile_\w+)", run("--fixtures").stdout.str(), flags=re.M))
-    assert len(options) == 12 and len(ini_keys) == 6 and len(markers) == 3 and len(fixtures) == 4
+    assert len(options) == 13 and len(ini_keys) == 8 and len(markers) == 3 and len(fixtures) == 4
     table = readme_reference_table()
     missing = sorted(name for name in options | ini_keys | markers | fixtures if f"`{name}" not in table)
     assert missing == []
@@ -91,7 +91,7 @@ def test_readme_ranks_example_passes_and_fails_naming_rank_1(pytester: pytest.Py
     result = run()
     result.assert_outcomes(failed=1)
     expect_lines(result, [
-        "rank 1 (pid *): 1 recompile > max_recompiles(0)",
+        "rank 1 (pid *, multiprocessing SpawnProcess-*): 1 recompile > max_recompiles(0) (marker on the test)",
         "[1/1] recompiled <lambda> (test_ranks.py:8)",
         "    guard failed: 0/0: n == 1",
     ])

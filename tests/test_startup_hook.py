@@ -123,7 +123,7 @@ def test_both_entries_in_one_process_report_each_recompile_once(run: RunPytest, 
     pytester.makepyfile(test_both=BOTH_ENTRIES)
     result = run()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*: 1 recompile > max_recompiles(0)"])
+    result.stdout.fnmatch_lines(["*: 1 recompile > max_recompiles(0) (marker on the test)"])
 
 
 # -- --nocompile-check-hook ----------------------------------------------------------------
@@ -222,8 +222,8 @@ def test_child_env_brings_a_scrubbed_child_back_under_watch(run: RunPytest, pyte
     pytester.makepyfile(test_scrubbed=SCRUBBED_ENVIRONMENTS)
     result = run()
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines(["*_ test_scrubbed_env_with_child_env _*", "*: 1 recompile > max_recompiles(0)",
-                                 "*_ test_cleared_environ_with_child_env _*", "*: 1 recompile > max_recompiles(0)"])
+    result.stdout.fnmatch_lines(["*_ test_scrubbed_env_with_child_env _*", "*: 1 recompile > max_recompiles(0) (marker on the test)",
+                                 "*_ test_cleared_environ_with_child_env _*", "*: 1 recompile > max_recompiles(0) (marker on the test)"])
 
 
 OUT_OF_THE_HOOKS_REACH = CHILDREN_OUT_OF_REACH + '''
@@ -246,5 +246,5 @@ def test_watch_this_process_reports_where_the_hook_cannot(run: RunPytest, pytest
     pytester.makepyfile(test_out_of_reach=OUT_OF_THE_HOOKS_REACH)
     result = run()
     result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines(["*_ test_no_site_with_watch_this_process _*", "*: 1 recompile > max_recompiles(0)",
-                                 "*_ test_scrubbed_env_given_the_directory _*", "*: 1 recompile > max_recompiles(0)"])
+    result.stdout.fnmatch_lines(["*_ test_no_site_with_watch_this_process _*", "*: 1 recompile > max_recompiles(0) (marker on the test)",
+                                 "*_ test_scrubbed_env_given_the_directory _*", "*: 1 recompile > max_recompiles(0) (marker on the test)"])

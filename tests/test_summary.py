@@ -9,7 +9,7 @@ import pytest
 
 from pytest_nocompile.budget import RecompileBudget
 from pytest_nocompile.output.baseline import BaselineError, baseline_document, compare, load_baseline
-from pytest_nocompile.output.summary import json_document, outcome_of, summary_lines
+from pytest_nocompile.output.summary import LONG_TABLE, json_document, outcome_of, summary_lines
 from pytest_nocompile.result import TestResult, Verdict, idle_result
 
 
@@ -35,7 +35,39 @@ def test_table_worst_first_with_causes() -> None:
         "       1           0             0  -                         no budget      t.py::unbudgeted",
         "t.py::over: f recompiled: 0/0: n == 2",
     ]
-    assert summary_lines({"t.py::quiet": RESULTS["t.py::quiet"]}) == ["no test compiled (1 watched)"]
+    assert summary_lines({"t.py::quiet": RESULTS["t.py::quiet"]}) == ["no test compiled in its call phase (1 watched)"]
+
+
+def test_a_long_table_lists_only_failures_unless_all_are_asked_for() -> None:
+    many = {f"t.py::many[{n:02}]": result(1, 0, 0, {}) for n in range(LONG_TABLE - 1)}
+    assert len(summary_lines({**many, "t.py::over": RESULTS["t.py::over"]}, "auto")) == LONG_TABLE + 2  # short enough: every test
+    results = {**many, "t.py::within": RESULTS["t.py::within"], "t.py::over": RESULTS["t.py::over"]}
+    assert summary_lines(results, "auto") == [
+        "compiles  recompiles  graph breaks  budget                    verdict      test",
+        "       3           1             1  recompiles<=0, breaks<=1  over budget  t.py::over",
+        f"and {LONG_TABLE} more tests that compiled within budget or without one, not listed: only failures are listed once more than "
+        f"{LONG_TABLE} tests compiled (--nocompile-table=all lists every one)",
+        "t.py::over: f recompiled: 0/0: n == 2",
+    ]
+    assert len(summary_lines(results, "all")) == LONG_TABLE + 3
+    assert summary_lines(many, "failures") == [
+        f"no test over budget; {LONG_TABLE - 1} tests compiled within budget or without one (--nocompile-table=all lists them)"]
+
+
+def test_recompiles_outside_the_call_are_said_when_the_table_does_not_show_the_test() -> None:
+    setup_recompile = {"function": "scale", "filename": "t.py", "line": 3, "phase": "setup", "reasons": [], "user_code": None}
+    fixture = TestResult({"compiles": 0, "recompiles": 0, "graph_breaks": 0}, {"compiles": None, "recompiles": 0, "graph_breaks": None},
+                         Verdict.WITHIN, details={**RESULTS["t.py::quiet"].details, "recompile_events": [setup_recompile]})
+    assert summary_lines({"t.py::fixture": fixture}) == [
+        "no test compiled in its call phase (1 watched)",
+        "t.py::fixture: 1 recompile in setup, not counted (budgets count the call phase; a fixture's compiles are outside it)",
+    ]
+    every_test = {f"t.py::test[{n}]": fixture for n in range(LONG_TABLE + 1)}
+    assert summary_lines(every_test) == [
+        f"no test compiled in its call phase ({LONG_TABLE + 1} watched)",
+        f"{LONG_TABLE + 1} tests recompiled or broke graphs only outside the call (in fixtures), not counted (--nocompile-table=all lists them)",
+    ]
+    assert len(summary_lines(every_test, "all")) == LONG_TABLE + 2
 
 
 def test_json_document_carries_outcomes_and_every_count() -> None:
@@ -68,11 +100,11 @@ def test_baseline_round_trip_and_comparison(tmp_path: Path) -> None:
     comparison = compare(saved, later)
     assert comparison.regressed
     assert comparison.lines() == [
-        "t.py::within: compiles rose 2 -> 3",
-        "t.py::within: recompiles rose 1 -> 2",
+        "t.py::within: compiles rose 2 -> 3, recompiles rose 1 -> 2",
         "new test (not in baseline): t.py::new",
-        "removed test (only in baseline): t.py::quiet",
+        "1 test of the baseline did not run here (deselected, not collected, or removed): not compared",
     ]
+    assert comparison.verdict("b.json") == "2 counts rose against the baseline b.json, in 1 test (listed above)"
     assert compare(saved, RESULTS).lines() == ["no change against the baseline"]
 
 

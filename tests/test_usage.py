@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from nocompile_testing import RECOMPILE_ONCE, RunPytest, expect_lines
@@ -85,11 +87,38 @@ def test_marker_scopes_xfail_skip_parametrize(pytester: pytest.Pytester, run: Ru
         "FAILED test_scopes.py::TestClassBudget::test_function_marker_wins - Failed: 1*",
         "FAILED test_scopes.py::test_xfail_strict_without_recompile_is_xpass_strict*",
     ], consecutive=False)
-    expect_lines(result, ["*_ test_module_budget _*", "1 recompile > max_recompiles(0)"])
-    expect_lines(result, ["*_ TestClassBudget.test_function_marker_wins _*", "1 recompile > max_recompiles(0)"])
+    expect_lines(result, ["*_ test_module_budget _*", "1 recompile > max_recompiles(0) (marker on module test_scopes.py)"])
+    expect_lines(result, ["*_ TestClassBudget.test_function_marker_wins _*", "1 recompile > max_recompiles(0) (marker on the test)"])
     result.stdout.fnmatch_lines(["PASSED test_scopes.py::TestClassBudget::test_class_budget_allows_one"])
     result.stdout.fnmatch_lines(["PASSED test_scopes.py::test_parametrized[[]2]", "PASSED test_scopes.py::test_parametrized[[]3]"])
     result.stdout.fnmatch_lines(["XFAIL test_scopes.py::test_expected_recompile - recompiles by design"])
+
+
+BUDGET_SOURCES = RECOMPILE_ONCE + '''
+@pytest.mark.max_recompiles(0)
+class TestStep:
+    def test_in_class(self):
+        recompile_once()
+
+    @pytest.mark.max_graph_breaks(3)
+    def test_other_kind_on_the_test(self):
+        recompile_once()
+
+def test_run_wide():
+    recompile_once()
+'''
+
+
+def test_a_failure_says_where_its_budget_came_from(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_sources=BUDGET_SOURCES)
+    pytester.makeini("[pytest]\nmax_recompiles = 0\n")
+    result = run("-p", "no:logging")
+    result.assert_outcomes(failed=3)
+    expect_lines(result, ["*_ TestStep.test_in_class _*", "1 recompile > max_recompiles(0) (marker on class TestStep)"])
+    expect_lines(result, ["*_ TestStep.test_other_kind_on_the_test _*", "1 recompile > max_recompiles(0) (marker on class TestStep)"])
+    expect_lines(result, ["*_ test_run_wide _*", "1 recompile > max_recompiles(0) (from nocompile ini key max_recompiles in tox.ini)"])
+    result = run("-p", "no:logging", "-o", "max_recompiles=0", "-k", "run_wide")
+    expect_lines(result, ["*_ test_run_wide _*", "1 recompile > max_recompiles(0) (from -o max_recompiles)"])
 
 
 OWN_FAILURE = '''
@@ -136,7 +165,7 @@ def test_own_failure_is_kept_and_recompiles_go_in_a_section(pytester: pytest.Pyt
         "    guard failed: 0/0: n == 2",
     ])
     expect_lines(result, [
-        "1 recompile > max_recompiles(0)",
+        "1 recompile > max_recompiles(0) (marker on the test)",
         "[1/1] recompiled <lambda> (test_own.py:*)",
         "    guard failed: 1/0: tensor 'x' size mismatch at index 0. expected 2, actual 3",
         "    triggered by: test_own.py:* in test_setup_shown_when_call_fails: f(torch.ones(3))",
@@ -166,6 +195,16 @@ def test_markers_are_listed_and_strict_markers_with_warnings_as_errors_are_clean
     result = run("--strict-markers", "-W", "error")
     result.assert_outcomes(passed=1)
     assert "warnings summary" not in result.stdout.str()
+
+
+def test_grep_nocompile_in_help_finds_every_option(pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # help wraps at the terminal's width; 80 is the narrowest usual one
+    help_text = run("--help").stdout.str()
+    group = help_text.split("torch.compile recompile budgets (pytest-nocompile):\n")[1].split("\n\n")[0]
+    options = re.findall(r"^  (--[\w-]+)", group, flags=re.M)
+    assert {"--max-recompiles", "--max-graph-breaks", "--max-compiles"} <= set(options)
+    grepped = [line for line in help_text.splitlines() if "nocompile" in line.lower()]  # pytest --help | grep -i nocompile
+    assert [option for option in options if not any(line.startswith(f"  {option}") for line in grepped)] == []
 
 
 def test_help_documents_the_options(pytester: pytest.Pytester, run: RunPytest) -> None:

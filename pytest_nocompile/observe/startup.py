@@ -52,11 +52,14 @@ def start() -> None:
             pass
 
 
-def report_to(directory: str) -> None:
-    """Report this process's events to ``directory``, from when dynamo arrives (or now, if it has)."""
+def report_to(directory: str, forked_from: Optional[int] = None) -> None:
+    """Report this process's events to ``directory``, from when dynamo arrives (or now, if it has).
+
+    ``forked_from``: the parent's pid, in a fork that ran no ``exec`` (its command line is its parent's).
+    """
     global _reporter
     install_fork_handler()
-    reporter = _reporter = _Reporter(directory)
+    reporter = _reporter = _Reporter(directory, forked_from)
     if arrival.dynamo_imported():
         reporter.arm()
     else:
@@ -80,7 +83,7 @@ def _after_fork() -> None:
         if capture is not None:
             capture.stop_every_capture()  # the parent's sinks would get records the parent never sees
         arrival.forget_callbacks()
-        report_to(directory)
+        report_to(directory, os.getppid())
     except Exception:
         pass
 
@@ -88,10 +91,12 @@ def _after_fork() -> None:
 class _Reporter:
     """A sink of this process's dynamo capture that writes each event as it happens, so no exit is needed to report it."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, forked_from: Optional[int] = None) -> None:
         self.pid = os.getpid()
         self.writer = EventWriter(directory)
         self._rank: Optional[int] = None  # as last seen: it outlives destroy_process_group()
+        self._forked_from = forked_from
+        self._command: Optional[str] = None  # what the process runs, made at its first line (multiprocessing names it by then)
 
     def arm(self) -> None:
         try:
@@ -117,7 +122,11 @@ class _Reporter:
             if rank is None:
                 rank = self._rank
             self._rank = rank
-            self.writer.write({"t": time.time(), "rank": rank, "event": event, **fields})
+            if self._command is None:
+                from .command_line import this_process
+
+                self._command = this_process(self._forked_from)
+            self.writer.write({"t": time.time(), "rank": rank, "cmd": self._command, "event": event, **fields})
         except Exception as error:  # a line lost: the test hears of it
             self.writer.unreported(type(error).__name__)
 

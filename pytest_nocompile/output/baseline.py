@@ -3,6 +3,10 @@
 Which counts a baseline holds and gates comes from the budget kinds' table.
 A baseline written before a kind existed lacks its key: that kind is then not
 compared for that test, so older baselines keep working.
+
+A baseline holds counts only; a count that rose is explained by the test's
+own recorded events of this run (function, guard, user line), as the result
+carries them for the JSON report.
 """
 
 from __future__ import annotations
@@ -11,13 +15,14 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..budget import KINDS
+from ..budget import KINDS, KINDS_BY_KEY, plural
 
 if TYPE_CHECKING:
     from ..result import TestResult
 
 BASELINE_FORMAT = "pytest-nocompile-baseline/1"
 GATED = tuple(kind.key for kind in KINDS if kind.gated_by_baseline)
+EVENTS_SHOWN = 5  # per test that rose: enough to act on; the JSON report lists every one
 
 
 class BaselineError(ValueError):
@@ -60,18 +65,38 @@ class Comparison:
     increased: list[tuple[str, str, int, int]] = field(default_factory=list)  # nodeid, what, before, now
     decreased: list[tuple[str, str, int, int]] = field(default_factory=list)
     new: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # in the baseline, not run here (a -k subset, or gone)
+    explained: dict[str, list[str]] = field(default_factory=dict)  # nodeid: the lines naming what made its counts rise
 
     @property
     def regressed(self) -> bool:
         return bool(self.increased)
 
     def lines(self) -> list[str]:
-        lines = [f"{nodeid}: {what.replace('_', ' ')} rose {before} -> {now}" for nodeid, what, before, now in self.increased]
-        lines += [f"{nodeid}: {what.replace('_', ' ')} fell {before} -> {now}" for nodeid, what, before, now in self.decreased]
+        lines = []
+        for nodeid, changes in _by_test(self.increased).items():
+            lines.append(f"{nodeid}: " + ", ".join(f"{what.replace('_', ' ')} rose {before} -> {now}" for what, before, now in changes))
+            lines += self.explained.get(nodeid, [])
+        lines += [f"{nodeid}: " + ", ".join(f"{what.replace('_', ' ')} fell {before} -> {now}" for what, before, now in changes)
+                  for nodeid, changes in _by_test(self.decreased).items()]
         lines += [f"new test (not in baseline): {nodeid}" for nodeid in self.new]
-        lines += [f"removed test (only in baseline): {nodeid}" for nodeid in self.removed]
+        if self.removed:  # one line: a -k subset leaves most of the baseline out
+            lines.append(f"{plural(len(self.removed), 'test')} of the baseline did not run here "
+                         "(deselected, not collected, or removed): not compared")
         return lines or ["no change against the baseline"]
+
+    def verdict(self, path: str) -> str:
+        """What rose, in one line, for the run's last line."""
+        tests = len({nodeid for nodeid, *_ in self.increased})
+        return (f"{plural(len(self.increased), 'count')} rose against the baseline {path}, "
+                f"in {plural(tests, 'test')} (listed above)")
+
+
+def _by_test(changes: list[tuple[str, str, int, int]]) -> dict[str, list[tuple[str, int, int]]]:
+    grouped: dict[str, list[tuple[str, int, int]]] = {}
+    for nodeid, what, before, now in changes:
+        grouped.setdefault(nodeid, []).append((what, before, now))
+    return grouped
 
 
 def compare(baseline: dict[str, dict[str, int]], results: dict[str, TestResult]) -> Comparison:
@@ -81,13 +106,67 @@ def compare(baseline: dict[str, dict[str, int]], results: dict[str, TestResult])
         if before is None:
             comparison.new.append(nodeid)
             continue
+        rose = []
         for key in GATED:
             if key not in before:  # a kind newer than this baseline
                 continue
             now = result.counts[key]
             if now > before[key]:
                 comparison.increased.append((nodeid, key, before[key], now))
+                rose.append(key)
             elif now < before[key]:
                 comparison.decreased.append((nodeid, key, before[key], now))
+        if rose:
+            comparison.explained[nodeid] = explain_rise(result, rose)
     comparison.removed = sorted(set(baseline) - set(results))
     return comparison
+
+
+def explain_rise(result: TestResult, rose: list[str]) -> list[str]:
+    """The call-phase events behind the kinds that rose, a line or two each: function, guard and the user's line."""
+    sources = {source for key in rose for source in KINDS_BY_KEY[key].explained_by}
+    events = [("recompiles", event) for event in result.details["recompile_events"] if "recompiles" in sources] + \
+             [("graph_breaks", event) for event in result.details["graph_break_events"] if "graph_breaks" in sources]
+    called = [(source, event) for source, event in events if event.get("phase") == "call"]  # what the counts count
+    lines: list[str] = []
+    for source, event in called[:EVENTS_SHOWN]:
+        lines += _recompile_lines(event) if source == "recompiles" else _graph_break_lines(event)
+    if len(called) > EVENTS_SHOWN:
+        lines.append(f"    and {len(called) - EVENTS_SHOWN} more (--nocompile-json=PATH writes every one)")
+    return lines
+
+
+def _recompile_lines(event: dict[str, Any]) -> list[str]:
+    from ..events import GuardFailure, display_path
+
+    reasons = event.get("reasons") or []
+    if reasons:
+        first = reasons[0]
+        guard = (str(GuardFailure(first["guard"], first.get("compile_id"))).splitlines() or [""])[0]
+        more = f" (and {plural(len(reasons) - 1, 'other failed guard')})" if len(reasons) > 1 else ""
+    else:
+        guard, more = "(torch gave no reason)", ""
+    lines = [f"    {_process_prefix(event)}recompiled {event['function']} ({display_path(event['filename'])}:{event['line']}): "
+             f"guard failed: {guard}{more}"]
+    if event.get("user_code"):
+        lines.append(f"        triggered by: {event['user_code']}")
+    return lines
+
+
+def _graph_break_lines(event: dict[str, Any]) -> list[str]:
+    from ..events import display_path
+
+    lines = [f"    {_process_prefix(event)}graph break at {display_path(event['filename'])}:{event['line']}: {event['reason']}"]
+    if event.get("user_code"):
+        lines.append(f"        user code: {event['user_code']}")
+    return lines
+
+
+def _process_prefix(event: dict[str, Any]) -> str:
+    """``rank 1 (pid 4242): `` for an event of a child process; nothing for the test's own."""
+    process = event.get("process")
+    if not process:
+        return ""
+    from ..result import process_label
+
+    return f"{process_label(process)}: "

@@ -97,7 +97,7 @@ def format_budget_failure(record: RecompileRecord, over: Sequence[str]) -> str:
     """The failure text of a test over its marker, CLI or ini budget: one part per kind in ``over``.
 
     When child processes reported, one part per process and kind over budget,
-    each headline naming its process, e.g. ``rank 1 (pid 4242): 1 recompile > max_recompiles(0)``.
+    each headline naming its process, e.g. ``rank 1 (pid 4242, python -u train.py): 1 recompile > max_recompiles(0) (marker on the test)``.
     """
     from ..result import processes_over_budget
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from ..budget import COMPILES, KINDS
+from ..budget import COMPILES, KINDS, plural
 
 if TYPE_CHECKING:  # at run time this module imports no event or record module
     from ..result import TestResult
@@ -20,14 +19,34 @@ if TYPE_CHECKING:  # at run time this module imports no event or record module
 JSON_FORMAT = "pytest-nocompile-report/1"
 
 
-def summary_lines(results: dict[str, TestResult]) -> list[str]:
-    """The terminal table: tests with any count (or over budget), worst first, then each one's cause."""
+# Which tests the table lists; "auto" lists only failures once more than LONG_TABLE tests would be listed:
+# a CI run budgeting every test would otherwise list every test that compiled.
+TABLE_CHOICES = ("auto", "failures", "all")
+LONG_TABLE = 20
+
+
+def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[str]:
+    """The terminal table: tests with any count (or over budget), worst first, then each one's cause.
+
+    ``table`` is one of :data:`TABLE_CHOICES`. Tests whose fixtures recompiled or broke graphs outside
+    the call phase, which no budget counts, are named after the table when it does not list them.
+    """
     from ..result import Verdict
 
     # Any count: a frame that only broke compiles no graph, but its graph breaks count.
-    shown = [(nodeid, result) for nodeid, result in results.items() if any(result.counts.values()) or result.verdict is Verdict.OVER]
+    compiled = [(nodeid, result) for nodeid, result in results.items() if any(result.counts.values()) or result.verdict is Verdict.OVER]
+    outside = _outside_the_call(results, {nodeid for nodeid, _ in compiled})
+    if len(outside) > LONG_TABLE and table != "all":  # a fixture every test uses: one line, not one a test
+        outside = [f"{plural(len(outside), 'test')} recompiled or broke graphs only outside the call (in fixtures), not counted "
+                   "(--nocompile-table=all lists them)"]
+    if not compiled:
+        return [f"no test compiled in its call phase ({len(results)} watched)", *outside]
+    failures_only = table == "failures" or (table == "auto" and len(compiled) > LONG_TABLE)
+    shown = [(nodeid, result) for nodeid, result in compiled if result.verdict is Verdict.OVER] if failures_only else compiled
+    hidden = len(compiled) - len(shown)
     if not shown:
-        return [f"no test compiled ({len(results)} watched)"]
+        return [f"no test over budget; {plural(hidden, 'test')} compiled within budget or without one "
+                "(--nocompile-table=all lists them)", *outside]
 
     # Worst first: over budget, then most recompiles and graph breaks; every test here compiled.
     worst_first = [kind for kind in KINDS if kind is not COMPILES] + [COMPILES]
@@ -42,12 +61,33 @@ def summary_lines(results: dict[str, TestResult]) -> list[str]:
         rows.append((*(str(result.counts[kind.key]) for kind in KINDS), result.budget_text(), result.verdict.value, nodeid))
     counts = len(KINDS)
     widths = [max(len(row[column]) for row in rows) for column in range(counts + 2)]
-    table = [
+    lines = [
         "  ".join(cell.rjust(width) if column < counts else cell.ljust(width) for column, (cell, width) in enumerate(zip(row, widths)))
         + "  " + row[-1]
         for row in rows
     ]
-    return table + [f"{nodeid}: {result.cause}" for nodeid, result in shown if result.verdict is Verdict.OVER]
+    if hidden:
+        why = f"only failures are listed once more than {LONG_TABLE} tests compiled" if table == "auto" else "--nocompile-table=failures"
+        lines.append(f"and {plural(hidden, 'more test')} that compiled within budget or without one, not listed: {why} "
+                     "(--nocompile-table=all lists every one)")
+    return lines + [f"{nodeid}: {result.cause}" for nodeid, result in shown if result.verdict is Verdict.OVER] + outside
+
+
+def _outside_the_call(results: dict[str, TestResult], listed: set[str]) -> list[str]:
+    """A line per test not in the table whose setup or teardown (its fixtures) recompiled or broke graphs: not counted."""
+    lines = []
+    for nodeid, result in results.items():
+        if nodeid in listed:
+            continue
+        found: dict[tuple[str, str], int] = {}  # (what, phase): how many
+        for what, key in (("recompile", "recompile_events"), ("graph break", "graph_break_events")):
+            for event in result.details[key]:
+                if event.get("phase") != "call":
+                    found[what, event["phase"]] = found.get((what, event["phase"]), 0) + 1
+        if found:
+            said = ", ".join(f"{plural(count, what)} in {phase}" for (what, phase), count in found.items())
+            lines.append(f"{nodeid}: {said}, not counted (budgets count the call phase; a fixture's compiles are outside it)")
+    return lines
 
 
 def json_document(
@@ -65,9 +105,13 @@ def json_document(
 
 
 def write_json_atomically(path: str, document: Any) -> None:
-    """Write to a temporary file beside ``path`` and rename: readers never see half a file."""
+    """Write to a temporary file beside ``path`` and rename: readers never see half a file.
+
+    The file gets the mode any new file gets (0666 less the umask), not
+    mkstemp's 0600: a CI step running as another user uploads it as an artefact.
+    """
     folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".nocompile-", suffix=".json", dir=folder)
+    handle, temporary = _new_file(folder)
     try:
         with os.fdopen(handle, "w") as out:
             json.dump(document, out, indent=2, sort_keys=False)
@@ -77,6 +121,16 @@ def write_json_atomically(path: str, document: Any) -> None:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def _new_file(folder: str) -> tuple[int, str]:
+    """A new file of a fresh name in ``folder``, opened for writing, created with mode 0666 (the kernel applies the umask)."""
+    while True:
+        temporary = os.path.join(folder, f".nocompile-{os.urandom(6).hex()}.json")
+        try:
+            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), temporary
+        except FileExistsError:  # a name taken: another try, as mkstemp does
+            continue
 
 
 def check_writable(path: str) -> Optional[str]:

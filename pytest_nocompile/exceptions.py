@@ -1,0 +1,35 @@
+"""What a failed block assertion raises: one exception per budget kind, under one base. Pure code.
+
+Each kind names its own in :data:`~.budget.KINDS` (``BudgetKind.exceeded``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded"]
+
+
+class BudgetExceeded(AssertionError):
+    """A block assertion failed: its block had more (with ``exact=True``: other) than allowed.
+
+    The base of one class per kind (:attr:`BudgetKind.exceeded`): catch this
+    one for every kind, or the kind's own.
+    """
+
+
+class RecompileBudgetExceeded(BudgetExceeded):
+    """A block went over its recompile budget.
+
+    Before graph-break and compile budgets had exceptions of their own, this
+    was raised for every kind; so that ``except RecompileBudgetExceeded`` in
+    such code still catches them, it is also the base of
+    :class:`GraphBreakBudgetExceeded` and :class:`CompileBudgetExceeded`. To
+    catch recompile budgets only, test ``type(error) is RecompileBudgetExceeded``.
+    """
+
+
+class GraphBreakBudgetExceeded(RecompileBudgetExceeded):
+    """A block went over its graph-break budget."""
+
+
+class CompileBudgetExceeded(RecompileBudgetExceeded):
+    """A block went over its compile budget (graphs compiled)."""
