@@ -15,7 +15,7 @@ SECTION_TITLE = "nocompile recompiles"
 
 def format_event(index: int, total: int, event: RecompileEvent) -> list[str]:
     """The lines for one recompile: what recompiled, which guards failed, whose code."""
-    lines = [f"[{index}/{total}] recompiled {event.function} ({display_path(event.filename)}:{event.line})"]
+    lines = [f"[{index}/{total}] recompiled {event.code_place}"]
     for reason in event.reasons or ():
         # Multi-line guards (an object's repr) stay inside the reason's indentation.
         lines.append("    guard failed: " + str(reason).replace("\n", "\n                  "))
@@ -42,7 +42,7 @@ def format_events(events: Sequence[RecompileEvent]) -> list[str]:
 def format_limit_hits(hits: Iterable[RecompileLimitHit]) -> list[str]:
     lines = []
     for hit in hits:
-        lines.append(f"dynamo hit config.{hit.limit_name} ({hit.limit}) for {hit.function}: later calls run "
+        lines.append(f"dynamo hit config.{hit.limit_name} ({hit.limit}) for {hit.function_name}: later calls run "
                      "uncompiled and log no recompiles, so the count above is a lower bound")
         refused = hit.refused
         if refused is not None:  # dynamo logged the attempt, then refused it: not a recompile
