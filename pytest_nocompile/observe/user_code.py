@@ -58,6 +58,11 @@ def _library_roots() -> _Roots:
 _USER_FILES: dict[str, bool] = {}
 
 
+def is_user_file(filename: str) -> bool:
+    """Whether a file is user code: not torch's, pytest's, pluggy's, the stdlib's or this plugin's."""
+    return _is_user_file(filename, _library_roots())
+
+
 def _is_user_file(filename: str, roots: _Roots) -> bool:
     known = _USER_FILES.get(filename)
     if known is None:
