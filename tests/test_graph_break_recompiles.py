@@ -82,17 +82,16 @@ def test_strict_mode_shows_the_users_frames_only(files: None, run: RunPytest) ->
     result.assert_outcomes(failed=1)
     output = result.stdout.str()
     assert "_dynamo/convert_frame.py" not in output and "_dynamo/eval_frame.py" not in output
-    result.stdout.fnmatch_lines([
+    result.stdout.fnmatch_lines([  # the call, then train_step's frame (at its graph break; at its "def" on torch 2.6)
         ">       step(x, 3)  # the new value",
         "test_steps.py:7: ",
         "*",
-        ">       torch._dynamo.graph_break()",
         "E   *RecompileError: Recompiling function *",
     ])
     if sys.version_info >= (3, 11):  # exception notes
-        result.stdout.fnmatch_lines(["E   * pytest-nocompile: * frames of torch and other libraries left out of this traceback; "
+        result.stdout.fnmatch_lines(["E *pytest-nocompile: * frames of torch and other libraries left out of this traceback; "
                                      "--fulltrace shows them"])
-    result.stdout.fnmatch_lines(["trainlib.py:5: RecompileError"])
+    result.stdout.fnmatch_lines(["trainlib.py:*: RecompileError"])
     failure = output[output.index("_ test_strict _"):output.index("- nocompile recompiles -")]
     assert len(failure.splitlines()) < 40  # 864 lines with torch's frames (torch 2.13)
     assert "_dynamo/convert_frame.py" in run("-p", "no:logging", "-k", "strict", "--tb=long", "--fulltrace").stdout.str()
