@@ -32,11 +32,18 @@ def scaled_then_break(x, scale):
     y = x * scale
     torch._dynamo.graph_break()
     return y + 1
+
+def two_breaks(x, scale):
+    y = x + 1
+    torch._dynamo.graph_break()
+    y = y * 2
+    torch._dynamo.graph_break()
+    return y * scale
 '''
 
 TESTS = '''
 import pytest, torch
-from trainlib import train_step, scaled_then_break
+from trainlib import train_step, scaled_then_break, two_breaks
 
 def run_steps(step):
     x = torch.ones(3)
@@ -50,6 +57,10 @@ def test_after_the_break():
 @pytest.mark.max_recompiles(0, strict=True)
 def test_strict():
     run_steps(torch.compile(train_step, backend="eager"))
+
+@pytest.mark.max_recompiles(0)
+def test_after_the_second_break():
+    run_steps(torch.compile(two_breaks, backend="eager"))
 
 @pytest.mark.max_graph_breaks(1)
 def test_break_traced_twice():
@@ -75,6 +86,18 @@ def test_a_recompile_after_a_graph_break_names_the_function_the_break_and_the_ca
     expect_lines(result, ["test_steps.py::test_after_the_break: train_step (resumed after the graph break at trainlib.py:5) "
                           "recompiled: 1/0: scale == 2"])
     assert "torch_dynamo_resume_in" not in result.stdout.str()
+
+
+def test_after_a_second_graph_break_the_caller_is_found_past_both_frames_of_the_function(files: None, run: RunPytest) -> None:
+    # The code after the second break runs in a frame of the code after the first: both are two_breaks's.
+    result = run("-p", "no:logging", "-k", "second_break")
+    result.assert_outcomes(failed=1)
+    expect_lines(result, [
+        "[1/1] recompiled two_breaks (resumed after the graph break at trainlib.py:18)",
+        "    guard failed: 2/0: scale == 2",
+        "      guarded at: trainlib.py:19 in two_breaks: return y * scale",
+        "    triggered by: test_steps.py:7 in run_steps: step(x, 3)  # the new value",
+    ])
 
 
 def test_strict_mode_shows_the_users_frames_only(files: None, run: RunPytest) -> None:
