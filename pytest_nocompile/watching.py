@@ -230,6 +230,10 @@ class Watcher:
         try:
             result = yield
         except BaseException as error:
+            if watch.strict:
+                from .strict_failure import cut_to_user_frames
+
+                cut_to_user_frames(error, self.config.getoption("fulltrace", False))
             self._end_call(item, watch)
             if not isinstance(error, Exception):  # interrupted: no teardown follows
                 self.close_open_watch()
