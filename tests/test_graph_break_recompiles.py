@@ -77,7 +77,7 @@ def test_a_recompile_after_a_graph_break_names_the_function_the_break_and_the_ca
     result = run("-p", "no:logging", "-k", "after_the_break")
     result.assert_outcomes(failed=1)
     expect_lines(result, [
-        "1 recompile > max_recompiles(0)",
+        "1 recompile > max_recompiles(0) (marker on the test)",
         "[1/1] recompiled train_step (resumed after the graph break at trainlib.py:5)",
         "    guard failed: 1/0: scale == 2",
         "      guarded at: trainlib.py:7 in train_step: return z * scale",
@@ -166,7 +166,7 @@ def test_a_recompile_limit_failure_shows_each_cache_entrys_guard_once(pytester: 
     result = run("-p", "no:logging")
     result.assert_outcomes(failed=1)
     expect_lines(result, [
-        "3 recompiles > max_recompiles(0)",
+        "3 recompiles > max_recompiles(0) (marker on the test)",
         "[1/3] recompiled double (test_limit.py:3)",
         "    guard failed: 0/0: tensor 'x' size mismatch at index 0. expected 1, actual 2",
         "    triggered by: test_limit.py:11 in test_sizes: f(torch.ones(size))",
