@@ -39,7 +39,9 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Optional
+
+from .resume_names import RESUME_PREFIX, resume_point, user_function
 
 Phase = Literal["setup", "call", "teardown"]
 
@@ -61,7 +63,7 @@ class CodeLocation:
     code: str | None = None
 
     def __str__(self) -> str:
-        where = f"{display_path(self.filename)}:{self.line} in {self.function}"
+        where = f"{display_path(self.filename)}:{self.line} in {user_function(self.function)}"
         return f"{where}: {self.code}" if self.code else where
 
 
@@ -154,6 +156,38 @@ class RecompileEvent:
         """The failed guard expressions, newest cache entry first."""
         return tuple(reason.guard for reason in self.reasons)
 
+    @property
+    def code_name(self) -> str:
+        """The recompiled code as users know it: ``scale``, or for the code dynamo runs after a graph break
+        ``train_step (resumed after the graph break at trainlib.py:23)``."""
+        point = resume_point(self.function)
+        return self.function if point is None else resumed_after(point.function, self.filename, point.line)
+
+    @property
+    def code_place(self) -> str:
+        """:attr:`code_name` with the place of the code: ``scale (test_x.py:4)``; a resume function's name has its place."""
+        if resume_point(self.function) is not None:
+            return self.code_name
+        return f"{self.function} ({display_path(self.filename)}:{self.line})"
+
+
+def resumed_after(function: str, filename: str, line: int) -> str:
+    """``train_step (resumed after the graph break at trainlib.py:23)``: how reports name a resume function."""
+    return f"{function} (resumed after the graph break at {display_path(filename)}:{line})"
+
+
+def resumed_function(message: str) -> Optional[tuple[str, str]]:
+    """``(filename, function)`` of the user's function when a recompile message names a resume function, else None.
+
+    Cheap for every other message: it looks no further than the header.
+    """
+    header_line = message.partition("\n")[0]
+    if RESUME_PREFIX not in header_line:
+        return None
+    header = _HEADER.match(header_line.strip())
+    point = resume_point(header["function"]) if header else None
+    return None if header is None or point is None else (header["filename"], point.function)
+
 
 class UnrecognisedMessage(ValueError):
     """The text is not a dynamo recompile message this parser understands."""
@@ -200,9 +234,20 @@ class RecompileLimitHit:
     # not counted as a recompile.
     refused: RecompileEvent | None = None
 
+    @property
+    def function_name(self) -> str:
+        """:attr:`function` as reports show it: a resume function's ``'f' (file:line)`` as
+        ``f (resumed after the graph break at file:line)``, anything else as torch wrote it."""
+        quoted = _QUOTED_FUNCTION.match(self.function)
+        point = resume_point(quoted["function"]) if quoted else None
+        if quoted is None or point is None:
+            return self.function
+        return resumed_after(point.function, quoted["filename"], point.line)
+
 
 _LIMIT_HEADER = re.compile(r"hit config\.(?P<name>\w+) \((?P<limit>\d+)\)")
 _LIMIT_FUNCTION = re.compile(r"function: (?P<function>.+)")
+_QUOTED_FUNCTION = re.compile(r"^'(?P<function>[^']+)' \((?P<filename>.+):(?P<line>\d+)\)$")  # 'f' (file:line)
 
 
 @dataclass(frozen=True)

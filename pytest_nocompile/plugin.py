@@ -2,6 +2,7 @@
 
 - :mod:`.settings` reads the options and ini keys once;
 - :mod:`.watching` decides whether a run needs per-test hooks, and watches each test one way;
+- :mod:`.planning` works out each test's budget from markers, options and ini keys, once per shared plan;
 - :mod:`.results` gathers each test's result and writes the table, JSON and baseline;
 - :mod:`.fixtures` holds the fixtures.
 

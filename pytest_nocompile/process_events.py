@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 class ProcessEvents:
     """One process's events in a test: the test's own (``info`` None) or a child's that reported."""
 
-    __slots__ = ("info", "recompiles", "limit_hits", "graph_breaks", "compiles", "problems", "call_counts", "_pending")
+    __slots__ = ("info", "recompiles", "limit_hits", "graph_breaks", "compiles", "problems", "call_counts", "_pending",
+                 "_break_places")
 
     def __init__(self, info: Optional[ProcessInfo] = None) -> None:
         self.info = info
@@ -25,6 +26,7 @@ class ProcessEvents:
         self.problems: list[str] = []  # why a child could not watch itself
         self.call_counts: Optional[dict[str, int]] = None  # fixed when the test's call ended
         self._pending: Optional[RecompileEvent] = None  # the last recompile, until a graph compiles
+        self._break_places: Optional[set[tuple[str, str, int, str]]] = None  # made at the first graph break
 
     def add_recompile(self, event: RecompileEvent) -> None:
         self.recompiles.append(event)
@@ -35,6 +37,20 @@ class ProcessEvents:
         self._pending = None
 
     def add_graph_break(self, event: GraphBreakEvent) -> None:
+        """A graph break, unless the same one (phase, place in user code, reason) was recorded already.
+
+        A recompile traces the frame again, and with it the graph breaks it had: one place in the
+        user's code breaking the graph is one graph break, however often dynamo traced it. A break
+        whose place could not be read (line 0) always counts.
+        """
+        if event.line:
+            place = (event.phase, event.filename, event.line, event.reason)
+            places = self._break_places
+            if places is None:
+                places = self._break_places = set()
+            elif place in places:
+                return
+            places.add(place)
         self.graph_breaks.append(event)
 
     def add_limit_hit(self, hit: RecompileLimitHit, compile_id: Optional[str]) -> None:

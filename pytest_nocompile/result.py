@@ -197,7 +197,7 @@ def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[st
         if source == "recompiles":
             for event in recompiles:
                 if event.reasons:
-                    return f"{event.function} recompiled: {str(event.reasons[0]).splitlines()[0]}"
+                    return f"{event.code_name} recompiled: {str(event.reasons[0]).splitlines()[0]}"
         elif source == "graph_breaks":
             for graph_break in graph_breaks:
                 return f"graph break: {graph_break.reason}"

@@ -15,8 +15,8 @@ import pytest
 if TYPE_CHECKING:
     from .budget import RecompileBudget
     from .observe.children import TestReports
+    from .planning import Plan
     from .record import RecompileRecord
-    from .watching import Plan
 
 # The run's open watches by node id, in its config's stash: the fixtures find their test's there.
 WATCHES_KEY = pytest.StashKey["dict[str, Watch]"]()

@@ -20,14 +20,13 @@ torch is never imported here before something else imports it.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Generator, Optional, Sequence
+from typing import TYPE_CHECKING, Generator, Hashable, Optional
 
 import pytest
 
-from .budget import KINDS_BY_MARKER, RECOMPILES, BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
-from .fixtures import FIXTURE_NAMES
 from .observe import arrival, dynamo_state
 from .observe.capture import DYNAMO_LOGS
+from .planning import Plan, any_asks_to_be_watched, plan_key, plan_test, uses_a_nocompile_fixture
 from .record import RecompileRecord
 from .result import RESULT_ATTRIBUTE, TestResult, count_properties, judge, kinds_over_budget
 from .watch import WATCHES_KEY, CaptureLostWarning, Watch, closed, opened
@@ -54,7 +53,7 @@ class Watching:
 
     # Only a process that collects tests runs this (an xdist controller does not).
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if not (self.settings.watch_by_default or _any_asks_to_be_watched(session.items)):
+        if not (self.settings.watch_by_default or any_asks_to_be_watched(session.items)):
             # No budget, no report, and no test asks for one: nothing in this run can be watched.
             self.config.pluginmanager.unregister(self)
             self.config.pluginmanager.unregister(self.results)
@@ -83,36 +82,6 @@ class Watching:
         arrival.stop_waiting_for_dynamo(self.watcher.dynamo_arrived)
 
 
-def uses_a_nocompile_fixture(item: pytest.Item) -> bool:
-    return not FIXTURE_NAMES.isdisjoint(getattr(item, "fixturenames", ()))
-
-
-def _any_asks_to_be_watched(items: Sequence[pytest.Item]) -> bool:
-    """Whether a test has a budget marker or a nocompile fixture (whatever its arguments say)."""
-    # item.iter_markers() reads every parent again for every test; here each
-    # parent is read once, and a test whose parent is the previous test's
-    # (most tests) costs a few attribute reads.
-    checked: set[int] = set()  # ids of modules and classes whose own markers were read
-    previous_parent = None
-    for item in items:
-        if uses_a_nocompile_fixture(item) or item.own_markers and _has_a_budget_marker(item):
-            return True
-        node = item.parent
-        if node is previous_parent:
-            continue
-        previous_parent = node
-        while node is not None and id(node) not in checked:
-            if _has_a_budget_marker(node):
-                return True
-            checked.add(id(node))
-            node = node.parent
-    return False
-
-
-def _has_a_budget_marker(node: pytest.Item | pytest.Collector) -> bool:
-    return any(marker.name in KINDS_BY_MARKER for marker in node.own_markers)
-
-
 class Watcher:
     """The per-test hooks: open a test's watch at setup, judge its call, close it after teardown, report it.
 
@@ -138,8 +107,8 @@ class Watcher:
         self.dynamo_arrived_here = False  # the import hook saw dynamo arrive during this run
         # Tests whose fixtures started processes that reported: (node id, record, what each child had reported by its end).
         self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
-        # By id of a test's parent: the plan of its tests without markers of their own (parents live as long as the run).
-        self._plans: dict[int, Plan] = {}
+        # By _plan_key: the plan its tests share (parents live as long as the run).
+        self._plans: dict[Hashable, Plan] = {}
 
     # A wrapper: a test interrupted in its setup (KeyboardInterrupt, pytest.exit in a fixture)
     # never reaches its teardown; its watch closes here, leaving torch as the test found it.
@@ -230,6 +199,10 @@ class Watcher:
         try:
             result = yield
         except BaseException as error:
+            if watch.strict:
+                from .strict_failure import cut_to_user_frames
+
+                cut_to_user_frames(error, self.config.getoption("fulltrace", False))
             self._end_call(item, watch)
             if not isinstance(error, Exception):  # interrupted: no teardown follows
                 self.close_open_watch()
@@ -376,67 +349,19 @@ class Watcher:
         return result
 
     def _plan_watch(self, item: pytest.Item) -> Optional[Watch]:
-        plan = self._plans.get(id(item.parent)) if not item.own_markers else None
+        key = plan_key(item)
+        plan = self._plans.get(key) if key is not None else None
         if plan is None:
-            planned = self._plan(item)
+            planned = plan_test(item, self.settings)
             if isinstance(planned, str):
                 return Watch(self.settings.default_budget, None, usage_error=planned)
-            if not item.own_markers:  # every test of this class or module without markers of its own: the same plan
-                self._plans[id(item.parent)] = planned
+            if key is not None:
+                self._plans[key] = planned
             plan = planned
         if plan.watched or uses_a_nocompile_fixture(item):
             budget = plan.budget
             return Watch(budget, RecompileRecord(budget), plan=plan)
         return None
-
-    def _plan(self, item: pytest.Item) -> Plan | str:
-        """The test's budget and whether the run watches it, or why its marker is unusable."""
-        closest: dict[str, tuple[pytest.Mark, str]] = {}
-        for node, marker in item.iter_markers_with_node():  # one pass, closest first; most tests have no marker at all
-            if marker.name in KINDS_BY_MARKER and marker.name not in closest:
-                closest[marker.name] = (marker, _marked_on(node, item))
-        settings = self.settings
-        budget, watched = settings.default_budget, settings.watch_by_default
-        if closest:
-            read: dict[str, MarkerBudget] = {}
-            marked_on: dict[str, str] = {}
-            for name, (marker, where) in closest.items():
-                kind = KINDS_BY_MARKER[name]
-                try:
-                    read[kind.key] = budget_from_marker(marker.args, marker.kwargs, kind)
-                except BudgetUsageError as error:
-                    return f"invalid {name} marker on {item.nodeid}: {error}"
-                marked_on[kind.key] = where
-            budget = with_markers(budget, read, marked_on)
-            watched = budget.budgeted or settings.watch_every_test
-        return Plan(budget, watched, settings)
-
-
-class Plan:
-    """How a test is watched, worked out once for every test of a class or module without markers of their own."""
-
-    __slots__ = ("budget", "watched", "strict", "isolate", "idle")
-
-    def __init__(self, budget: RecompileBudget, watched: bool, settings: RunSettings) -> None:
-        self.budget = budget
-        self.watched = watched
-        # Whether the call raises at a recompile: a recompile budget, and strict by marker or option.
-        self.strict = budget.allowed(RECOMPILES) is not None and (
-            budget.strict if budget.strict is not None else settings.strict_by_default)
-        self.isolate = budget.isolate if budget.isolate is not None else settings.isolate_by_default
-        self.idle: Optional[tuple[TestResult, list[tuple[str, object]]]] = None  # the result of its tests that recorded nothing
-
-
-def _marked_on(node: object, item: pytest.Item) -> str:
-    """Where a budget marker was found, as a failure names it: the reader looks for the decorator there."""
-    if node is item:
-        return "marker on the test"
-    if isinstance(node, pytest.Class):
-        return f"marker on class {node.name}"
-    if isinstance(node, pytest.Module):
-        return f"marker on module {node.nodeid}"  # pytestmark, or a conftest's add_marker
-    return f"marker on {type(node).__name__.lower()} {getattr(node, 'nodeid', '')}"  # a package's, or another collector's
-
 
 def _warn_if_compiled_unwatched(item: pytest.Item) -> None:
     """Warn when dynamo arrived unseen by the import hook and compiled: capture could not start before that."""

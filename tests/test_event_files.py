@@ -142,3 +142,29 @@ def test_a_child_that_could_not_watch_itself_is_named(tmp_path: Path) -> None:
     record.end_call()
     assert record.child_problems() == ["pid 44: torch 2.3.0 is too old"]
 
+
+
+GRAPH_BREAK = recorded_messages("torch-2.13-graph_breaks.txt")[1]  # torch._dynamo.graph_break() at record_scenarios.py:12
+PRINT_BREAK = recorded_messages("torch-2.13-graph_breaks.txt")[0]  # print() at record_scenarios.py:7
+
+
+def graph_break(moment: float, pid: int, message: str = GRAPH_BREAK) -> dict[str, object]:
+    return {"t": moment, "pid": pid, "rank": None, "event": "graph_break", "message": message}
+
+
+def test_a_childs_graph_break_traced_again_by_a_recompile_counts_once_per_process(tmp_path: Path) -> None:
+    record, folder = watched(tmp_path, RecompileBudget.of({GRAPH_BREAKS.key: 1}))
+    record.start_call(at=0.0)
+    # pid 41 traces its graph break three times (a first compile and two recompiles), pid 42 once.
+    write(folder, 41, graph_break(1.0, 41), *recompiled(2.0, 41), graph_break(2.0, 41), graph_break(3.0, 41))
+    write(folder, 42, graph_break(1.0, 42))
+    record.end_call()
+    assert [process[GRAPH_BREAKS.key] for process in judge(record).processes] == [0, 1, 1]
+    assert judge(record).verdict is Verdict.WITHIN
+    write(folder, 41, graph_break(1.5, 41, PRINT_BREAK))  # another place: another graph break, in the call
+    record = RecompileRecord(RecompileBudget.of({GRAPH_BREAKS.key: 1}))
+    record.read_children_from(EventDirectory(str(folder)))
+    record.start_call(at=0.0)
+    record.end_call()
+    assert judge(record).over == ("graph_breaks",)
+    assert format_budget_failure(record, ("graph_breaks",)).splitlines()[0] == "pid 41: 2 graph breaks > max_graph_breaks(1)"

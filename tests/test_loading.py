@@ -129,7 +129,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
         "budget", "exceptions", "fixtures", "observe", "observe.arrival", "observe.capture", "observe.children",
         "observe.dynamo_state", "observe.event_files", "observe.run_folders", "observe.startup", "observe.user_code", "output", "output.summary",
-        "output.trace_records", "plugin", "process_events", "record", "result", "results", "settings", "watch", "watching")]
+        "output.trace_records", "planning", "plugin", "process_events", "record", "result", "results", "settings", "watch", "watching")]
     tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {
         "test_passes": ("passed", 0, 0, "within budget"),

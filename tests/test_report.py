@@ -25,3 +25,47 @@ def test_headlines() -> None:
     assert RECOMPILES.headline(3, 0, "max_recompiles(0)") == "3 recompiles > max_recompiles(0)"
     assert RECOMPILES.headline(0, 1, "b(1, exact=True)", exact=True) == "0 recompiles != b(1, exact=True)"
     assert RECOMPILES.headline(2, 8, "max_recompiles(8)") == "2 recompiles within max_recompiles(8), but dynamo hit its recompile limit"
+
+
+def size_recompile(attempt: int, with_ids: bool = True) -> str:
+    """dynamo's message for the ``attempt``-th recompile of ``double`` on a new size: every older cache entry's guard, newest first."""
+    reasons = [f"    - {f'0/{entry}: ' if with_ids else ''}tensor 'x' size mismatch at index 0. expected {entry + 1}, actual {attempt + 1}"
+               for entry in reversed(range(attempt))]
+    return "\n".join(["Recompiling function double in /work/test_sizes.py:4", "    triggered by the following guard failure(s):", *reasons])
+
+
+def test_each_cache_entrys_guard_is_shown_once_in_a_failure() -> None:
+    events = [event_from_message(size_recompile(attempt)) for attempt in range(1, 8)]
+    lines = explain(RECOMPILES, RECOMPILES.headline(7, 0, "max_recompiles(0)"), events, (), ()).splitlines()
+    assert len([line for line in lines if "guard failed" in line]) == 7  # 28 before: each entry repeated every older one
+    assert lines[:9] == [
+        "7 recompiles > max_recompiles(0)",
+        "[1/7] recompiled double (/work/test_sizes.py:4)",
+        "    guard failed: 0/0: tensor 'x' size mismatch at index 0. expected 1, actual 2",
+        "[2/7] recompiled double (/work/test_sizes.py:4)",
+        "    guard failed: 0/1: tensor 'x' size mismatch at index 0. expected 2, actual 3",
+        "    failed again: the guard of 0/0 (shown above)",
+        "[3/7] recompiled double (/work/test_sizes.py:4)",
+        "    guard failed: 0/2: tensor 'x' size mismatch at index 0. expected 3, actual 4",
+        "    failed again: the guards of 0/0, 0/1 (shown above)",
+    ]
+    assert lines[-2:] == [
+        "    guard failed: 0/6: tensor 'x' size mismatch at index 0. expected 7, actual 8",
+        "    failed again: the guards of 6 cache entries, 0/0 … 0/5 (shown above)",
+    ]
+    # A cache entry is one function's: the same compile id of another function is another entry.
+    other = event_from_message(size_recompile(1).replace("double in /work/test_sizes.py:4", "triple in /work/test_sizes.py:9"))
+    lines = explain(RECOMPILES, "8 recompiles > max_recompiles(0)", [*events, other], (), ()).splitlines()
+    assert lines[-2:] == ["[8/8] recompiled triple (/work/test_sizes.py:9)",
+                          "    guard failed: 0/0: tensor 'x' size mismatch at index 0. expected 1, actual 2"]
+
+
+def test_without_compile_ids_a_guard_is_shown_once_by_its_text() -> None:
+    # torch 2.4 gives no compile ids: only a guard worded the same is known to be the same.
+    first, second = (event_from_message(size_recompile(attempt, with_ids=False).replace("actual 3", "actual 2")) for attempt in (1, 2))
+    lines = explain(RECOMPILES, "2 recompiles > max_recompiles(0)", [first, second], (), ()).splitlines()
+    assert lines[3:] == [
+        "[2/2] recompiled double (/work/test_sizes.py:4)",
+        "    guard failed: tensor 'x' size mismatch at index 0. expected 2, actual 2",
+        "    failed again: 1 guard (shown above)",
+    ]

@@ -14,7 +14,8 @@ from pytest_nocompile.result import TestResult, Verdict, count_properties, idle_
 
 RECOMPILE = recorded_messages("torch-2.13-recompiles.txt")[0]  # f recompiled: n == 2
 LIMIT = "torch._dynamo hit config.recompile_limit (8)\n   function: 'step' (adam.py:214)"
-GRAPH_BREAK = "Graph break in user code at /x/test_a.py:5\nGraph Break Reason: Failed to trace builtin operator"
+# A graph break at line N of test_a.py; each place is one graph break (a break traced again is not counted again).
+GRAPH_BREAK = "Graph break in user code at /x/test_a.py:{line}\nGraph Break Reason: Failed to trace builtin operator"
 
 
 def recorded(budget: RecompileBudget, setup: int = 0, call: int = 0, teardown: int = 0, graphs: int = 0,
@@ -28,8 +29,8 @@ def recorded(budget: RecompileBudget, setup: int = 0, call: int = 0, teardown: i
     record.start_call()
     for _ in range(call):
         record.add_recompile(RECOMPILE, "0/1", None, None)
-    for _ in range(breaks):
-        record.add_graph_break(GRAPH_BREAK)
+    for line in range(breaks):
+        record.add_graph_break(GRAPH_BREAK.format(line=5 + line))
     if limit:
         record.add_limit_warning(LIMIT)
     for _ in range(graphs):

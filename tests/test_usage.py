@@ -16,6 +16,9 @@ BAD_MARKERS = {
     "test_float": ("max_recompiles(1.5)", "max_recompiles(1.5): expected an int >= 0, got 1.5 (float)"),
     "test_string": ('max_recompiles("0")', "max_recompiles('0'): expected an int >= 0, got '0' (str)"),
     "test_bool": ("max_recompiles(True)", "max_recompiles(True): expected an int >= 0, got True (bool)"),
+    # Equal to the good marker's 0 (and hashed alike): a plan shared by equal markers must not hide them.
+    "test_false": ("max_recompiles(False)", "max_recompiles(False): expected an int >= 0, got False (bool)"),
+    "test_zero_float": ("max_recompiles(0.0)", "max_recompiles(0.0): expected an int >= 0, got 0.0 (float)"),
     "test_extra_positional": ("max_recompiles(0, 1)", "max_recompiles(0, 1): expected exactly one positional N, got 2"),
     "test_unknown_keyword": ("max_recompiles(0, limit=3)", "max_recompiles(0, limit=3): unknown keyword limit"),
     "test_bad_isolate": ('max_recompiles(0, isolate="no")', "max_recompiles(0, isolate='no'): isolate must be True or False, got 'no'"),
@@ -28,13 +31,13 @@ BAD_GRAPH_BREAK_MARKERS = {
 
 
 def test_bad_marker_input_is_an_error_of_that_test_naming_it(pytester: pytest.Pytester, run: RunPytest) -> None:
-    body = ["import pytest", ""]
+    body = ["import pytest", "", "@pytest.mark.max_recompiles(0)", "def test_good_first():", "    pass", ""]
     for name, (marker, _) in {**BAD_MARKERS, **BAD_GRAPH_BREAK_MARKERS}.items():
         body += [f"@pytest.mark.{marker}", f"def {name}():", "    pass", ""]
     body += ["@pytest.mark.max_recompiles(0)", "def test_good():", "    pass"]
     pytester.makepyfile(test_bad="\n".join(body))
     result = run("--strict-markers")
-    result.assert_outcomes(passed=1, errors=len(BAD_MARKERS) + len(BAD_GRAPH_BREAK_MARKERS))
+    result.assert_outcomes(passed=2, errors=len(BAD_MARKERS) + len(BAD_GRAPH_BREAK_MARKERS))
     assert "INTERNALERROR" not in result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     for name, (_, problem) in BAD_MARKERS.items():

@@ -334,7 +334,11 @@ class DynamoLogs:
     # -- records, in whatever thread dynamo compiles -----------------------------
 
     def _on_recompile(self, record: logging.LogRecord) -> None:
-        message, compile_id, user_code, thread = record.getMessage(), _current_compile_id(), find_user_code(sys._getframe(1)), _thread(record)
+        from ..events import resumed_function
+
+        message, compile_id, thread = record.getMessage(), _current_compile_id(), _thread(record)
+        # After a graph break, the user's line is the call that brought the new value in, not the break.
+        user_code = find_user_code(sys._getframe(1), resumed_function(message))
         for sink in self._sinks:
             sink.add_recompile(message, compile_id, user_code, thread)
 

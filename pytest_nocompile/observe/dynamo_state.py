@@ -100,6 +100,12 @@ def raising_on_recompile() -> Iterator[None]:
         yield
 
 
+def is_recompile_error(error: BaseException) -> bool:
+    """Whether ``error`` is the ``RecompileError`` strict mode makes dynamo raise (told by name: never imports torch)."""
+    kind = type(error)
+    return kind.__name__ == "RecompileError" and kind.__module__.startswith("torch._dynamo")
+
+
 def process_rank() -> int | None:
     """This process's rank: ``torch.distributed``'s once initialised, else ``RANK``, else ``LOCAL_RANK``, else None.
 

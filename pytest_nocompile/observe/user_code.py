@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
+    from types import CodeType
+
     from ..events import CodeLocation
 
 
@@ -56,6 +58,11 @@ def _library_roots() -> _Roots:
 _USER_FILES: dict[str, bool] = {}
 
 
+def is_user_file(filename: str) -> bool:
+    """Whether a file is user code: not torch's, pytest's, pluggy's, the stdlib's or this plugin's."""
+    return _is_user_file(filename, _library_roots())
+
+
 def _is_user_file(filename: str, roots: _Roots) -> bool:
     known = _USER_FILES.get(filename)
     if known is None:
@@ -73,17 +80,36 @@ def _classify(filename: str, roots: _Roots) -> bool:
     return True
 
 
-def find_user_code(frame) -> CodeLocation | None:  # type: ignore[no-untyped-def]
-    """The innermost frame outside torch, pytest, pluggy, the stdlib and this plugin."""
+def find_user_code(frame, resumed: Optional[tuple[str, str]] = None) -> CodeLocation | None:  # type: ignore[no-untyped-def]
+    """The innermost frame outside torch, pytest, pluggy, the stdlib and this plugin.
+
+    ``resumed``: ``(filename, function)`` when dynamo recompiles the code it
+    runs after a graph break in ``function``. The innermost user frame is then
+    that function's own, stopped at the graph break; the line that brought the
+    new value in is its caller's, so the function's frames are passed over
+    (the innermost of them is the answer only when no caller is user code).
+    """
     import linecache
 
     from ..events import CodeLocation
 
     roots = _library_roots()
+    passed_over = None
     while frame is not None:
-        filename = frame.f_code.co_filename
+        code = frame.f_code
+        filename = code.co_filename
         if _is_user_file(filename, roots):
-            code = linecache.getline(filename, frame.f_lineno).strip() or None
-            return CodeLocation(filename, frame.f_lineno, frame.f_code.co_name, code)
+            location = CodeLocation(filename, frame.f_lineno, code.co_name, linecache.getline(filename, frame.f_lineno).strip() or None)
+            if resumed is None or not _runs(code, resumed):
+                return location
+            passed_over = passed_over or location
         frame = frame.f_back
-    return None
+    return passed_over
+
+
+def _runs(code: CodeType, resumed: tuple[str, str]) -> bool:
+    """Whether ``code`` is the resumed function's (its original or one of dynamo's resume functions of it)."""
+    from ..resume_names import user_function
+
+    filename, function = resumed
+    return code.co_filename == filename and user_function(code.co_name) == function

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 from ..budget import KINDS, BudgetKind, plural
-from ..events import GraphBreakEvent, RecompileEvent, RecompileLimitHit, display_path
+from ..events import GraphBreakEvent, GuardFailure, RecompileEvent, RecompileLimitHit, display_path
 
 if TYPE_CHECKING:
     from ..record import RecompileRecord
@@ -13,16 +13,25 @@ if TYPE_CHECKING:
 SECTION_TITLE = "nocompile recompiles"
 
 
-def format_event(index: int, total: int, event: RecompileEvent) -> list[str]:
-    """The lines for one recompile: what recompiled, which guards failed, whose code."""
-    lines = [f"[{index}/{total}] recompiled {event.function} ({display_path(event.filename)}:{event.line})"]
+def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[ShownGuards] = None) -> list[str]:
+    """The lines for one recompile: what recompiled, which guards failed, whose code.
+
+    ``shown``: the guards earlier events of the same failure showed, left out here (and then added to).
+    """
+    lines = [f"[{index}/{total}] recompiled {event.code_place}"]
+    repeated: list[GuardFailure] = []
     for reason in event.reasons or ():
+        if shown is not None and not shown.first_time(event, reason):
+            repeated.append(reason)
+            continue
         # Multi-line guards (an object's repr) stay inside the reason's indentation.
         lines.append("    guard failed: " + str(reason).replace("\n", "\n                  "))
         if reason.location is not None:
             lines.append(f"      guarded at: {reason.location}")
         elif reason.source:
             lines.append(f"      guarded at: {reason.source}")
+    if repeated:
+        lines.append(f"    failed again: {_repeated(repeated)} (shown above)")
     if not event.reasons:
         lines.append("    guard failed: (torch gave no reason)")
     if event.user_code is not None:
@@ -32,17 +41,56 @@ def format_event(index: int, total: int, event: RecompileEvent) -> list[str]:
     return lines
 
 
+class ShownGuards:
+    """The guard failures a failure text has shown so far, each cache entry's once.
+
+    dynamo's message for a recompile lists every cache entry of the frame
+    with the guard that failed, the older ones again each time: 8 recompiles
+    of one frame are 36 guard failures, 8 of them distinct. A cache entry is
+    known by its process and compile id (the guard text names the value that
+    failed it, which changes from call to call); before torch 2.5, which
+    gives no compile ids, by the guard text.
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[object, ...]] = set()
+
+    def first_time(self, event: RecompileEvent, reason: GuardFailure) -> bool:
+        """Whether this guard failure is news (and from now on, not)."""
+        key = (event.process, event.filename, event.line, reason.compile_id or reason.guard)
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
+
+
+def _repeated(reasons: list[GuardFailure]) -> str:
+    """``the guard of 0/0``, ``the guards of 0/0, 0/1``, ``the guards of 6 cache entries, 0/0 … 0/5``; ``2 guards`` without ids."""
+    ids = [reason.compile_id for reason in reasons if reason.compile_id]
+    if len(ids) != len(reasons):
+        return plural(len(reasons), "guard")
+    ids.reverse()  # dynamo lists the newest cache entry first
+    noun = "the guard of" if len(ids) == 1 else "the guards of"
+    if len(ids) <= _IDS_LISTED:
+        return f"{noun} {', '.join(ids)}"
+    return f"{noun} {len(ids)} cache entries, {ids[0]} … {ids[-1]}"
+
+
+_IDS_LISTED = 4  # more cache entries than this are given as a range
+
+
 def format_events(events: Sequence[RecompileEvent]) -> list[str]:
     lines: list[str] = []
+    shown = ShownGuards()
     for index, event in enumerate(events, start=1):
-        lines += format_event(index, len(events), event)
+        lines += format_event(index, len(events), event, shown)
     return lines
 
 
 def format_limit_hits(hits: Iterable[RecompileLimitHit]) -> list[str]:
     lines = []
     for hit in hits:
-        lines.append(f"dynamo hit config.{hit.limit_name} ({hit.limit}) for {hit.function}: later calls run "
+        lines.append(f"dynamo hit config.{hit.limit_name} ({hit.limit}) for {hit.function_name}: later calls run "
                      "uncompiled and log no recompiles, so the count above is a lower bound")
         refused = hit.refused
         if refused is not None:  # dynamo logged the attempt, then refused it: not a recompile
@@ -60,8 +108,9 @@ def format_section(events: Sequence[RecompileEvent], limit_hits: Sequence[Recomp
 
 def _format_with_phase(events: Sequence[RecompileEvent]) -> list[str]:
     lines: list[str] = []
+    shown = ShownGuards()
     for index, event in enumerate(events, start=1):
-        first, *rest = format_event(index, len(events), event)
+        first, *rest = format_event(index, len(events), event, shown)
         lines += [f"({event.phase}) {first}", *rest]
     return lines
 
