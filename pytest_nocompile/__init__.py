@@ -1,6 +1,7 @@
 """pytest-nocompile: make torch.compile recompiles a test failure.
 
-Load it with ``pytest -p nocompile``; budget a test with
+pytest loads it through its ``pytest11`` entry point (``-p nocompile`` only
+where plugin autoloading is off); budget a test with
 ``@pytest.mark.max_recompiles(N)``. The names below are the public API, for
 annotating fixtures and reading recorded recompiles, and for child processes
 the start-up hook cannot reach (:func:`watch_this_process`, :func:`child_env`).
