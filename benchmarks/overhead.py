@@ -170,6 +170,23 @@ def compiling_test(index: int) -> str:
     )
 
 
+# Issue 20's shape: tests that share one compiled model made at module level. Without the
+# plugin only the first test traces it; with isolation (the default) every test does.
+SHARED_MODEL_HEADER = (
+    "import torch\n"
+    "from torch import nn\n\n"
+    "torch.manual_seed(0)\n"
+    "LAYER = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, batch_first=True)\n"
+    "MODEL = torch.compile(nn.TransformerEncoder(LAYER, num_layers=8, enable_nested_tensor=False), backend=\"aot_eager\")\n"
+    "X = torch.randn(2, 16, 64)\n\n\n"
+)
+SHARED_MODEL_TESTS = 6
+
+
+def shared_model_test(index: int) -> str:
+    return f"def test_{index}():\n    assert MODEL(X).shape == X.shape\n"
+
+
 def write_tests(folder: Path, count: int, header: str, make_test: Callable[[int], str]) -> None:
     """Write ``count`` tests, TESTS_PER_FILE to a module, as a project would split them."""
     folder.mkdir(parents=True)
@@ -355,6 +372,7 @@ def make_suites(root: Path, trivial_count: int, compiling_count: int) -> list[Su
     write_tests(root / "a_dynamo", trivial_count, "import torch._dynamo  # noqa: F401\n\n\n", trivial_test)
     write_tests(root / "a_torch", trivial_count, "import torch\n\n\n", torch_test)
     write_tests(root / "b", compiling_count, "import pytest\nimport torch\n\n\n", compiling_test)
+    write_tests(root / "shared", SHARED_MODEL_TESTS, SHARED_MODEL_HEADER, shared_model_test)
     (root / "empty").mkdir()
     return [
         Suite("empty", root / "empty", 0, INERT, WITH_PLUGIN + budget, Target()),
@@ -364,6 +382,10 @@ def make_suites(root: Path, trivial_count: int, compiling_count: int) -> list[Su
         Suite("a+torch", root / "a_torch", trivial_count, INERT, WITH_PLUGIN + budget, ratio_target),
         Suite("b", root / "b", compiling_count, WITHOUT_PLUGIN + ("-p", STAND_IN_RESET), WITH_PLUGIN, per_test_target),
         Suite("c", root / "b", compiling_count, INERT, WITH_PLUGIN + ("--nocompile-no-isolate",), per_test_target),
+        # The README's CI recipe (a budget for every test) on tests sharing a compiled model; issue 20's target.
+        Suite("shared", root / "shared", SHARED_MODEL_TESTS, INERT, WITH_PLUGIN + budget, Target(max_overhead_percent=10.0)),
+        Suite("shared-no-isolate", root / "shared", SHARED_MODEL_TESTS, INERT, WITH_PLUGIN + budget + ("--nocompile-no-isolate",),
+              Target()),
     ]
 
 
@@ -943,7 +965,7 @@ def profile_suite(suite: Suite, env: dict[str, str], out: Path, top: int) -> Non
 # -- main ------------------------------------------------------------------------------
 
 
-SUITE_NAMES = ("empty", "a", "a-unused", "a+dynamo", "a+torch", "b", "c")
+SUITE_NAMES = ("empty", "a", "a-unused", "a+dynamo", "a+torch", "b", "c", "shared", "shared-no-isolate")
 # Under valgrind a run is about 50 times slower, and torch's import alone takes minutes there.
 INSTRUCTION_SUITES = ("a", "a-unused")
 
