@@ -166,9 +166,16 @@ class RecompileEvent:
     @property
     def code_place(self) -> str:
         """:attr:`code_name` with the place of the code: ``scale (test_x.py:4)``; a resume function's name has its place."""
-        if resume_point(self.function) is not None:
-            return self.code_name
-        return f"{self.function} ({display_path(self.filename)}:{self.line})"
+        return code_place(self.function, self.filename, self.line)
+
+
+def code_place(function: str, filename: str, line: int) -> str:
+    """Recompiled code as reports name it: ``scale (test_x.py:4)``, or for the code dynamo runs after a graph
+    break ``train_step (resumed after the graph break at trainlib.py:23)`` (its name says the place)."""
+    point = resume_point(function)
+    if point is not None:
+        return resumed_after(point.function, filename, point.line)
+    return f"{function} ({display_path(filename)}:{line})"
 
 
 def resumed_after(function: str, filename: str, line: int) -> str:

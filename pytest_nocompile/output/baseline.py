@@ -137,7 +137,7 @@ def explain_rise(result: TestResult, rose: list[str]) -> list[str]:
 
 
 def _recompile_lines(event: dict[str, Any]) -> list[str]:
-    from ..events import GuardFailure, display_path
+    from ..events import GuardFailure, code_place
 
     reasons = event.get("reasons") or []
     if reasons:
@@ -146,7 +146,7 @@ def _recompile_lines(event: dict[str, Any]) -> list[str]:
         more = f" (and {plural(len(reasons) - 1, 'other failed guard')})" if len(reasons) > 1 else ""
     else:
         guard, more = "(torch gave no reason)", ""
-    lines = [f"    {_process_prefix(event)}recompiled {event['function']} ({display_path(event['filename'])}:{event['line']}): "
+    lines = [f"    {_process_prefix(event)}recompiled {code_place(event['function'], event['filename'], event['line'])}: "
              f"guard failed: {guard}{more}"]
     if event.get("user_code"):
         lines.append(f"        triggered by: {event['user_code']}")
