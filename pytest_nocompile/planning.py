@@ -73,7 +73,7 @@ def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
 
 
 class Plan:
-    """How a test is watched, worked out once for every test of a class or module without markers of their own."""
+    """How a test is watched, worked out once for the tests that share it (see :func:`plan_key`)."""
 
     __slots__ = ("budget", "watched", "strict", "isolate", "idle")
 

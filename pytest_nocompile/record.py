@@ -86,7 +86,7 @@ class RecompileRecord:
     """
 
     # Slots: a record is made for every watched test, nearly always to stay empty.
-    __slots__ = ("budget", "phase", "own", "_log", "call_started_at", "call_ended_at", "children", "reports", "_skipped",
+    __slots__ = ("budget", "phase", "own", "_log", "call_started_at", "call_ended_at", "children", "_reports", "_skipped",
                  "_folder_problems", "_problems_shown", "pid")
 
     def __init__(self, budget: RecompileBudget | None = None) -> None:
@@ -97,7 +97,7 @@ class RecompileRecord:
         self.call_started_at: Optional[float] = None  # time.time(), to place children's events in a phase
         self.call_ended_at: Optional[float] = None
         self.children: dict[str, ProcessEvents] = {}  # by token: the processes the test started that reported
-        self.reports: Optional[EventDirectory | TestReports] = None  # where its child processes report
+        self._reports: Optional[EventDirectory | TestReports] = None  # where its child processes report
         self._skipped: dict[str, list[str]] = {}  # by child's file: the lines not counted, and why
         self._folder_problems: list[str] = []  # why the test's processes could not report at all
         self._problems_shown: set[str] = set()  # in the call's failure: no warning repeats them
@@ -135,7 +135,7 @@ class RecompileRecord:
 
     def read_children_from(self, reports: EventDirectory | TestReports) -> None:
         """Take child processes' events from this directory, at each phase's end and whenever they are looked at."""
-        self.reports = reports
+        self._reports = reports
 
     # -- phases -----------------------------------------------------------------
 
@@ -250,7 +250,7 @@ class RecompileRecord:
         ``final``: the test ended, so a line still without its newline is cut
         off. Never raises: what cannot be read is skipped and said.
         """
-        reports = self.reports
+        reports = self._reports
         if reports is None:
             return
         try:
@@ -274,7 +274,7 @@ class RecompileRecord:
         for token, reason in reading.unreported:
             pid = token.partition("-")[0]
             child = self._child(token, int(pid) if pid.isdecimal() and len(pid) < 10 else 0)
-            child.problems.append(f"could not write its report to {self.reports.path if self.reports else '?'} ({reason})")
+            child.problems.append(f"could not write its report to {self._reports.path if self._reports else '?'} ({reason})")
         if reading.problem is not None:
             self._note_folder_problem(f"the test's processes {reading.problem}")
 

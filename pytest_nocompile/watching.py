@@ -102,12 +102,12 @@ class Watcher:
         self.watches: dict[str, Watch] = {}
         config.stash[WATCHES_KEY] = self.watches
         self.current: Optional[Watch] = None  # the watched test now running
-        self.closed: Optional[Watch] = None  # the last watch closed: its teardown report comes next
+        self.last_closed: Optional[Watch] = None  # its teardown report comes next
         self.gathers = not settings.is_worker  # results are gathered here (not on an xdist worker)
         self.dynamo_arrived_here = False  # the import hook saw dynamo arrive during this run
         # Tests whose fixtures started processes that reported: (node id, record, what each child had reported by its end).
         self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
-        # By _plan_key: the plan its tests share (parents live as long as the run).
+        # By planning.plan_key: the plan its tests share (parents live as long as the run).
         self._plans: dict[Hashable, Plan] = {}
 
     # A wrapper: a test interrupted in its setup (KeyboardInterrupt, pytest.exit in a fixture)
@@ -151,7 +151,8 @@ class Watcher:
         record = watch.record
         assert record is not None  # a watch without a usage error has one
         if self.child_reports is not None:
-            watch.reports = record.reports = self.child_reports.begin()
+            watch.reports = self.child_reports.begin()
+            record.read_children_from(watch.reports)
         dynamo_here = arrival.dynamo_imported()
         # A torch that is imported (or missing) but unusable fails a budget that cannot be checked.
         problem = dynamo_state.torch_problem() if dynamo_here or dynamo_state.torch_imported_or_missing() else None
@@ -276,7 +277,7 @@ class Watcher:
         if watch.closed:
             return
         closed(watch)
-        self.closed = watch
+        self.last_closed = watch
         if self.current is watch:
             self.current = None
         if watch.strict_patch is not None:
@@ -305,12 +306,12 @@ class Watcher:
         if self.watches:
             nodeid = report.nodeid
             # The test now running (setup, call) or just closed (teardown), nearly always: one dict lookup less.
-            watch = self.closed if when == "teardown" else self.current
+            watch = self.last_closed if when == "teardown" else self.current
             if watch is None or watch.nodeid != nodeid:
                 watch = self.watches.get(nodeid)
         if watch is not None:
             if when == "teardown":
-                self.closed = None
+                self.last_closed = None
                 made_here = self._finish(watch, report)
             elif watch.over is None and (when == "setup" or report.failed):  # a budget failure's text shows them already
                 record = watch.record
@@ -335,9 +336,12 @@ class Watcher:
             properties[:] = [prop for prop in properties if not str(prop[0]).startswith("nocompile_")]
         if empty:  # nothing compiled: the same result for every such test
             plan = watch.plan
-            if plan is not None and plan.idle is None:
-                plan.idle = self.results.idle(watch.budget)
-            result, counts = plan.idle if plan is not None and plan.idle is not None else self.results.idle(watch.budget)
+            idle = plan.idle if plan is not None else None
+            if idle is None:
+                idle = self.results.idle(watch.budget)
+                if plan is not None:
+                    plan.idle = idle
+            result, counts = idle
             properties.extend(counts)
             if self.settings.is_worker and watch.budget is not self.settings.default_budget:
                 setattr(report, RESULT_ATTRIBUTE, result.to_dict())  # the controller reads the default budget's from the counts

@@ -35,9 +35,9 @@ class TestReports:
     __slots__ = ("base", "run", "_phases", "_folders", "_written", "_usable")
     __test__ = False  # not a pytest test class, whatever its name
 
-    def __init__(self, base: str, run: str = "") -> None:
+    def __init__(self, base: str, run: str) -> None:
         self.base = base
-        self.run = run or os.path.dirname(base)  # the run's folder, in which a process makes the test's
+        self.run = run  # the run's folder, in which a process makes the test's (base)
         self._phases: list[str] = []  # in the order they began
         self._folders: dict[str, EventDirectory] = {}  # by phase, made once the test's folder exists
         self._written = False  # the test's folder exists: a process wrote (it stays until removed)
