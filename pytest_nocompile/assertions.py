@@ -109,7 +109,7 @@ class _BudgetBlock(ContextDecorator):
                 headline = self._kind.headline(counts[process], self._allowed, self._shown, self._exact)
                 if len(counts) > 1:  # children reported: say which process
                     headline = f"{record.process_label(process)}: {headline}"
-                parts.append(explain(self._kind, headline, *new[process].of_phase(None)))
+                parts.append(explain(self._kind, headline, *new[process].of_phase(None), health=new[process].signals(self._kind.signals, None)))
             raise self._kind.exceeded("\n\n".join(parts))
 
 

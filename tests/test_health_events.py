@@ -119,3 +119,28 @@ def test_a_childs_health_line_without_a_signal_name_is_skipped_and_said(tmp_path
     record.read_children(final=True)
     (warning,) = record.child_warnings()
     assert "a health event without 'what'" in str(warning)
+
+
+def test_a_block_counts_a_health_kind_and_its_failure_lists_each_signal_with_its_reason_and_line() -> None:
+    from pytest_nocompile.assertions import _BudgetBlock
+    from pytest_nocompile.exceptions import BudgetExceeded
+    from pytest_nocompile.observe.capture import DYNAMO_LOGS
+
+    record = RecompileRecord()
+    DYNAMO_LOGS.attach(record)
+    try:
+        record.start_call()
+        with _BudgetBlock(GRAPHS, record, 3, False, "assert_max_graphs") as within:
+            DYNAMO_LOGS.emit_health("stats.unique_graphs", 2)
+        assert within.counted == 2
+        with pytest.raises(BudgetExceeded) as raised, _BudgetBlock(GRAPHS, record, 1, False, "assert_max_graphs"):
+            DYNAMO_LOGS.emit_health("stats.unique_graphs", 1, "first")
+            DYNAMO_LOGS.emit_health("stats.calls_captured", 7)  # another signal: not counted
+            DYNAMO_LOGS.emit_health("stats.unique_graphs", 1)
+    finally:
+        DYNAMO_LOGS.detach(record)
+    lines = str(raised.value).splitlines()
+    assert lines[0] == "2 graphs > assert_max_graphs(1)"
+    assert [line for line in lines if not line.startswith("    triggered by: ")] == [
+        "2 graphs > assert_max_graphs(1)", "[1/2] stats.unique_graphs", "    reason: first", "[2/2] stats.unique_graphs"]
+    assert sum(line.startswith("    triggered by: ") and "test_health_events.py:" in line for line in lines) == 2, lines
