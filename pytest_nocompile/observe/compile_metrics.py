@@ -40,7 +40,7 @@ UTILS = "torch._dynamo.utils"
 METRICS_DEQUE = "_compilation_metrics"
 
 
-class _ReportingDeque(collections.deque):  # type: ignore[type-arg]
+class _ReportingDeque(collections.deque):
     """torch's metrics deque, which also hands each entry appended to ``report``."""
 
     def __init__(self, entries: Any, maxlen: Optional[int], report: Callable[[Any], None]) -> None:
@@ -60,7 +60,7 @@ class CompileMetricsSource:
 
     def __init__(self, emit: Callable[..., None]) -> None:
         self._emit = emit  # DYNAMO_LOGS.emit_health
-        self._ours: Optional[_ReportingDeque] = None
+        self._ours: Optional[collections.deque[Any]] = None
         self._torchs: Optional[collections.deque[Any]] = None
         self.instructions = InstructionCounting()
 
@@ -78,7 +78,10 @@ class CompileMetricsSource:
         self.instructions.disarm()
         utils, ours, torchs = sys.modules.get(UTILS), self._ours, self._torchs
         self._ours = self._torchs = None
-        if ours is None or torchs is None or getattr(utils, METRICS_DEQUE, None) is not ours:
+        if ours is None or torchs is None:
+            return
+        current: object = getattr(utils, METRICS_DEQUE, None)
+        if current is not ours:
             return  # set_compilation_metrics_limit() replaced ours: torch's own deque stands
         torchs.clear()
         torchs.extend(ours)  # torch's deque again, with what was recorded meanwhile
@@ -89,10 +92,12 @@ class CompileMetricsSource:
         measured = compile_seconds(entry)
         if measured is not None:
             total, parts, what = measured
-            self._emit(COMPILE_SECONDS, total, f"{what}: {breakdown_text(parts) or 'no breakdown from torch'}")
+            # A backward or an autotuning is one part: its name says all the breakdown would.
+            reason = f"{what}: {breakdown_text(parts) or 'no breakdown from torch'}" if len(parts) > 1 else what
+            self._emit(COMPILE_SECONDS, round(total, 6), reason)
             for signal, seconds in parts.items():
                 if seconds > 0:
-                    self._emit(signal, seconds)
+                    self._emit(signal, round(seconds, 6))
         if _is_frame(entry):  # dynamo's counter runs around frame compiles only
             counted = self.instructions.take()
             if counted is not None:

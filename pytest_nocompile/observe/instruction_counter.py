@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from contextlib import contextmanager
 from functools import cache
 from typing import Any, Iterator, Optional
@@ -50,6 +49,13 @@ def instruction_counter_problem() -> Optional[str]:
     return None
 
 
+def instructions_not_counted() -> Optional[str]:
+    """Why this process's compiles were not counted in instructions; None when they were, or dynamo never came (nothing compiled)."""
+    if "torch._dynamo" not in sys.modules:
+        return None
+    return instruction_counter_problem()
+
+
 def _torch_version() -> str:
     torch = sys.modules.get("torch")
     return str(getattr(torch, "__version__", "?"))
@@ -67,6 +73,8 @@ def _c_output_captured() -> Iterator[Any]:
             stream.flush()
         except Exception:  # a closed or odd stream: nothing of ours to flush
             pass
+    import tempfile  # here: most runs never probe
+
     text = ""
     with tempfile.TemporaryFile(mode="w+b") as sink:
         saved = [os.dup(fd) for fd in (1, 2)]
