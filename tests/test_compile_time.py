@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -73,7 +74,9 @@ def test_each_torch_versions_entries_break_down_into_parts_that_add_up() -> None
     frame = SimpleNamespace(co_name="f", is_forward=True, entire_frame_compile_time_s=38.0, backend_compile_time_s=37.9,
                             inductor_compile_time_s=36.4, aot_autograd_cumulative_compile_time_us=37_900_000,
                             inductor_cumulative_compile_time_us=36_400_000, compile_time_autotune_time_us=400_000)
-    total, parts, what = compile_seconds(frame)
+    measured = compile_seconds(frame)
+    assert measured is not None
+    total, parts, what = measured
     assert (total, what) == (38.0, "f")
     assert {name: round(seconds, 6) for name, seconds in parts.items()} == {
         "compile_seconds.dynamo": 0.1, "compile_seconds.aot_autograd": 1.5, "compile_seconds.inductor": 36.0, "compile_seconds.autotune": 0.4}
@@ -108,7 +111,7 @@ def test_the_source_reports_each_frame_as_torch_records_it_and_puts_torchs_deque
 
     from pytest_nocompile.observe.compile_metrics import CompileMetricsSource
 
-    seen: list[tuple[object, ...]] = []
+    seen: list[tuple[Any, ...]] = []
     torchs = dynamo_utils._compilation_metrics
     source = CompileMetricsSource(lambda *args: seen.append(args))
     source.arm()
