@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .assertions import (
         AssertMaxRecompiles,
         BlockLog,
+        assert_max_cache_misses,
         assert_max_compiles,
         assert_max_graph_breaks,
         assert_max_recompiles,
@@ -39,7 +40,13 @@ if TYPE_CHECKING:
         RecompileLimitHit,
         parse_recompile_message,
     )
-    from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+    from .exceptions import (
+        BudgetExceeded,
+        CacheMissBudgetExceeded,
+        CompileBudgetExceeded,
+        GraphBreakBudgetExceeded,
+        RecompileBudgetExceeded,
+    )
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
@@ -50,6 +57,7 @@ __version__ = "0.1.0"
 _PUBLIC_MODULES = {
     "AssertMaxRecompiles": ".assertions",
     "BlockLog": ".assertions",
+    "assert_max_cache_misses": ".assertions",
     "assert_max_compiles": ".assertions",
     "assert_max_graph_breaks": ".assertions",
     "assert_max_recompiles": ".assertions",
@@ -60,6 +68,7 @@ _PUBLIC_MODULES = {
     "RecompileBudgetExceeded": ".exceptions",
     "GraphBreakBudgetExceeded": ".exceptions",
     "CompileBudgetExceeded": ".exceptions",
+    "CacheMissBudgetExceeded": ".exceptions",
     "CodeLocation": ".events",
     "CompileEvent": ".events",
     "GraphBreakEvent": ".events",
@@ -83,6 +92,7 @@ __all__ = [
     "BlockLog",
     "BudgetExceeded",
     "BudgetKind",
+    "CacheMissBudgetExceeded",
     "CaptureLostWarning",
     "ChildReportWarning",
     "CodeLocation",
@@ -100,6 +110,7 @@ __all__ = [
     "TestResult",
     "Verdict",
     "__version__",
+    "assert_max_cache_misses",
     "assert_max_compiles",
     "assert_max_graph_breaks",
     "assert_max_recompiles",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import ContextDecorator
 from typing import Callable, ContextManager, Optional, Protocol
 
-from .budget import COMPILES, GRAPH_BREAKS, RECOMPILES, BudgetKind, RecompileBudget, validate_count
+from .budget import CACHE_MISSES, COMPILES, GRAPH_BREAKS, RECOMPILES, BudgetKind, RecompileBudget, validate_count
 from .events import GraphBreakEvent, ProcessInfo
 from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
 from .output.report import explain
@@ -23,7 +23,7 @@ from .result import over_budget
 
 __all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
     "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
-    "assert_max_compiles", "assert_max_graph_breaks", "assert_max_recompiles", "block_assertion",
+    "assert_max_cache_misses", "assert_max_compiles", "assert_max_graph_breaks", "assert_max_recompiles", "block_assertion",
 ]
 
 
@@ -109,7 +109,8 @@ class _BudgetBlock(ContextDecorator):
                 headline = self._kind.headline(counts[process], self._allowed, self._shown, self._exact)
                 if len(counts) > 1:  # children reported: say which process
                     headline = f"{record.process_label(process)}: {headline}"
-                parts.append(explain(self._kind, headline, *new[process].of_phase(None), health=new[process].signals(self._kind.signals, None)))
+                parts.append(explain(self._kind, headline, *new[process].of_phase(None), health=new[process].signals(self._kind.signals, None),
+                                     shown_health=new[process].signals(self._kind.shown_signals, None)))
             raise self._kind.exceeded("\n\n".join(parts))
 
 
@@ -155,6 +156,7 @@ def _standalone(kind: BudgetKind) -> Callable[..., _BudgetBlock]:
 assert_max_recompiles = _standalone(RECOMPILES)
 assert_max_graph_breaks = _standalone(GRAPH_BREAKS)
 assert_max_compiles = _standalone(COMPILES)
+assert_max_cache_misses = _standalone(CACHE_MISSES)
 
 
 # Blocks with a capture of their own, innermost last: a nested block counts from the outer one's record.

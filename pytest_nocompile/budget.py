@@ -18,7 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+from .exceptions import (
+    BudgetExceeded,
+    CacheMissBudgetExceeded,
+    CompileBudgetExceeded,
+    GraphBreakBudgetExceeded,
+    RecompileBudgetExceeded,
+)
 
 PLUGIN = "[pytest-nocompile]"
 
@@ -39,7 +45,7 @@ class BudgetKind:
     # "recompiles" or "graph_breaks" (see record.ProcessEvents); or "health": the
     # sum of the amounts of the health events named in ``signals``.
     events: str
-    noun: str  # singular; plural adds "s"
+    noun: str  # singular; plural adds "s" ("es" after an s)
     counts: str  # what it counts, for help texts
     column: str  # the summary table's column header
     short: str  # the summary table's budget cell: f"{short}<={N}"
@@ -55,6 +61,11 @@ class BudgetKind:
     # and those only shown beside them (cache hits beside misses). Sources report only signals some kind names.
     signals: tuple[str, ...] = ()
     shown_signals: tuple[str, ...] = ()
+    shown_column: str = ""  # the summary table's column for the shown signals' total, where a listed test has any
+    # The first torch (major, minor) that has what the kind counts, and what that is, for the usage error an older
+    # torch gets: counting nothing there would pass every test silently.
+    min_torch: tuple[int, int] = (2, 4)
+    min_torch_has: str = ""
 
     @property
     def marker_form(self) -> str:
@@ -76,6 +87,13 @@ class BudgetKind:
     def assertion(self) -> str:
         """The block-assertion fixture's name, e.g. ``nocompile_assert_max_recompiles``."""
         return f"nocompile_assert_{self.marker}"
+
+    def needs_newer_torch(self, torch_version: tuple[int, int], installed: str) -> Optional[str]:
+        """Why this kind cannot count on that torch (``installed``: its version as torch says it), or None when it can."""
+        if torch_version >= self.min_torch:
+            return None
+        needed = ".".join(map(str, self.min_torch))
+        return f"{self.marker} needs torch >= {needed}, the first with {self.min_torch_has}; this is torch {installed}"
 
     def headline(self, count: int, allowed: int, budget: str, exact: bool = False) -> str:
         """First line of a failure, e.g. ``3 recompiles > max_recompiles(0)``, for a count already judged over."""
@@ -125,14 +143,37 @@ COMPILES = BudgetKind(
     exceeded=CompileBudgetExceeded,
 )
 
+CACHE_MISSES = BudgetKind(
+    key="cache_misses",
+    marker="max_cache_misses",
+    events="health",
+    noun="cache miss",
+    counts="compile-cache misses (inductor's FX graph cache and the AOTAutograd cache, each miss and bypass)",
+    column="cache misses",
+    short="misses",
+    # A bypass pays a cold compile as a miss does: it counts, and shows torch's reason.
+    signals=("aot_autograd.autograd_cache_miss", "aot_autograd.autograd_cache_bypass",
+             "inductor.fxgraph_cache_miss", "inductor.fxgraph_cache_bypass"),
+    shown_signals=("aot_autograd.autograd_cache_hit", "inductor.fxgraph_cache_hit"),
+    shown_column="cache hits",
+    exceeded=CacheMissBudgetExceeded,
+    # Misses depend on what the cache held before the run (another machine, an earlier run), not on the code alone.
+    gated_by_baseline=False,
+    min_torch=(2, 5),
+    min_torch_has="the AOTAutograd cache's counters",
+)
+
 # In the summary table's column order.
-KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS)
+KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS, CACHE_MISSES)
 KINDS_BY_MARKER: dict[str, BudgetKind] = {kind.marker: kind for kind in KINDS}
 KINDS_BY_KEY: dict[str, BudgetKind] = {kind.key: kind for kind in KINDS}
 
 
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+def plural(count: float, noun: str) -> str:
+    """``1 recompile``, ``2 recompiles``, ``2 cache misses``."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {noun}es" if noun.endswith("s") else f"{count} {noun}s"
 
 
 class BudgetUsageError(ValueError):

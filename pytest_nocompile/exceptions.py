@@ -5,7 +5,7 @@ Each kind names its own in :data:`~.budget.KINDS` (``BudgetKind.exceeded``).
 
 from __future__ import annotations
 
-__all__ = ["BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded"]
+__all__ = ["BudgetExceeded", "CacheMissBudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded"]
 
 
 class BudgetExceeded(AssertionError):
@@ -33,3 +33,10 @@ class GraphBreakBudgetExceeded(RecompileBudgetExceeded):
 
 class CompileBudgetExceeded(RecompileBudgetExceeded):
     """A block went over its compile budget (graphs compiled)."""
+
+
+class CacheMissBudgetExceeded(RecompileBudgetExceeded):
+    """A block went over its compile-cache miss budget (inductor FX graph and AOTAutograd cache misses and bypasses).
+
+    Under :class:`RecompileBudgetExceeded`, as every kind's is, so that one ``except`` still catches them all.
+    """

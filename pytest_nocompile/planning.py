@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Hashable, Optional, Sequence
 
 import pytest
 
-from .budget import KINDS_BY_MARKER, RECOMPILES, BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
+from .budget import (
+    KINDS_BY_MARKER,
+    RECOMPILES,
+    BudgetKind,
+    BudgetUsageError,
+    MarkerBudget,
+    RecompileBudget,
+    budget_from_marker,
+    with_markers,
+)
 from .fixtures import FIXTURE_NAMES
 
 if TYPE_CHECKING:
@@ -66,6 +75,9 @@ def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
                 read[kind.key] = budget_from_marker(marker.args, marker.kwargs, kind)
             except BudgetUsageError as error:
                 return f"invalid {name} marker on {item.nodeid}: {error}"
+            problem = torch_too_old_for(kind) if read[kind.key].count is not None else None
+            if problem is not None:
+                return f"unusable {name} marker on {item.nodeid}: {problem}"
             marked_on[kind.key] = where
         budget = with_markers(budget, read, marked_on)
         watched = budget.budgeted or settings.watch_every_test
@@ -109,6 +121,16 @@ def plan_key(item: pytest.Item) -> Optional[Hashable]:
     except TypeError:  # an unhashable argument (a list): planned each time, and said to be unusable
         return None
     return key
+
+
+def torch_too_old_for(kind: BudgetKind) -> Optional[str]:
+    """Why the installed torch cannot count this kind, or None (also without torch: the plugin says that elsewhere)."""
+    from .observe.dynamo_state import MIN_TORCH, installed_torch
+
+    if kind.min_torch <= MIN_TORCH:
+        return None  # every torch the plugin runs on has it
+    installed = installed_torch()
+    return None if installed is None else kind.needs_newer_torch(*installed)
 
 
 def _marked_on(node: object, item: pytest.Item) -> str:

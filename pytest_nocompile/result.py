@@ -39,7 +39,7 @@ def over_budget(kind: BudgetKind, count: int, allowed: Optional[int], *, exact: 
 RESULT_ATTRIBUTE = "nocompile_entry"  # on teardown reports: a result's to_dict(), JSON-able, so xdist carries it
 
 # The event lists a result carries, as JSON keys.
-DETAIL_KEYS = ("recompile_events", "recompile_limit_hits", "graph_break_events")
+DETAIL_KEYS = ("recompile_events", "recompile_limit_hits", "graph_break_events", "health_events")
 _NO_DETAILS: dict[str, list[dict[str, Any]]] = {key: [] for key in DETAIL_KEYS}  # shared, never changed
 
 
@@ -85,7 +85,7 @@ class TestResult:
             verdict=Verdict(data["verdict"]),
             over=tuple(data["over_budget"]),
             cause=data["cause"],
-            details={key: list(data[key]) for key in DETAIL_KEYS},
+            details={key: list(data.get(key, ())) for key in DETAIL_KEYS},
             processes=tuple(data.get("processes", ())),
         )
 
@@ -157,7 +157,8 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
         verdict=Verdict.OVER if over else Verdict.WITHIN if budget.limits else Verdict.NO_BUDGET,
         over=over,
         cause=cause,
-        details=_details(record) if record.events or record.limit_hits or record.graph_breaks or record.children else _NO_DETAILS,
+        details=_details(record) if record.events or record.limit_hits or record.graph_breaks or record.own.health or record.children
+        else _NO_DETAILS,
         processes=processes,
     )
 
@@ -193,6 +194,10 @@ def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[st
     """The first thing that put a process over budget: a recompile's guard, a graph break's reason, or the headline."""
     kind = next(kind for kind in KINDS if kind.key in over)
     recompiles, _, graph_breaks = record.events_of(process, "call")
+    if kind.events == "health":
+        for signal in record.process_of(process).signals(kind.signals):
+            of = f" of {signal.compiling_place}" if signal.compiling is not None else ""
+            return f"{signal.what}{of}" + (f": {signal.reason}" if signal.reason else "")
     for source in kind.explained_by:
         if source == "recompiles":
             for event in recompiles:
@@ -258,5 +263,19 @@ def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
                 "process": _process(event.process),
             }
             for event in record.all_graph_breaks()
+        ],
+        "health_events": [
+            {
+                "what": event.what,
+                "amount": event.amount,
+                "reason": event.reason,
+                "phase": event.phase,
+                "compile_id": event.compile_id,
+                "compiling": _where(event.compiling),
+                "user_code": _where(event.user_code),
+                "thread": event.thread,
+                "process": _process(event.process),
+            }
+            for process in record.processes() for event in process.health
         ],
     }

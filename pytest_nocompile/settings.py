@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 import pytest
 
-from .budget import KINDS, BudgetUsageError, RecompileBudget, parse_option_count, resolve
+from .budget import KINDS, BudgetKind, BudgetUsageError, RecompileBudget, parse_option_count, resolve
 from .output.summary import TABLE_CHOICES, check_writable
 
 
@@ -36,7 +36,17 @@ def _default_budget(config: pytest.Config) -> RecompileBudget:
             sources[kind.key] = f"from {kind.option}"
         elif ini is not None:
             sources[kind.key] = _ini_source(config, kind.marker)
+        if allowed[kind.key] is not None:
+            _check_torch_has(kind, kind.option if cli is not None else f"ini key {kind.marker}")
     return RecompileBudget.of(allowed, sources=sources)
+
+
+def _check_torch_has(kind: BudgetKind, given_by: str) -> None:
+    from .planning import torch_too_old_for
+
+    problem = torch_too_old_for(kind)
+    if problem is not None:
+        raise pytest.UsageError(f"{given_by}: {problem}")
 
 
 def _ini_source(config: pytest.Config, key: str) -> str:

@@ -41,6 +41,21 @@ def _torch_installed() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
+@cache
+def installed_torch() -> tuple[tuple[int, int], str] | None:
+    """The installed torch's ``((major, minor), version text)``, from its metadata (no import); None without torch."""
+    import importlib.metadata
+
+    try:
+        text = importlib.metadata.version("torch")
+    except Exception:  # not installed, or metadata unreadable: the plugin says so where it needs torch
+        return None
+    try:
+        return _parse_version(text), text
+    except ValueError:
+        return None
+
+
 def _parse_version(text: str) -> tuple[int, int]:
     major, _, rest = text.partition(".")
     minor = "".join(ch for ch in rest.partition(".")[0] if ch.isdigit())

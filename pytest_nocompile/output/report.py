@@ -133,7 +133,8 @@ def format_health_events(events: Sequence[HealthEvent]) -> list[str]:
     for index, event in enumerate(events, start=1):
         amount = "" if event.amount == 1 else f" ({event.amount:g})"
         compile_id = f" in compile {event.compile_id}" if event.compile_id else ""
-        lines.append(f"[{index}/{len(events)}] {event.what}{amount}{compile_id}")
+        of = f" of {event.compiling_place}" if event.compiling is not None else ""
+        lines.append(f"[{index}/{len(events)}] {event.what}{amount}{compile_id}{of}")
         if event.reason:
             lines.append("    reason: " + event.reason.replace("\n", "\n            "))
         if event.user_code is not None:
@@ -143,13 +144,24 @@ def format_health_events(events: Sequence[HealthEvent]) -> list[str]:
     return lines
 
 
+def shown_signal_totals(events: Sequence[HealthEvent]) -> str:
+    """``2 inductor.fxgraph_cache_hit, 1 aot_autograd.autograd_cache_hit``: each signal's total, in first-seen order."""
+    totals: dict[str, float] = {}
+    for event in events:
+        totals[event.what] = totals.get(event.what, 0) + event.amount
+    return ", ".join(f"{amount:g} {what}" for what, amount in totals.items())
+
+
 def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent], limit_hits: Sequence[RecompileLimitHit],
             graph_breaks: Sequence[GraphBreakEvent], not_counted: Sequence[RecompileEvent] = (),
-            health: Sequence[HealthEvent] = ()) -> str:
-    """A kind's failure: its headline, then the events its table entry says explain it (``health``: its signals' events)."""
+            health: Sequence[HealthEvent] = (), shown_health: Sequence[HealthEvent] = ()) -> str:
+    """A kind's failure: its headline, then the events its table entry says explain it (``health``: its signals' events;
+    ``shown_health``: those of the signals it shows beside them, as one line)."""
     lines = [headline]
     if kind.events == "health":
         lines += format_health_events(health)
+        if shown_health:
+            lines.append(f"not counted: {shown_signal_totals(shown_health)}")
     for source in kind.explained_by:
         if source == "recompiles":
             lines += format_events(recompiles) + format_limit_hits(limit_hits)
@@ -179,7 +191,8 @@ def format_budget_failure(record: RecompileRecord, over: Sequence[str]) -> str:
         label = f"{record.process_label(process)}: " if record.children else ""
         parts += [
             explain(kind, label + kind.headline(by_process[process][kind.key], budget.allowed(kind) or 0, budget.describe(kind)),
-                    *calls, not_counted=record.events_of(process, "setup")[0], health=record.process_of(process).signals(kind.signals))
+                    *calls, not_counted=record.events_of(process, "setup")[0], health=record.process_of(process).signals(kind.signals),
+                    shown_health=record.process_of(process).signals(kind.shown_signals))
             for kind in KINDS if kind.key in kinds_over
         ]
     return "\n\n".join(parts)

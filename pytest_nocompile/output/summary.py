@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
-from ..budget import COMPILES, KINDS, plural
+from ..budget import COMPILES, KINDS, BudgetKind, plural
 
 if TYPE_CHECKING:  # at run time this module imports no event or record module
     from ..result import TestResult
@@ -57,11 +57,15 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
 
     shown.sort(key=badness)
     # The counts every test has, then a compile-health kind's only where a listed test has one or a budget for it.
-    columns = [kind for kind in KINDS if kind.events != "health"
-               or any(result.counts[kind.key] or result.budgets[kind.key] is not None for _, result in shown)]
-    rows = [(*(kind.column for kind in columns), "budget", "verdict", "test")]
+    kinds = [kind for kind in KINDS if kind.events != "health"
+             or any(result.counts[kind.key] or result.budgets[kind.key] is not None for _, result in shown)]
+    columns: list[tuple[str, Callable[[TestResult], float]]] = [(kind.column, _count_of(kind)) for kind in kinds]
+    # Then what a kind only shows (cache hits), where a listed test has any.
+    columns += [(kind.shown_column, _shown_of(kind)) for kind in KINDS
+                if kind.shown_column and any(_shown_of(kind)(result) for _, result in shown)]
+    rows = [(*(header for header, _ in columns), "budget", "verdict", "test")]
     for nodeid, result in shown:
-        rows.append((*(count_text(result.counts[kind.key]) for kind in columns), result.budget_text(), result.verdict.value, nodeid))
+        rows.append((*(count_text(value(result)) for _, value in columns), result.budget_text(), result.verdict.value, nodeid))
     counts = len(columns)
     widths = [max(len(row[column]) for row in rows) for column in range(counts + 2)]
     lines = [
@@ -74,6 +78,18 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
         lines.append(f"and {plural(hidden, 'more test')} that compiled within budget or without one, not listed: {why} "
                      "(--nocompile-table=all lists every one)")
     return lines + [f"{nodeid}: {result.cause}" for nodeid, result in shown if result.verdict is Verdict.OVER] + outside
+
+
+def _count_of(kind: BudgetKind) -> Callable[[TestResult], float]:
+    return lambda result: result.counts[kind.key]
+
+
+def _shown_of(kind: BudgetKind) -> Callable[[TestResult], float]:
+    """The call phase's total of the signals a kind shows beside its count, in every process (from the result's events)."""
+    def total(result: TestResult) -> float:
+        return sum(event["amount"] for event in result.details.get("health_events", ())
+                   if event["phase"] == "call" and event["what"] in kind.shown_signals)
+    return total
 
 
 def count_text(count: float) -> str:
