@@ -181,3 +181,42 @@ def test_the_reason_source_hears_torchs_bypass_messages_silently_and_leaves_the_
 def test_a_long_reason_is_cut_to_one_line() -> None:
     assert short_reason("'a\n  b'") == "a b"
     assert len(short_reason("x" * 1000)) == 300
+
+
+SIGNALLING_BACKEND = """
+import subprocess, sys
+import pytest
+import torch
+from pytest_nocompile.observe.capture import DYNAMO_LOGS
+
+def missing_backend(gm, example_inputs):
+    # Stands in for inductor: reports a cache miss from inside the compile, as torch's counter would.
+    DYNAMO_LOGS.emit_health("inductor.fxgraph_cache_miss")
+    return gm.forward
+
+def scale(x):
+    return x * 2
+
+@pytest.mark.max_cache_misses(0)
+def test_in_this_process():
+    torch.compile(scale, backend=missing_backend)(torch.ones(2))
+
+@pytest.mark.max_cache_misses(0)
+def test_in_a_child():
+    code = "import test_signals as t, torch; torch.compile(t.scale, backend=t.missing_backend)(torch.ones(2))"
+    subprocess.run([sys.executable, "-c", code], check=True)
+"""
+
+
+def test_a_miss_names_the_function_compiled_in_this_process_and_in_a_child(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_signals=SIGNALLING_BACKEND)
+    result = run()
+    result.assert_outcomes(failed=2)
+    expect_lines(result, [
+        "1 cache miss > max_cache_misses(0) (marker on the test)",
+        "[1/1] inductor.fxgraph_cache_miss in compile 0/0 of scale (test_signals.py:11)",
+    ])
+    expect_lines(result, [
+        "pid * (python -c *): 1 cache miss > max_cache_misses(0) (marker on the test)",
+        "[1/1] inductor.fxgraph_cache_miss in compile 0/0 of scale (test_signals.py:11)",
+    ])
