@@ -74,22 +74,24 @@ class CacheBypassReasons:
     def __init__(self, emit: Callable[[str, float, Optional[str]], None], wanted: Callable[[], Collection[str]]) -> None:
         self._emit = emit
         self._wanted_names = wanted
-        self._wrappers: Optional[dict[logging.Logger, dict[str, Callable[..., Any]]]] = None  # made at the first arming
+        # Each logger's instance __dict__ and our wrappers for it, made at the first arming: arming runs in every
+        # watched test, so it only puts the wrappers in (instance attributes: the class's methods stay as they are).
+        self._wrappers: Optional[list[tuple[dict[str, Any], dict[str, Callable[..., Any]]]]] = None
 
     def arm(self) -> None:
         if self._wrappers is None:
             wanted = set(self._wanted_names())
-            self._wrappers = {}
+            self._wrappers = []
             for name, (template, signal) in BYPASS_RECORDS.items():
                 if signal in wanted:
                     logger = logging.getLogger(name)
-                    self._wrappers[logger] = {method: _wrapped(getattr(logger, method), template, signal, self._emit)
-                                              for method in _METHODS}
-        for logger, wrappers in self._wrappers.items():
-            vars(logger).update(wrappers)  # instance attributes: the class's methods, other loggers, stay as they are
+                    wrappers = {method: _wrapped(getattr(logger, method), template, signal, self._emit) for method in _METHODS}
+                    self._wrappers.append((vars(logger), wrappers))
+        for attributes, wrappers in self._wrappers:
+            attributes.update(wrappers)
 
     def disarm(self) -> None:
-        for logger, wrappers in (self._wrappers or {}).items():
+        for attributes, wrappers in self._wrappers or ():
             for method, wrapper in wrappers.items():
-                if vars(logger).get(method) is wrapper:  # else someone put their own there after us: theirs
-                    del vars(logger)[method]
+                if attributes.get(method) is wrapper:  # else someone put their own there after us: theirs
+                    del attributes[method]
