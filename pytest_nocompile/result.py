@@ -80,7 +80,7 @@ class TestResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TestResult:
         return cls(
-            counts={kind.key: int(data[kind.key]) for kind in KINDS},
+            counts={kind.key: data[kind.key] for kind in KINDS},  # JSON keeps an int an int, and seconds a float
             budgets={kind.key: data[kind.marker] for kind in KINDS},
             verdict=Verdict(data["verdict"]),
             over=tuple(data["over_budget"]),
@@ -157,8 +157,7 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
         verdict=Verdict.OVER if over else Verdict.WITHIN if budget.limits else Verdict.NO_BUDGET,
         over=over,
         cause=cause,
-        details=_details(record) if record.events or record.limit_hits or record.graph_breaks or record.own.health or record.children
-        else _NO_DETAILS,
+        details=_details(record) if not record.empty() else _NO_DETAILS,
         processes=processes,
     )
 
@@ -265,17 +264,9 @@ def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
             for event in record.all_graph_breaks()
         ],
         "health_events": [
-            {
-                "what": event.what,
-                "amount": event.amount,
-                "reason": event.reason,
-                "phase": event.phase,
-                "compile_id": event.compile_id,
-                "compiling": _where(event.compiling),
-                "user_code": _where(event.user_code),
-                "thread": event.thread,
-                "process": _process(event.process),
-            }
+            {"what": event.what, "amount": event.amount, "reason": event.reason, "phase": event.phase, "compile_id": event.compile_id,
+             "compiling": _where(event.compiling), "thread": event.thread, "user_code": _where(event.user_code),
+             "process": _process(event.process)}
             for process in record.processes() for event in process.health
         ],
     }
