@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .assertions import (
         AssertMaxRecompiles,
         BlockLog,
+        assert_max_cache_misses,
         assert_max_compile_instructions,
         assert_max_compile_seconds,
         assert_max_compiles,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     )
     from .exceptions import (
         BudgetExceeded,
+        CacheMissBudgetExceeded,
         CompileBudgetExceeded,
         CompileInstructionBudgetExceeded,
         CompileTimeBudgetExceeded,
@@ -59,6 +61,7 @@ __version__ = "0.1.0"
 _PUBLIC_MODULES = {
     "AssertMaxRecompiles": ".assertions",
     "BlockLog": ".assertions",
+    "assert_max_cache_misses": ".assertions",
     "assert_max_compiles": ".assertions",
     "assert_max_compile_instructions": ".assertions",
     "assert_max_compile_seconds": ".assertions",
@@ -73,6 +76,7 @@ _PUBLIC_MODULES = {
     "CompileBudgetExceeded": ".exceptions",
     "CompileInstructionBudgetExceeded": ".exceptions",
     "CompileTimeBudgetExceeded": ".exceptions",
+    "CacheMissBudgetExceeded": ".exceptions",
     "CodeLocation": ".events",
     "CompileEvent": ".events",
     "GraphBreakEvent": ".events",
@@ -97,6 +101,7 @@ __all__ = [
     "BlockLog",
     "BudgetExceeded",
     "BudgetKind",
+    "CacheMissBudgetExceeded",
     "CaptureLostWarning",
     "ChildReportWarning",
     "CodeLocation",
@@ -119,6 +124,7 @@ __all__ = [
     "__version__",
     "assert_max_compile_instructions",
     "assert_max_compile_seconds",
+    "assert_max_cache_misses",
     "assert_max_compiles",
     "assert_max_graph_breaks",
     "assert_max_recompiles",

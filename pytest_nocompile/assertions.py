@@ -15,6 +15,7 @@ from contextlib import ContextDecorator
 from typing import Callable, ContextManager, Optional, Protocol
 
 from .budget import (
+    CACHE_MISSES,
     COMPILE_INSTRUCTIONS_KIND,
     COMPILE_SECONDS_KIND,
     COMPILES,
@@ -33,8 +34,8 @@ from .result import over_budget
 
 __all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
     "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
-    "assert_max_compile_instructions", "assert_max_compile_seconds", "assert_max_compiles", "assert_max_graph_breaks",
-    "assert_max_recompiles", "block_assertion",
+    "assert_max_cache_misses", "assert_max_compile_instructions", "assert_max_compile_seconds", "assert_max_compiles",
+    "assert_max_graph_breaks", "assert_max_recompiles", "block_assertion",
 ]
 
 
@@ -171,6 +172,7 @@ assert_max_graph_breaks = _standalone(GRAPH_BREAKS)
 assert_max_compiles = _standalone(COMPILES)
 assert_max_compile_seconds = _standalone(COMPILE_SECONDS_KIND)
 assert_max_compile_instructions = _standalone(COMPILE_INSTRUCTIONS_KIND)
+assert_max_cache_misses = _standalone(CACHE_MISSES)
 
 
 # Blocks with a capture of their own, innermost last: a nested block counts from the outer one's record.

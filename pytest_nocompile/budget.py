@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from .compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
 from .exceptions import (
     BudgetExceeded,
+    CacheMissBudgetExceeded,
     CompileBudgetExceeded,
     CompileInstructionBudgetExceeded,
     CompileTimeBudgetExceeded,
@@ -48,7 +49,7 @@ class BudgetKind:
     # "recompiles" or "graph_breaks" (see record.ProcessEvents); or "health": the
     # sum of the amounts of the health events named in ``signals``.
     events: str
-    noun: str  # singular; plural adds "s"
+    noun: str  # singular; plural adds "s" ("es" after an s)
     counts: str  # what it counts, for help texts
     column: str  # the summary table's column header
     short: str  # the summary table's budget cell: f"{short}<={N}"
@@ -68,9 +69,11 @@ class BudgetKind:
     describe_shown: Optional[Callable[[Mapping[str, float]], str]] = None
     column_needs_budget: bool = False  # its table column only where a listed test budgets it (every compile has some)
     shown_label: str = "shown"  # the word before the shown signals' totals, e.g. "breakdown"
+    shown_column: str = ""  # a summary table column for the shown signals' total, where a listed test has any
     measure: Measure = COUNT  # how N is given and amounts are shown: whole counts, or seconds
     # The first torch whose dynamo gives what this kind counts; an older torch makes its marker a usage error.
     since_torch: Optional[tuple[int, int]] = None
+    since_torch_has: str = ""  # what that torch was the first to have, for the usage error ("with the ... counters")
 
     @property
     def marker_form(self) -> str:
@@ -181,8 +184,29 @@ COMPILE_INSTRUCTIONS_KIND = BudgetKind(
     since_torch=(2, 5),
 )
 
+CACHE_MISSES = BudgetKind(
+    key="cache_misses",
+    marker="max_cache_misses",
+    events="health",
+    noun="cache miss",
+    counts="compile-cache misses (inductor's FX graph cache and the AOTAutograd cache, each miss and bypass)",
+    column="cache misses",
+    short="misses",
+    # A bypass pays a cold compile as a miss does: it counts, and shows torch's reason.
+    signals=("aot_autograd.autograd_cache_miss", "aot_autograd.autograd_cache_bypass",
+             "inductor.fxgraph_cache_miss", "inductor.fxgraph_cache_bypass"),
+    shown_signals=("aot_autograd.autograd_cache_hit", "inductor.fxgraph_cache_hit"),
+    shown_column="cache hits",
+    exceeded=CacheMissBudgetExceeded,
+    # Misses depend on what the cache held before the run (another machine, an earlier run), not on the code alone.
+    gated_by_baseline=False,
+    shown_label="not counted",
+    since_torch=(2, 5),
+    since_torch_has="with the AOTAutograd cache's counters",
+)
+
 # In the summary table's column order.
-KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS, COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND)
+KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS, COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES)
 KINDS_BY_MARKER: dict[str, BudgetKind] = {kind.marker: kind for kind in KINDS}
 KINDS_BY_KEY: dict[str, BudgetKind] = {kind.key: kind for kind in KINDS}
 

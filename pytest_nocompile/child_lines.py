@@ -39,7 +39,7 @@ class ChildLine:
     """A checked line: every field of the type the record expects, texts cut to their caps (else :class:`BadLine`)."""
 
     __slots__ = ("moment", "pid", "key", "rank", "command", "event", "message", "compile_id", "user_code", "thread", "started_in",
-                 "what", "amount")
+                 "what", "amount", "compiling")
 
     def __init__(self, entry: dict[str, Any], file_token: str, started_in: Optional[str] = None) -> None:
         self.started_in = started_in  # the test's phase that started the process (its folder's, never the line's word)
@@ -57,12 +57,14 @@ class ChildLine:
         self.message = _message(entry) if event in _WITH_MESSAGE else ""
         self.what: Optional[str] = None  # a health event's signal, its amount and (as message) its reason
         self.amount = 0.0
+        self.compiling: Optional[CodeLocation] = None  # a health event's: the function dynamo was compiling
         if event == "health":
             self.what = _short_text(entry, "what")
             if not self.what:
                 raise BadLine("a health event without 'what'")
             self.amount = _number(entry, "amount")
             self.message = "" if entry.get("message") is None else _message(entry)
+            self.compiling = _location(entry.get("compiling"), "compiling")
         self.compile_id = _short_text(entry, "compile_id")
         self.thread = _short_text(entry, "thread")
         self.user_code = _location(entry.get("user_code"))
@@ -144,7 +146,7 @@ def _message(entry: dict[str, Any]) -> str:
     return _capped(value, MAX_MESSAGE)
 
 
-def _location(fields: Any) -> Optional[CodeLocation]:
+def _location(fields: Any, key: str = "user_code") -> Optional[CodeLocation]:
     """A child's ``[file, line, function, code]``, as written by :mod:`.observe.startup`."""
     from .events import CodeLocation
 
@@ -155,7 +157,7 @@ def _location(fields: Any) -> Optional[CodeLocation]:
             and (fields[3] is None or isinstance(fields[3], str))):
         code = None if fields[3] is None else _capped(fields[3], 1000)
         return CodeLocation(_capped(fields[0], 4096), fields[1], _capped(fields[2], 1000), code)
-    raise BadLine("'user_code' is not [file, line, function, code]")
+    raise BadLine(f"'{key}' is not [file, line, function, code]")
 
 
 def _capped(text: str, limit: int) -> str:

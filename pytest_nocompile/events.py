@@ -282,7 +282,9 @@ class HealthEvent:
     (``"inductor.fxgraph_cache_miss"``: one event per increment, ``amount`` the
     increment) or a source's own name (``"compile_seconds"``). ``reason`` is
     torch's word on why, where it gives one. Budget kinds count them by name
-    (:attr:`~.budget.BudgetKind.signals`), summing ``amount``.
+    (:attr:`~.budget.BudgetKind.signals`), summing ``amount``. ``compiling`` is
+    the function dynamo was compiling when the signal came (its first line),
+    where it was compiling one: the function whose graph missed the cache.
     """
 
     what: str
@@ -293,6 +295,13 @@ class HealthEvent:
     phase: Phase = "call"
     thread: str | None = None
     process: ProcessInfo | None = None  # None: the test's own process
+    compiling: CodeLocation | None = None
+
+    @property
+    def compiling_place(self) -> str | None:
+        """:attr:`compiling` as reports name it, ``scale (test_x.py:4)``; None when no frame was being compiled."""
+        code = self.compiling
+        return None if code is None else code_place(code.function, code.filename, code.line)
 
 
 def parse_limit_warning(message: str, phase: Phase = "call") -> RecompileLimitHit | None:

@@ -5,7 +5,7 @@ Each kind names its own in :data:`~.budget.KINDS` (``BudgetKind.exceeded``).
 
 from __future__ import annotations
 
-__all__ = ["BudgetExceeded", "CompileBudgetExceeded", "CompileInstructionBudgetExceeded", "CompileTimeBudgetExceeded",
+__all__ = ["BudgetExceeded", "CacheMissBudgetExceeded", "CompileBudgetExceeded", "CompileInstructionBudgetExceeded", "CompileTimeBudgetExceeded",
            "GraphBreakBudgetExceeded", "RecompileBudgetExceeded"]
 
 
@@ -25,6 +25,7 @@ class RecompileBudgetExceeded(BudgetExceeded):
     such code still catches them, it is also the base of
     :class:`GraphBreakBudgetExceeded` and :class:`CompileBudgetExceeded`. To
     catch recompile budgets only, test ``type(error) is RecompileBudgetExceeded``.
+    The kinds that came later (compile health) derive from :class:`BudgetExceeded` only.
     """
 
 
@@ -42,3 +43,7 @@ class CompileTimeBudgetExceeded(BudgetExceeded):
 
 class CompileInstructionBudgetExceeded(BudgetExceeded):
     """A block's compiles took more CPU instructions than its budget (``assert_max_compile_instructions``)."""
+
+
+class CacheMissBudgetExceeded(BudgetExceeded):
+    """A block went over its compile-cache miss budget (inductor FX graph and AOTAutograd cache misses and bypasses)."""

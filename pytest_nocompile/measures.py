@@ -16,7 +16,14 @@ Amount = Union[int, float]
 
 
 def plural(count: Amount, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    """``1 recompile``, ``2 recompiles``, ``2 cache misses``."""
+    return f"{count} {plural_noun(count, noun)}"
+
+
+def plural_noun(count: Amount, noun: str) -> str:
+    if count == 1:
+        return noun
+    return f"{noun}es" if noun.endswith("s") else f"{noun}s"
 
 
 class Measure:
@@ -51,7 +58,7 @@ class Measure:
 
     def amount(self, value: Amount, noun: str) -> str:
         """A failure's amount, e.g. ``3 recompiles``."""
-        return f"{self.cell(value)} {noun}" if value == 1 else f"{self.cell(value)} {noun}s"
+        return f"{self.cell(value)} {plural_noun(value, noun)}"
 
     def cell(self, value: Amount) -> str:
         """The summary table's cell."""

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Hashable, Optional, Sequence
 
 import pytest
 
-from .budget import KINDS_BY_MARKER, RECOMPILES, BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
+from .budget import (
+    KINDS_BY_MARKER,
+    RECOMPILES,
+    BudgetUsageError,
+    MarkerBudget,
+    RecompileBudget,
+    budget_from_marker,
+    with_markers,
+)
 from .fixtures import FIXTURE_NAMES
 from .torch_support import installed_torch_lacks
 

@@ -65,6 +65,21 @@ class ProcessEvents:
         self.limit_hits.append(hit)
 
     def add_health(self, event: HealthEvent) -> None:
+        """A health event; one of amount 0 with a reason gives torch's reason for the same signal just counted.
+
+        torch counts a cache bypass, then logs why: two sources report the two
+        (:mod:`.observe.cache_bypass_reasons`). The reason joins the latest
+        event of its signal in its thread when that one has none yet; else it
+        stays an event of its own, which counts nothing.
+        """
+        if event.amount == 0 and event.reason is not None:
+            for index in range(len(self.health) - 1, -1, -1):
+                earlier = self.health[index]
+                if earlier.what == event.what and earlier.thread == event.thread:
+                    if earlier.reason is None and earlier.phase == event.phase:
+                        self.health[index] = replace(earlier, reason=event.reason)
+                        return
+                    break
         self.health.append(event)
 
     def count(self, kind: BudgetKind, phase: Optional[Phase] = "call") -> Amount:

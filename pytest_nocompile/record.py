@@ -328,7 +328,7 @@ class RecompileRecord:
             from .events import HealthEvent
 
             child.add_health(HealthEvent(line.what or "?", _whole(line.amount), line.message or None, line.compile_id,
-                                         line.user_code, phase, line.thread, info))
+                                         line.user_code, phase, line.thread, info, line.compiling))
         elif what == "problem":
             child.problems.append(line.message)
 
@@ -353,10 +353,10 @@ class RecompileRecord:
         self.own.add_graph_break(_graph_break_event(message, self.phase))
 
     def add_health(self, what: str, amount: float, reason: str | None, compile_id: str | None,
-                   user_code: CodeLocation | None, thread: str | None) -> None:
+                   user_code: CodeLocation | None, thread: str | None, compiling: CodeLocation | None = None) -> None:
         from .events import HealthEvent
 
-        self.own.add_health(HealthEvent(what, amount, reason, compile_id, user_code, self.phase, thread))
+        self.own.add_health(HealthEvent(what, amount, reason, compile_id, user_code, self.phase, thread, compiling=compiling))
 
     def in_phase(self, phase: Phase) -> list[RecompileEvent]:
         """Every process's recompiles of one phase, as read at the phase ends (the fixture's view reads anew)."""

@@ -222,6 +222,10 @@ def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[st
     """The first thing that put a process over budget: a recompile's guard, a graph break's reason, or the headline."""
     kind = next(kind for kind in KINDS if kind.key in over)
     recompiles, _, graph_breaks = record.events_of(process, "call")
+    if kind.events == "health":
+        for signal in record.process_of(process).signals(kind.signals):
+            of = f" of {signal.compiling_place}" if signal.compiling is not None else ""
+            return f"{signal.what}{of}" + (f": {signal.reason}" if signal.reason else "")
     for source in kind.explained_by:
         if source == "recompiles":
             for event in recompiles:
@@ -290,7 +294,8 @@ def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
         ],
         "health_events": [
             {"what": event.what, "amount": event.amount, "reason": event.reason, "phase": event.phase, "compile_id": event.compile_id,
-             "thread": event.thread, "user_code": _where(event.user_code), "process": _process(event.process)}
+             "compiling": _where(event.compiling), "thread": event.thread, "user_code": _where(event.user_code),
+             "process": _process(event.process)}
             for process in record.processes() for event in process.health
         ],
     }

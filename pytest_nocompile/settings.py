@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 import pytest
 
-from .budget import KINDS, BudgetUsageError, RecompileBudget, parse_option_count, resolve
+from .budget import KINDS, BudgetKind, BudgetUsageError, RecompileBudget, parse_option_count, resolve
 from .measures import COUNT, Amount, Measure
 from .output.summary import TABLE_CHOICES, check_writable
 
@@ -33,17 +33,22 @@ def _default_budget(config: pytest.Config) -> RecompileBudget:
     for kind in KINDS:
         cli, ini = config.getoption(kind.marker), _ini_count(config, kind.marker, kind.measure)
         allowed[kind.key] = resolve(ini, cli, None)
-        if allowed[kind.key] is not None:
-            from .torch_support import installed_torch_lacks
-
-            lacking = installed_torch_lacks(kind)
-            if lacking is not None:
-                raise pytest.UsageError(f"{kind.option} (ini: {kind.marker}): {lacking}")
         if cli is not None:
             sources[kind.key] = f"from {kind.option}"
         elif ini is not None:
             sources[kind.key] = _ini_source(config, kind.marker)
+        if allowed[kind.key] is not None:
+            _check_torch_has(kind, kind.option if cli is not None else f"ini key {kind.marker}")
     return RecompileBudget.of(allowed, sources=sources)
+
+
+def _check_torch_has(kind: BudgetKind, given_by: str) -> None:
+    """A run-wide budget of a kind the installed torch cannot count is a usage error: it would pass silently."""
+    from .torch_support import installed_torch_lacks
+
+    lacking = installed_torch_lacks(kind)
+    if lacking is not None:
+        raise pytest.UsageError(f"{given_by}: {lacking}")
 
 
 def _ini_source(config: pytest.Config, key: str) -> str:

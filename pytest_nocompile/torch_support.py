@@ -6,6 +6,7 @@ import re
 from typing import Optional
 
 from .budget import BudgetKind
+from .measures import plural_noun
 
 
 def too_old_for(kind: BudgetKind, installed: str) -> Optional[str]:
@@ -16,8 +17,8 @@ def too_old_for(kind: BudgetKind, installed: str) -> Optional[str]:
         return None
     if (int(found[1]), int(found[2])) >= since:
         return None
-    return (f"{kind.marker} needs torch >= {since[0]}.{since[1]}, the first whose dynamo counts {kind.noun}s; "
-            f"torch {installed} is installed")
+    first = kind.since_torch_has or f"whose dynamo counts {plural_noun(2, kind.noun)}"
+    return f"{kind.marker} needs torch >= {since[0]}.{since[1]}, the first {first}; torch {installed} is installed"
 
 
 def installed_torch_lacks(kind: BudgetKind) -> Optional[str]:

@@ -25,9 +25,10 @@ def test_every_kind_has_distinct_names() -> None:
     for attribute in ("key", "marker", "noun", "column", "short", "option", "assertion"):
         values = [getattr(kind, attribute) for kind in KINDS]
         assert len(set(values)) == len(KINDS), attribute
-    assert set(KINDS_BY_MARKER) == {"max_recompiles", "max_graph_breaks", "max_compiles", "max_compile_seconds", "max_compile_instructions"}
+    assert set(KINDS_BY_MARKER) == {"max_recompiles", "max_graph_breaks", "max_compiles", "max_compile_seconds", "max_compile_instructions",
+                                    "max_cache_misses"}
     assert [kind.option for kind in KINDS] == ["--max-compiles", "--max-recompiles", "--max-graph-breaks", "--max-compile-seconds",
-                                               "--max-compile-instructions"]
+                                               "--max-compile-instructions", "--max-cache-misses"]
 
 
 def test_marker_forms_and_help_come_from_the_entry() -> None:
@@ -95,6 +96,7 @@ def test_each_kind_raises_its_own_exception_under_one_base() -> None:
     import pytest_nocompile
     from pytest_nocompile import (
         BudgetExceeded,
+        CacheMissBudgetExceeded,
         CompileBudgetExceeded,
         CompileInstructionBudgetExceeded,
         CompileTimeBudgetExceeded,
@@ -103,7 +105,7 @@ def test_each_kind_raises_its_own_exception_under_one_base() -> None:
     )
 
     assert [kind.exceeded for kind in KINDS] == [CompileBudgetExceeded, RecompileBudgetExceeded, GraphBreakBudgetExceeded,
-                                                 CompileTimeBudgetExceeded, CompileInstructionBudgetExceeded]
+                                                 CompileTimeBudgetExceeded, CompileInstructionBudgetExceeded, CacheMissBudgetExceeded]
     assert all(issubclass(kind.exceeded, BudgetExceeded) and issubclass(kind.exceeded, AssertionError) for kind in KINDS)
     # Code written when every kind (these three) raised RecompileBudgetExceeded still catches each of them with it;
     # kinds added since never raised it.

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nocompile.budget import RecompileBudget
+from pytest_nocompile.budget import KINDS, RecompileBudget
 from pytest_nocompile.output.baseline import BaselineError, baseline_document, compare, load_baseline
 from pytest_nocompile.output.summary import LONG_TABLE, json_document, outcome_of, summary_lines
 from pytest_nocompile.result import TestResult, Verdict, idle_result
 
 
 def result(compiles: int, recompiles: int, graph_breaks: int, budget: dict[str, int], over: tuple[str, ...] = (), cause: str | None = None) -> TestResult:
-    counts = {"compiles": compiles, "recompiles": recompiles, "graph_breaks": graph_breaks}
+    counts = {**{kind.key: 0 for kind in KINDS}, "compiles": compiles, "recompiles": recompiles, "graph_breaks": graph_breaks}
     verdict = Verdict.OVER if over else Verdict.WITHIN if budget else Verdict.NO_BUDGET
     return TestResult(counts, {key: budget.get(key) for key in counts}, verdict, over, cause)
 
@@ -56,7 +56,7 @@ def test_a_long_table_lists_only_failures_unless_all_are_asked_for() -> None:
 
 def test_recompiles_outside_the_call_are_said_when_the_table_does_not_show_the_test() -> None:
     setup_recompile = {"function": "scale", "filename": "t.py", "line": 3, "phase": "setup", "reasons": [], "user_code": None}
-    fixture = TestResult({"compiles": 0, "recompiles": 0, "graph_breaks": 0}, {"compiles": None, "recompiles": 0, "graph_breaks": None},
+    fixture = TestResult({kind.key: 0 for kind in KINDS}, {**{kind.key: None for kind in KINDS}, "recompiles": 0},
                          Verdict.WITHIN, details={**RESULTS["t.py::quiet"].details, "recompile_events": [setup_recompile]})
     assert summary_lines({"t.py::fixture": fixture}) == [
         "no test compiled in its call phase (1 watched)",

@@ -23,7 +23,8 @@ Compile-health signals (cache misses, CUDA-graph re-records, compile times)
 come from *sources* (:meth:`DynamoLogs.add_source`), armed and disarmed with
 the capture, which report through :meth:`DynamoLogs.emit_health`: the same
 fan-out, so a test's record, a block assertion and a child's reporter all
-hear them. The sources: :mod:`.counter_increments` and :mod:`.compile_metrics`.
+hear them. The sources: :mod:`.counter_increments`, :mod:`.compile_metrics`, and
+:mod:`.cache_bypass_reasons`, which adds torch's reason to each cache bypass counted.
 
 Why not ``torch._logging.set_logs``: it clears all of torch's log state and is
 ignored when ``TORCH_LOGS`` is set. Instead the capture adds the artifact to
@@ -45,6 +46,7 @@ import threading
 from functools import cache
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from .cache_bypass_reasons import CacheBypassReasons
 from .compile_metrics import CompileMetricsSource
 from .counter_increments import CounterIncrements
 from .dynamo_state import torch_import_warnings_silenced
@@ -63,7 +65,7 @@ if TYPE_CHECKING:
         def add_limit_warning(self, message: str, compile_id: Optional[str], thread: Optional[str]) -> None: ...
         def add_graph_break(self, message: str) -> None: ...
         def add_health(self, what: str, amount: float, reason: Optional[str], compile_id: Optional[str],
-                       user_code: Optional[CodeLocation], thread: Optional[str]) -> None: ...
+                       user_code: Optional[CodeLocation], thread: Optional[str], compiling: Optional[CodeLocation] = None) -> None: ...
 
     class Source(Protocol):
         """A source of health events besides the logs: hooked into torch while the capture is armed."""
@@ -253,7 +255,8 @@ class DynamoLogs:
         self._patched: list[tuple[Any, str, Any, Any]] = []  # (module, name, torch's function, our wrapper)
         # Our wrapper of each torch function, made once per function (functools.wraps is most of arming's cost).
         self._wrappers: dict[tuple[Any, str], Callable[..., Any]] = {}
-        self._sources: list[Source] = [CounterIncrements(self.emit_health, _wanted_signals), CompileMetricsSource(self.emit_health)]
+        self._sources: list[Source] = [CounterIncrements(self.emit_health, _wanted_signals), CompileMetricsSource(self.emit_health),
+                                       CacheBypassReasons(self.emit_health, _wanted_signals)]
         self.armed = False
 
     def add_source(self, source: Source) -> None:
@@ -268,11 +271,14 @@ class DynamoLogs:
         sinks = self._sinks
         if not sinks:
             return
-        compile_id, user_code = _current_compile_id(), find_user_code(sys._getframe(1))
+        from .compiling_code import compiling_code  # here: a run that never compiles never loads it
+
+        frame = sys._getframe(1)
+        compile_id, user_code, compiling = _current_compile_id(), find_user_code(frame), compiling_code(frame)
         name = threading.current_thread().name
         thread = None if name == "MainThread" else name
         for sink in sinks:
-            sink.add_health(what, amount, reason, compile_id, user_code, thread)
+            sink.add_health(what, amount, reason, compile_id, user_code, thread, compiling)
 
     def attach(self, sink: Sink) -> None:
         """Send dynamo's records to ``sink`` too, from now on; arms the capture for the first sink."""

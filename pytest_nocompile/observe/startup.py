@@ -152,8 +152,9 @@ class _Reporter:
         self._write("graph_break", message=message)
 
     def add_health(self, what: str, amount: float, reason: Optional[str], compile_id: Optional[str],
-                   user_code: Optional[CodeLocation], thread: Optional[str]) -> None:
-        self._write("health", what=what, amount=amount, message=reason, compile_id=compile_id, user_code=_where(user_code), thread=thread)
+                   user_code: Optional[CodeLocation], thread: Optional[str], compiling: Optional[CodeLocation] = None) -> None:
+        self._write("health", what=what, amount=amount, message=reason, compile_id=compile_id, user_code=_where(user_code), thread=thread,
+                    compiling=_where(compiling))
 
 
 def _where(user_code: Optional[CodeLocation]) -> Optional[list[Any]]:

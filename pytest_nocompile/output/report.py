@@ -135,7 +135,8 @@ def format_health_events(events: Sequence[HealthEvent], measure: Measure = COUNT
     for index, event in enumerate(events, start=1):
         amount = measure.event_amount(event.amount)
         compile_id = f" in compile {event.compile_id}" if event.compile_id else ""
-        lines.append(f"[{index}/{len(events)}] {event.what}{amount}{compile_id}")
+        of = f" of {event.compiling_place}" if event.compiling is not None else ""
+        lines.append(f"[{index}/{len(events)}] {event.what}{amount}{compile_id}{of}")
         if event.reason:
             lines.append("    reason: " + event.reason.replace("\n", "\n            "))
         if event.user_code is not None:
@@ -150,14 +151,15 @@ def _shown_totals(kind: BudgetKind, health: Sequence[HealthEvent]) -> list[str]:
     totals = sum_by_signal((event.what, event.amount) for event in health if event.what in kind.shown_signals)
     if not totals:
         return []
-    text = kind.describe_shown(totals) if kind.describe_shown else ", ".join(f"{name} {total:g}" for name, total in totals.items())
+    text = kind.describe_shown(totals) if kind.describe_shown else ", ".join(f"{total:g} {name}" for name, total in totals.items())
     return [f"    {kind.shown_label}: {text}"] if text else []
 
 
 def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent], limit_hits: Sequence[RecompileLimitHit],
             graph_breaks: Sequence[GraphBreakEvent], not_counted: Sequence[RecompileEvent] = (),
             health: Sequence[HealthEvent] = ()) -> str:
-    """A kind's failure: its headline, then the events its table entry says explain it (``health``: its signals' events)."""
+    """A kind's failure: its headline, then the events its table entry says explain it (``health``: the events of its
+    signals, listed, and of its shown signals, summed up in one line)."""
     lines = [headline]
     if kind.events == "health":
         if kind.shown_signals:

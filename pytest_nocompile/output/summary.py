@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from ..budget import COMPILES, KINDS, BudgetKind, plural
 
@@ -57,10 +57,9 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
 
     shown.sort(key=badness)
     columns = _columns(shown)
-    rows = [(*(kind.column for kind in columns), "budget", "verdict", "test")]
+    rows = [(*(header for header, _ in columns), "budget", "verdict", "test")]
     for nodeid, result in shown:
-        rows.append((*(kind.measure.cell(result.counts.get(kind.key, 0)) for kind in columns), result.budget_text(), result.verdict.value,
-                     nodeid))
+        rows.append((*(cell(result) for _, cell in columns), result.budget_text(), result.verdict.value, nodeid))
     counts = len(columns)
     widths = [max(len(row[column]) for row in rows) for column in range(counts + 2)]
     lines = [
@@ -75,14 +74,31 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
     return lines + [f"{nodeid}: {result.cause}" for nodeid, result in shown if result.verdict is Verdict.OVER] + outside
 
 
-def _columns(shown: list[tuple[str, TestResult]]) -> list[BudgetKind]:
-    """The counts every test has, then a compile-health kind's only where a listed test has one or a budget for it.
-
-    A kind every compile has (compile time) shows only where a listed test budgets it.
-    """
-    return [kind for kind in KINDS if kind.events != "health" or any(
+def _columns(shown: list[tuple[str, TestResult]]) -> list[tuple[str, Callable[[TestResult], str]]]:
+    """Each column's header and cell: the counts every test has, then a compile-health kind's only where a listed test
+    has one or a budget for it (a kind every compile has, compile time, only where one budgets it); then what a kind
+    only shows beside its count (cache hits), where a listed test has any."""
+    kinds = [kind for kind in KINDS if kind.events != "health" or any(
         result.budgets.get(kind.key) is not None or (result.counts.get(kind.key, 0) and not kind.column_needs_budget)
         for _, result in shown)]
+    columns = [(kind.column, _count_cell(kind)) for kind in kinds]
+    columns += [(kind.shown_column, _shown_cell(kind)) for kind in KINDS
+                if kind.shown_column and any(_shown_total(kind, result) for _, result in shown)]
+    return columns
+
+
+def _count_cell(kind: BudgetKind) -> Callable[[TestResult], str]:
+    return lambda result: kind.measure.cell(result.counts.get(kind.key, 0))
+
+
+def _shown_cell(kind: BudgetKind) -> Callable[[TestResult], str]:
+    return lambda result: kind.measure.cell(_shown_total(kind, result))
+
+
+def _shown_total(kind: BudgetKind, result: TestResult) -> float:
+    """The call phase's total of the signals a kind shows beside its count, in every process (from the result's events)."""
+    return sum(event["amount"] for event in result.details.get("health_events", ())
+               if event["phase"] == "call" and event["what"] in kind.shown_signals)
 
 
 def _outside_the_call(results: dict[str, TestResult], listed: set[str]) -> list[str]:
