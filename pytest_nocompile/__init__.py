@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         assert_max_compiles,
         assert_max_graph_breaks,
         assert_max_recompiles,
+        assert_min_compiles,
     )
     from .budget import KINDS, BudgetKind, RecompileBudget
     from .child_lines import ChildReportWarning
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
         RecompileLimitHit,
         parse_recompile_message,
     )
-    from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+    from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded, TooFewCompiles
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
@@ -53,6 +54,7 @@ _PUBLIC_MODULES = {
     "assert_max_compiles": ".assertions",
     "assert_max_graph_breaks": ".assertions",
     "assert_max_recompiles": ".assertions",
+    "assert_min_compiles": ".assertions",
     "KINDS": ".budget",
     "BudgetKind": ".budget",
     "RecompileBudget": ".budget",
@@ -60,6 +62,7 @@ _PUBLIC_MODULES = {
     "RecompileBudgetExceeded": ".exceptions",
     "GraphBreakBudgetExceeded": ".exceptions",
     "CompileBudgetExceeded": ".exceptions",
+    "TooFewCompiles": ".exceptions",
     "CodeLocation": ".events",
     "CompileEvent": ".events",
     "GraphBreakEvent": ".events",
@@ -98,11 +101,13 @@ __all__ = [
     "RecompileLimitHit",
     "RecompileLog",
     "TestResult",
+    "TooFewCompiles",
     "Verdict",
     "__version__",
     "assert_max_compiles",
     "assert_max_graph_breaks",
     "assert_max_recompiles",
+    "assert_min_compiles",
     "child_env",
     "parse_recompile_message",
     "watch_this_process",

@@ -14,16 +14,17 @@ from __future__ import annotations
 from contextlib import ContextDecorator
 from typing import Callable, ContextManager, Optional, Protocol
 
-from .budget import COMPILES, GRAPH_BREAKS, RECOMPILES, BudgetKind, RecompileBudget, validate_count
+from .budget import COMPILES, GRAPH_BREAKS, MIN_COMPILES, RECOMPILES, BudgetKind, RecompileBudget, validate_count
 from .events import GraphBreakEvent, ProcessInfo
-from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded, TooFewCompiles
 from .output.report import explain
 from .record import ProcessEvents, RecompileLog, RecompileRecord
 from .result import over_budget
 
 __all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
     "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
-    "assert_max_compiles", "assert_max_graph_breaks", "assert_max_recompiles", "block_assertion",
+    "TooFewCompiles", "assert_max_compiles", "assert_max_graph_breaks", "assert_max_recompiles", "assert_min_compiles",
+    "block_assertion",
 ]
 
 
@@ -62,8 +63,9 @@ class _BudgetBlock(ContextDecorator):
                  name: str) -> None:
         self._shown = f"{name}({allowed!r}{', exact=True' if exact else ''})"
         validate_count(allowed, self._shown, f"{name}(N) or {name}(N, exact=True), N an int >= 0")
-        if not isinstance(exact, bool):
-            raise TypeError(f"{self._shown}: exact must be True or False, got {exact!r}")
+        if not isinstance(exact, bool) or exact and kind.is_floor:
+            accepted = "False (a floor has no exact form)" if kind.is_floor else "True or False"
+            raise TypeError(f"{self._shown}: exact must be {accepted}, got {exact!r}")
         self._kind = kind
         self._given_record = record
         self._allowed = allowed
@@ -98,9 +100,12 @@ class _BudgetBlock(ContextDecorator):
         counts = {process: len(getattr(events, self._kind.events)) for process, events in new.items()}
         log._events += [event for events in new.values() for event in events.recompiles]
         log.graph_breaks += [event for events in new.values() for event in events.graph_breaks]
-        log.counted = max(counts.values())
+        log.counted = sum(counts.values()) if self._kind.is_floor else max(counts.values())
         if exc_type is not None:
             return  # the block's own error wins
+        if self._kind.is_floor:
+            self._judge_floor(list(new.values()), log.counted)
+            return
         over = [process for process, count in counts.items()
                 if over_budget(self._kind, count, self._allowed, exact=self._exact, limit_hit=bool(new[process].limit_hits))]
         if over:
@@ -111,6 +116,17 @@ class _BudgetBlock(ContextDecorator):
                     headline = f"{record.process_label(process)}: {headline}"
                 parts.append(explain(self._kind, headline, *new[process].of_phase(None)))
             raise self._kind.exceeded("\n\n".join(parts))
+
+
+    def _judge_floor(self, new: list[ProcessEvents], count: int) -> None:
+        """A floor is judged on the block's processes together (see .floors); a swallowed compile error fails it too."""
+        __tracebackhide__ = True
+        from .floors import compile_errors, why_too_few
+
+        errors = any(compile_errors(events) for events in new)
+        if over_budget(self._kind, count, self._allowed, compile_error=errors):
+            headline = self._kind.headline(count, self._allowed, self._shown)
+            raise self._kind.exceeded("\n".join([headline, *why_too_few(new, count)]))
 
 
 def _pid(process: Optional[ProcessInfo]) -> Optional[tuple[int, int]]:
@@ -143,9 +159,11 @@ def _standalone(kind: BudgetKind) -> Callable[..., _BudgetBlock]:
         return _BudgetBlock(kind, None, allowed, exact, name)
 
     assert_within.__name__ = assert_within.__qualname__ = name
+    bound = "fewer than N" if kind.is_floor else "more than N"
+    exact = "" if kind.is_floor else " (with ``exact=True``: other than N)"
     assert_within.__doc__ = (
         f"``with {name}(N):`` or ``@{name}(N)``: raise {kind.exceeded.__name__} when the block (or each call of the "
-        f"decorated function) has more than N {kind.counts} (with ``exact=True``: other than N). Needs no fixture: "
+        f"decorated function) has {bound} {kind.counts}{exact}. Needs no fixture: "
         "inside a test the plugin watches it counts from that test's record, anywhere else it captures on its own."
     )
     return assert_within
@@ -154,6 +172,7 @@ def _standalone(kind: BudgetKind) -> Callable[..., _BudgetBlock]:
 assert_max_recompiles = _standalone(RECOMPILES)
 assert_max_graph_breaks = _standalone(GRAPH_BREAKS)
 assert_max_compiles = _standalone(COMPILES)
+assert_min_compiles = _standalone(MIN_COMPILES)
 
 
 # Blocks with a capture of their own, innermost last: a nested block counts from the outer one's record.

@@ -5,11 +5,11 @@ Each kind names its own in :data:`~.budget.KINDS` (``BudgetKind.exceeded``).
 
 from __future__ import annotations
 
-__all__ = ["BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded"]
+__all__ = ["BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded", "TooFewCompiles"]
 
 
 class BudgetExceeded(AssertionError):
-    """A block assertion failed: its block had more (with ``exact=True``: other) than allowed.
+    """A block assertion failed: its block had more (with ``exact=True``: other) than allowed, or fewer than a floor.
 
     The base of one class per kind (:attr:`BudgetKind.exceeded`): catch this
     one for every kind, or the kind's own.
@@ -33,3 +33,10 @@ class GraphBreakBudgetExceeded(RecompileBudgetExceeded):
 
 class CompileBudgetExceeded(RecompileBudgetExceeded):
     """A block went over its compile budget (graphs compiled)."""
+
+
+class TooFewCompiles(RecompileBudgetExceeded):
+    """A block compiled fewer graphs than its ``min_compiles`` floor, or dynamo swallowed a compile error in it.
+
+    Under :class:`RecompileBudgetExceeded`, as every kind is: ``except RecompileBudgetExceeded`` catches each.
+    """

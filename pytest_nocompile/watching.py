@@ -209,7 +209,7 @@ class Watcher:
                 self.close_open_watch()
             raise
         self._end_call(item, watch)
-        if watch.problem is None and watch.record.empty():  # nothing recorded, nothing to judge (nearly every test)
+        if watch.problem is None and watch.record.empty() and not watch.budget.has_floor:  # nothing to judge (nearly every test)
             return result
         failure = self._judge_call(item, watch)
         if failure is not None:
@@ -240,7 +240,7 @@ class Watcher:
         assert record is not None
         if watch.problem is not None and watch.budget.budgeted:
             return f"pytest-nocompile cannot watch {item.nodeid}: {watch.problem}"
-        if record.empty():
+        if record.empty() and not watch.budget.has_floor:
             return None
         problems = record.child_problems() if watch.budget.budgeted else ()
         if problems:
@@ -250,7 +250,7 @@ class Watcher:
             return None
         from .output.report import format_budget_failure
 
-        return format_budget_failure(record, over)
+        return format_budget_failure(record, over, dynamo_state.compile_stance() if watch.budget.has_floor else None)
 
     # A wrapper: its code after the yield runs after pytest's own teardown,
     # also when that raised, and before the teardown report is made. A

@@ -11,7 +11,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from ..budget import COMPILES, KINDS, plural
+from ..budget import COMPILES, COUNTED_KINDS, plural
 
 if TYPE_CHECKING:  # at run time this module imports no event or record module
     from ..result import TestResult
@@ -49,17 +49,17 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
                 "(--nocompile-table=all lists them)", *outside]
 
     # Worst first: over budget, then most recompiles and graph breaks; every test here compiled.
-    worst_first = [kind for kind in KINDS if kind is not COMPILES] + [COMPILES]
+    worst_first = [kind for kind in COUNTED_KINDS if kind is not COMPILES] + [COMPILES]
 
     def badness(item: tuple[str, TestResult]) -> tuple[object, ...]:
         nodeid, result = item
         return (result.verdict is not Verdict.OVER, *(-result.counts[kind.key] for kind in worst_first), nodeid)
 
     shown.sort(key=badness)
-    rows = [(*(kind.column for kind in KINDS), "budget", "verdict", "test")]
+    rows = [(*(kind.column for kind in COUNTED_KINDS), "budget", "verdict", "test")]
     for nodeid, result in shown:
-        rows.append((*(str(result.counts[kind.key]) for kind in KINDS), result.budget_text(), result.verdict.value, nodeid))
-    counts = len(KINDS)
+        rows.append((*(str(result.counts[kind.key]) for kind in COUNTED_KINDS), result.budget_text(), result.verdict.value, nodeid))
+    counts = len(COUNTED_KINDS)
     widths = [max(len(row[column]) for row in rows) for column in range(counts + 2)]
     lines = [
         "  ".join(cell.rjust(width) if column < counts else cell.ljust(width) for column, (cell, width) in enumerate(zip(row, widths)))
