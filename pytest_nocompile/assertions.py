@@ -97,7 +97,7 @@ class _BudgetBlock(ContextDecorator):
         record, log = self._record, self._log
         record.read_children()
         new = {process.info: _new_events(process, self._start.get(_pid(process.info))) for process in record.processes()}
-        counts = {process: len(getattr(events, self._kind.events)) for process, events in new.items()}
+        counts = {process: events.count(self._kind, phase=None) for process, events in new.items()}
         log._events += [event for events in new.values() for event in events.recompiles]
         log.graph_breaks += [event for events in new.values() for event in events.graph_breaks]
         log.counted = sum(counts.values()) if self._kind.is_floor else max(counts.values())
@@ -114,9 +114,8 @@ class _BudgetBlock(ContextDecorator):
                 headline = self._kind.headline(counts[process], self._allowed, self._shown, self._exact)
                 if len(counts) > 1:  # children reported: say which process
                     headline = f"{record.process_label(process)}: {headline}"
-                parts.append(explain(self._kind, headline, *new[process].of_phase(None)))
+                parts.append(explain(self._kind, headline, *new[process].of_phase(None), health=new[process].signals(self._kind.signals, None)))
             raise self._kind.exceeded("\n\n".join(parts))
-
 
     def _judge_floor(self, new: list[ProcessEvents], count: int) -> None:
         """A floor is judged on the block's processes together (see .floors); a swallowed compile error fails it too."""
@@ -133,12 +132,13 @@ def _pid(process: Optional[ProcessInfo]) -> Optional[tuple[int, int]]:
     return None if process is None else (process.pid, process.nth)
 
 
-def _new_events(process: ProcessEvents, start: Optional[tuple[int, int, int, int]]) -> ProcessEvents:
+def _new_events(process: ProcessEvents, start: Optional[tuple[int, int, int, int, int]]) -> ProcessEvents:
     """What a process recorded since ``start`` (its sizes when the block began; None: it had not reported then)."""
-    recompiles, hits, breaks, compiles = start or (0, 0, 0, 0)
+    recompiles, hits, breaks, compiles, health = start or (0, 0, 0, 0, 0)
     new = ProcessEvents(process.info)
     new.recompiles, new.limit_hits = process.recompiles[recompiles:], process.limit_hits[hits:]
     new.graph_breaks, new.compiles = process.graph_breaks[breaks:], process.compiles[compiles:]
+    new.health = process.health[health:]
     return new
 
 

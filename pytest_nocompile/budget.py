@@ -36,7 +36,8 @@ class BudgetKind:
     key: str
     marker: str
     # The record's event list this kind counts, one event per unit: "compiles",
-    # "recompiles" or "graph_breaks" (see record.ProcessEvents).
+    # "recompiles" or "graph_breaks" (see record.ProcessEvents); or "health": the
+    # sum of the amounts of the health events named in ``signals``.
     events: str
     noun: str  # singular; plural adds "s"
     counts: str  # what it counts, for help texts
@@ -50,6 +51,10 @@ class BudgetKind:
     # "recompiles" (with limit hits), "graph_breaks", or both.
     explained_by: tuple[str, ...] = ()
     exceeded: type[BudgetExceeded] = BudgetExceeded  # what a block assertion of this kind raises
+    # For events="health": the signals counted (a torch counter as "group.name", or a source's own name),
+    # and those only shown beside them (cache hits beside misses). Sources report only signals some kind names.
+    signals: tuple[str, ...] = ()
+    shown_signals: tuple[str, ...] = ()
     # "max": N is the most allowed; "min": N is the fewest (min_compiles, "this really ran compiled").
     bound: str = "max"
     # The key of the kind whose count this one judges, when it has none of its own (min_compiles judges

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .events import CodeLocation
     from .observe.event_files import Reading
 
-EVENTS = ("compile", "recompile", "limit", "graph_break", "problem")
+EVENTS = ("compile", "recompile", "limit", "graph_break", "problem", "health")
 _WITH_MESSAGE = ("recompile", "limit", "graph_break", "problem")
 _MAX_ID = 200  # characters of a token, compile id or thread name
 _MAX_INT = 1 << 31  # pids and ranks are well below
@@ -38,7 +38,8 @@ class BadLine(ValueError):
 class ChildLine:
     """A checked line: every field of the type the record expects, texts cut to their caps (else :class:`BadLine`)."""
 
-    __slots__ = ("moment", "pid", "key", "rank", "command", "event", "message", "compile_id", "user_code", "thread", "started_in")
+    __slots__ = ("moment", "pid", "key", "rank", "command", "event", "message", "compile_id", "user_code", "thread", "started_in",
+                 "what", "amount")
 
     def __init__(self, entry: dict[str, Any], file_token: str, started_in: Optional[str] = None) -> None:
         self.started_in = started_in  # the test's phase that started the process (its folder's, never the line's word)
@@ -54,6 +55,14 @@ class ChildLine:
             raise BadLine(f"unknown event {_shown(event)}")
         self.event: str = event
         self.message = _message(entry) if event in _WITH_MESSAGE else ""
+        self.what: Optional[str] = None  # a health event's signal, its amount and (as message) its reason
+        self.amount = 0.0
+        if event == "health":
+            self.what = _short_text(entry, "what")
+            if not self.what:
+                raise BadLine("a health event without 'what'")
+            self.amount = _number(entry, "amount")
+            self.message = "" if entry.get("message") is None else _message(entry)
         self.compile_id = _short_text(entry, "compile_id")
         self.thread = _short_text(entry, "thread")
         self.user_code = _location(entry.get("user_code"))

@@ -274,6 +274,27 @@ class CompileEvent:
     process: ProcessInfo | None = None  # None: the test's own process
 
 
+@dataclass(frozen=True)
+class HealthEvent:
+    """One compile-health signal: a cache miss, a CUDA-graph re-record, a compile's seconds, a swallowed error.
+
+    ``what`` names the signal: a counter of torch's as ``"group.name"``
+    (``"inductor.fxgraph_cache_miss"``: one event per increment, ``amount`` the
+    increment) or a source's own name (``"compile_seconds"``). ``reason`` is
+    torch's word on why, where it gives one. Budget kinds count them by name
+    (:attr:`~.budget.BudgetKind.signals`), summing ``amount``.
+    """
+
+    what: str
+    amount: float = 1
+    reason: str | None = None
+    compile_id: str | None = None
+    user_code: CodeLocation | None = None
+    phase: Phase = "call"
+    thread: str | None = None
+    process: ProcessInfo | None = None  # None: the test's own process
+
+
 def parse_limit_warning(message: str, phase: Phase = "call") -> RecompileLimitHit | None:
     """Parse dynamo's "hit config.recompile_limit" warning; None for any other text."""
     header = _LIMIT_HEADER.search(message)

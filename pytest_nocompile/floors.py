@@ -8,11 +8,12 @@ and a compile error dynamo swallowed in any of them fails it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from .budget import KINDS_BY_KEY, BudgetKind, plural
 
 if TYPE_CHECKING:
+    from .events import HealthEvent, Phase
     from .process_events import ProcessEvents
     from .record import RecompileRecord
 
@@ -20,10 +21,9 @@ COMPILE_ERROR = "compile_error"  # the health signal of a compile error dynamo s
 FRAMES_SEEN = "frames.total"  # torch's counter of frames dynamo was asked to convert (cache misses)
 
 
-def compile_errors(process: ProcessEvents, phase: Optional[str] = "call") -> list[Any]:
+def compile_errors(process: ProcessEvents, phase: Optional[Phase] = "call") -> list[HealthEvent]:
     """The compile errors dynamo swallowed in one process, of one phase (None: every phase)."""
-    return [event for event in getattr(process, "health", ()) if event.what == COMPILE_ERROR
-            and (phase is None or event.phase == phase)]
+    return process.signals((COMPILE_ERROR,), phase)
 
 
 def floor_count(record: RecompileRecord, kind: BudgetKind) -> int:
@@ -66,7 +66,7 @@ def why_too_few(processes: Iterable[ProcessEvents], compiled: int, stance: Optio
         for graph_break in process.graph_breaks:
             if graph_break.phase == "call":
                 lines.append(f"    {where}graph break at {display_path(graph_break.filename)}:{graph_break.line}: {graph_break.reason}")
-        frames += int(sum(event.amount for event in getattr(process, "health", ()) if event.what == FRAMES_SEEN and event.phase == "call"))
+        frames += int(sum(event.amount for event in process.signals((FRAMES_SEEN,))))
     if stance:
         lines.append(f'    torch.compiler.set_stance("{stance}") was in force when the call ended')
     if compiled:

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Optional
 from .budget import COUNTED_KINDS, BudgetKind
 
 if TYPE_CHECKING:
-    from .events import CompileEvent, GraphBreakEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
+    from .events import CompileEvent, GraphBreakEvent, HealthEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
 
 
 class ProcessEvents:
     """One process's events in a test: the test's own (``info`` None) or a child's that reported."""
 
-    __slots__ = ("info", "recompiles", "limit_hits", "graph_breaks", "compiles", "problems", "call_counts", "_pending",
+    __slots__ = ("info", "recompiles", "limit_hits", "graph_breaks", "compiles", "health", "problems", "call_counts", "_pending",
                  "_break_places")
 
     def __init__(self, info: Optional[ProcessInfo] = None) -> None:
@@ -23,6 +23,7 @@ class ProcessEvents:
         self.limit_hits: list[RecompileLimitHit] = []
         self.graph_breaks: list[GraphBreakEvent] = []
         self.compiles: list[CompileEvent] = []
+        self.health: list[HealthEvent] = []  # compile-health signals (cache misses, CUDA-graph re-records, ...)
         self.problems: list[str] = []  # why a child could not watch itself
         self.call_counts: Optional[dict[str, int]] = None  # fixed when the test's call ended
         self._pending: Optional[RecompileEvent] = None  # the last recompile, until a graph compiles
@@ -62,9 +63,22 @@ class ProcessEvents:
         self._pending = None
         self.limit_hits.append(hit)
 
-    def count(self, kind: BudgetKind, phase: Phase = "call") -> int:
-        """How many of this kind happened in one phase."""
+    def add_health(self, event: HealthEvent) -> None:
+        self.health.append(event)
+
+    def count(self, kind: BudgetKind, phase: Optional[Phase] = "call") -> int:
+        """How many of this kind happened in one phase (None: in every phase)."""
+        if kind.events == "health":
+            signals = kind.signals
+            total = sum(event.amount for event in self.health if event.what in signals and (phase is None or event.phase == phase))
+            return total  # type: ignore[return-value]  # an int where the amounts are (counts); seconds are floats
+        if phase is None:
+            return len(getattr(self, kind.events))
         return sum(1 for event in getattr(self, kind.events) if event.phase == phase)
+
+    def signals(self, names: tuple[str, ...], phase: Optional[Phase] = "call") -> list[HealthEvent]:
+        """The health events of these names, of one phase (None: every phase)."""
+        return [event for event in self.health if event.what in names and (phase is None or event.phase == phase)]
 
     def counts(self) -> dict[str, int]:
         """Every counted kind's call-phase count (as fixed when the call ended, once it has)."""
@@ -80,9 +94,9 @@ class ProcessEvents:
                 [hit for hit in self.limit_hits if hit.phase == phase],
                 [event for event in self.graph_breaks if event.phase == phase])
 
-    def sizes(self) -> tuple[int, int, int, int]:
-        """How many recompiles, limit hits, graph breaks and compiles so far (a block's starting point)."""
-        return len(self.recompiles), len(self.limit_hits), len(self.graph_breaks), len(self.compiles)
+    def sizes(self) -> tuple[int, int, int, int, int]:
+        """How many recompiles, limit hits, graph breaks, compiles and health events so far (a block's starting point)."""
+        return len(self.recompiles), len(self.limit_hits), len(self.graph_breaks), len(self.compiles), len(self.health)
 
     def rename(self, info: ProcessInfo) -> None:
         """The process reported its rank (it initialised torch.distributed): its earlier events are that rank's too."""
@@ -91,6 +105,7 @@ class ProcessEvents:
         self.limit_hits[:] = [replace(hit, process=info) for hit in self.limit_hits]
         self.graph_breaks[:] = [replace(event, process=info) for event in self.graph_breaks]
         self.compiles[:] = [replace(event, process=info) for event in self.compiles]
+        self.health[:] = [replace(event, process=info) for event in self.health]
 
 
 def _same_attempt(recompile: RecompileEvent, hit: RecompileLimitHit, compile_id: Optional[str]) -> bool:

@@ -130,7 +130,7 @@ class RecompileRecord:
     def empty(self) -> bool:
         """Nothing was recorded in any process (the usual case for a test that never compiles)."""
         own = self.own
-        return not (own.compiles or own.recompiles or own.limit_hits or own.graph_breaks or self.children
+        return not (own.compiles or own.recompiles or own.limit_hits or own.graph_breaks or own.health or self.children
                     or self._skipped or self._folder_problems)
 
     def read_children_from(self, reports: EventDirectory | TestReports) -> None:
@@ -323,6 +323,11 @@ class RecompileRecord:
                 child.add_limit_hit(replace(hit, process=info), line.compile_id)
         elif what == "graph_break":
             child.add_graph_break(replace(_graph_break_event(line.message, phase), process=info))
+        elif what == "health":
+            from .events import HealthEvent
+
+            child.add_health(HealthEvent(line.what or "?", _whole(line.amount), line.message or None, line.compile_id,
+                                         line.user_code, phase, line.thread, info))
         elif what == "problem":
             child.problems.append(line.message)
 
@@ -346,12 +351,23 @@ class RecompileRecord:
     def add_graph_break(self, message: str) -> None:
         self.own.add_graph_break(_graph_break_event(message, self.phase))
 
+    def add_health(self, what: str, amount: float, reason: str | None, compile_id: str | None,
+                   user_code: CodeLocation | None, thread: str | None) -> None:
+        from .events import HealthEvent
+
+        self.own.add_health(HealthEvent(what, amount, reason, compile_id, user_code, self.phase, thread))
+
     def in_phase(self, phase: Phase) -> list[RecompileEvent]:
         """Every process's recompiles of one phase, as read at the phase ends (the fixture's view reads anew)."""
         return [event for event in self.all_events() if event.phase == phase]
 
     def limit_hits_in(self, phase: Phase) -> list[RecompileLimitHit]:
         return [hit for hit in self.own.limit_hits if hit.phase == phase]
+
+
+def _whole(amount: float) -> float:
+    """A child's amount as it was sent: JSON keeps 2 as 2, but a count stays an int through our own checks too."""
+    return int(amount) if float(amount).is_integer() else amount
 
 
 def _recompile_event(message: str, phase: Phase, compile_id: str | None, user_code: CodeLocation | None,

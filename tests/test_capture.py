@@ -11,6 +11,7 @@ from nocompile_testing import HAS_RECOMPILE_REASON_METRIC, RECOMPILE_ONCE, RunPy
 STATE_CHECK_CONFTEST = '''
 import logging, pytest, torch, torch._dynamo
 import torch._logging._internal as torch_logging
+from torch._dynamo.utils import counters
 
 # torch removes its lazy trace handler at the first compile of the process:
 # compile once here so that torch's own change is not blamed on a test.
@@ -30,11 +31,13 @@ def snapshot():
         "loggers": loggers,
         "config": {key: repr(value) for key, value in torch._dynamo.config.get_config_copy().items()},
         "stance": repr(getattr(torch._dynamo.eval_frame, "_stance", None)),  # torch < 2.6 has no compile stance
+        # The health sources swap the class of torch's counters while armed: put back after each test.
+        "counters": (repr(counters.default_factory), sorted({type(value).__name__ for value in counters.values()})),
     }
 
 def differences(before, after):
     found = []
-    for key in ("artifacts", "levels", "config", "stance"):
+    for key in ("artifacts", "levels", "config", "stance", "counters"):
         if before[key] != after[key]:
             found.append(key)
     for name, settings in before["loggers"].items():

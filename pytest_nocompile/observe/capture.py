@@ -19,6 +19,12 @@ What it listens to, one logging artifact each:
   ``TestCase`` clear. Its message (the graph's code) is never formatted;
 - the ``torch._dynamo.convert_frame`` warning that a frame hit the recompile limit.
 
+Compile-health signals (cache misses, CUDA-graph re-records, compile times)
+come from *sources* (:meth:`DynamoLogs.add_source`), armed and disarmed with
+the capture, which report through :meth:`DynamoLogs.emit_health`: the same
+fan-out, so a test's record, a block assertion and a child's reporter all
+hear them. The first source is :mod:`.counter_increments`.
+
 Why not ``torch._logging.set_logs``: it clears all of torch's log state and is
 ignored when ``TORCH_LOGS`` is set. Instead the capture adds the artifact to
 ``log_state`` directly, puts one filter first on each logger, and lets a
@@ -35,9 +41,11 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+import threading
 from functools import cache
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from .counter_increments import CounterIncrements
 from .dynamo_state import torch_import_warnings_silenced
 from .user_code import find_user_code
 
@@ -53,6 +61,14 @@ if TYPE_CHECKING:
         def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None: ...
         def add_limit_warning(self, message: str, compile_id: Optional[str], thread: Optional[str]) -> None: ...
         def add_graph_break(self, message: str) -> None: ...
+        def add_health(self, what: str, amount: float, reason: Optional[str], compile_id: Optional[str],
+                       user_code: Optional[CodeLocation], thread: Optional[str]) -> None: ...
+
+    class Source(Protocol):
+        """A source of health events besides the logs: hooked into torch while the capture is armed."""
+
+        def arm(self) -> None: ...
+        def disarm(self) -> None: ...
 
 RECOMPILES_ARTIFACT = "recompiles"
 VERBOSE_ARTIFACT = "recompiles_verbose"
@@ -236,7 +252,26 @@ class DynamoLogs:
         self._patched: list[tuple[Any, str, Any, Any]] = []  # (module, name, torch's function, our wrapper)
         # Our wrapper of each torch function, made once per function (functools.wraps is most of arming's cost).
         self._wrappers: dict[tuple[Any, str], Callable[..., Any]] = {}
+        self._sources: list[Source] = [CounterIncrements(self.emit_health, _wanted_signals)]
         self.armed = False
+
+    def add_source(self, source: Source) -> None:
+        """Arm ``source`` with the capture from now on (at once, if the capture is armed)."""
+        if source not in self._sources:
+            self._sources.append(source)
+            if self.armed:
+                source.arm()
+
+    def emit_health(self, what: str, amount: float = 1, reason: Optional[str] = None) -> None:
+        """A source's signal, to every sink, with the compile id, user code and thread of the moment."""
+        sinks = self._sinks
+        if not sinks:
+            return
+        compile_id, user_code = _current_compile_id(), find_user_code(sys._getframe(1))
+        name = threading.current_thread().name
+        thread = None if name == "MainThread" else name
+        for sink in sinks:
+            sink.add_health(what, amount, reason, compile_id, user_code, thread)
 
     def attach(self, sink: Sink) -> None:
         """Send dynamo's records to ``sink`` too, from now on; arms the capture for the first sink."""
@@ -280,9 +315,13 @@ class DynamoLogs:
         self._limit_logger.addHandler(self._limit_handler)
         self._wrap_reinitialisers(internals)
         self.armed = True
+        for source in self._sources:
+            source.arm()
 
     def _disarm(self) -> None:
         self.armed = False
+        for source in reversed(self._sources):
+            source.disarm()
         for module, name, original, wrapper in self._patched:
             if getattr(module, name, None) is wrapper:  # else someone patched it after us: theirs to undo
                 setattr(module, name, original)
@@ -362,6 +401,12 @@ class DynamoLogs:
             return  # another warning of convert_frame
         for sink in self._sinks:
             sink.add_limit_warning(message, compile_id, thread)
+
+
+def _wanted_signals() -> set[str]:
+    from ..budget import KINDS
+
+    return {signal for kind in KINDS for signal in (*kind.signals, *kind.shown_signals)}
 
 
 DYNAMO_LOGS = DynamoLogs()

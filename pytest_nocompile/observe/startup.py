@@ -151,6 +151,10 @@ class _Reporter:
     def add_graph_break(self, message: str) -> None:
         self._write("graph_break", message=message)
 
+    def add_health(self, what: str, amount: float, reason: Optional[str], compile_id: Optional[str],
+                   user_code: Optional[CodeLocation], thread: Optional[str]) -> None:
+        self._write("health", what=what, amount=amount, message=reason, compile_id=compile_id, user_code=_where(user_code), thread=thread)
+
 
 def _where(user_code: Optional[CodeLocation]) -> Optional[list[Any]]:
     try:

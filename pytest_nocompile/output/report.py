@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 from ..budget import KINDS, BudgetKind, plural
-from ..events import GraphBreakEvent, GuardFailure, RecompileEvent, RecompileLimitHit, display_path
+from ..events import GraphBreakEvent, GuardFailure, HealthEvent, RecompileEvent, RecompileLimitHit, display_path
 
 if TYPE_CHECKING:
     from ..record import RecompileRecord
@@ -127,10 +127,29 @@ def format_graph_breaks(events: Sequence[GraphBreakEvent]) -> list[str]:
     return lines
 
 
+def format_health_events(events: Sequence[HealthEvent]) -> list[str]:
+    """One entry per health event: the signal and where it happened, torch's reason, the user's line."""
+    lines: list[str] = []
+    for index, event in enumerate(events, start=1):
+        amount = "" if event.amount == 1 else f" ({event.amount:g})"
+        compile_id = f" in compile {event.compile_id}" if event.compile_id else ""
+        lines.append(f"[{index}/{len(events)}] {event.what}{amount}{compile_id}")
+        if event.reason:
+            lines.append("    reason: " + event.reason.replace("\n", "\n            "))
+        if event.user_code is not None:
+            lines.append(f"    triggered by: {event.user_code}")
+        if event.thread is not None:
+            lines.append(f"    in thread: {event.thread}")
+    return lines
+
+
 def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent], limit_hits: Sequence[RecompileLimitHit],
-            graph_breaks: Sequence[GraphBreakEvent], not_counted: Sequence[RecompileEvent] = ()) -> str:
-    """A kind's failure: its headline, then the events its table entry says explain it."""
+            graph_breaks: Sequence[GraphBreakEvent], not_counted: Sequence[RecompileEvent] = (),
+            health: Sequence[HealthEvent] = ()) -> str:
+    """A kind's failure: its headline, then the events its table entry says explain it (``health``: its signals' events)."""
     lines = [headline]
+    if kind.events == "health":
+        lines += format_health_events(health)
     for source in kind.explained_by:
         if source == "recompiles":
             lines += format_events(recompiles) + format_limit_hits(limit_hits)
@@ -163,7 +182,7 @@ def format_budget_failure(record: RecompileRecord, over: Sequence[str], stance: 
         label = f"{record.process_label(process)}: " if record.children else ""
         parts += [
             explain(kind, label + kind.headline(by_process[process][kind.key], budget.allowed(kind) or 0, budget.describe(kind)),
-                    *calls, not_counted=record.events_of(process, "setup")[0])
+                    *calls, not_counted=record.events_of(process, "setup")[0], health=record.process_of(process).signals(kind.signals))
             for kind in KINDS if kind.key in kinds_over and not kind.is_floor
         ]
     for kind in KINDS:

@@ -56,10 +56,13 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
         return (result.verdict is not Verdict.OVER, *(-result.counts[kind.key] for kind in worst_first), nodeid)
 
     shown.sort(key=badness)
-    rows = [(*(kind.column for kind in COUNTED_KINDS), "budget", "verdict", "test")]
+    # The counts every test has, then a compile-health kind's only where a listed test has one or a budget for it.
+    columns = [kind for kind in COUNTED_KINDS if kind.events != "health"
+               or any(result.counts[kind.key] or result.budgets[kind.key] is not None for _, result in shown)]
+    rows = [(*(kind.column for kind in columns), "budget", "verdict", "test")]
     for nodeid, result in shown:
-        rows.append((*(str(result.counts[kind.key]) for kind in COUNTED_KINDS), result.budget_text(), result.verdict.value, nodeid))
-    counts = len(COUNTED_KINDS)
+        rows.append((*(count_text(result.counts[kind.key]) for kind in columns), result.budget_text(), result.verdict.value, nodeid))
+    counts = len(columns)
     widths = [max(len(row[column]) for row in rows) for column in range(counts + 2)]
     lines = [
         "  ".join(cell.rjust(width) if column < counts else cell.ljust(width) for column, (cell, width) in enumerate(zip(row, widths)))
@@ -71,6 +74,11 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
         lines.append(f"and {plural(hidden, 'more test')} that compiled within budget or without one, not listed: {why} "
                      "(--nocompile-table=all lists every one)")
     return lines + [f"{nodeid}: {result.cause}" for nodeid, result in shown if result.verdict is Verdict.OVER] + outside
+
+
+def count_text(count: float) -> str:
+    """A count as the table shows it: an int as is, a quantity (seconds) to two decimals."""
+    return str(count) if isinstance(count, int) else f"{count:.2f}"
 
 
 def _outside_the_call(results: dict[str, TestResult], listed: set[str]) -> list[str]:

@@ -1,0 +1,97 @@
+"""A source of health events: each increment of a counter in ``torch._dynamo.utils.counters`` that a kind wants.
+
+torch keeps compile-health tallies in one shared ``defaultdict(Counter)``
+(``counters["inductor"]["fxgraph_cache_miss"] += 1``). User code and torch's
+own ``TestCase`` clear it (``counters.clear()``), so a count read from it as a
+difference is wrong. This source never reads a total: while armed, every
+``Counter`` in it (and every one made after, through ``default_factory``) is
+of a subclass whose ``__setitem__`` reports a rise as it happens. Clearing
+the counters then loses nothing already reported. Disarming puts back torch's
+own class on every counter and the original ``default_factory``: nothing of
+ours is left behind.
+
+Only the names asked for (``"group.name"``, from :attr:`~..budget.BudgetKind.signals`)
+are reported; torch bumps dozens of others during each compile.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+from typing import Any, Callable, Collection, Optional
+
+_GROUP = "_nocompile_group"  # the instance attribute that caches a counter's key in ``counters``
+
+
+class _ReportingCounter(collections.Counter):
+    """torch's Counter, reporting each rise of a wanted key to the armed source (instances are swapped in by class)."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        before = self.get(key, 0)
+        super().__setitem__(key, value)
+        source = _ARMED
+        if source is not None:
+            source.rose(self, key, before, value)
+
+
+# The armed source, if any: one per process (the capture's), read by every counter.
+_ARMED: Optional[CounterIncrements] = None
+
+
+class CounterIncrements:
+    """The source: reports ``(what, amount)`` for each rise of a wanted counter while armed."""
+
+    def __init__(self, emit: Callable[[str, float], None], wanted: Callable[[], Collection[str]]) -> None:
+        self._emit = emit
+        self._wanted_names = wanted  # asked at the first arming: the kinds' table is complete by then
+        self._wanted: Optional[frozenset[tuple[str, str]]] = None
+        self._counters: Any = None
+        self._factory: Any = None
+
+    def arm(self) -> None:
+        global _ARMED
+        utils = sys.modules.get("torch._dynamo.utils")
+        counters = getattr(utils, "counters", None)
+        if not isinstance(counters, collections.defaultdict) or _ARMED is self:
+            return  # dynamo without its counters (a future torch): the kinds that need them say so themselves
+        if self._wanted is None:
+            self._wanted = frozenset(tuple(name.split(".", 1)) for name in self._wanted_names() if "." in name)  # type: ignore[misc]
+        if not self._wanted:
+            return  # no kind counts a counter of torch's: nothing to swap, in every watched test
+        self._counters, self._factory = counters, counters.default_factory
+        if counters.default_factory is collections.Counter:
+            counters.default_factory = _ReportingCounter
+        for counter in list(counters.values()):
+            if type(counter) is collections.Counter:
+                counter.__class__ = _ReportingCounter
+        _ARMED = self
+
+    def disarm(self) -> None:
+        global _ARMED
+        if _ARMED is not self:
+            return
+        _ARMED = None
+        counters = self._counters
+        if counters.default_factory is _ReportingCounter:
+            counters.default_factory = self._factory
+        for counter in list(counters.values()):
+            if type(counter) is _ReportingCounter:
+                counter.__class__ = collections.Counter  # type: ignore[assignment]
+                vars(counter).pop(_GROUP, None)
+        self._counters = self._factory = None
+
+    def rose(self, counter: _ReportingCounter, key: Any, before: Any, after: Any) -> None:
+        """A counter was set: report the rise if it is one, of a wanted name. Never raises into torch."""
+        try:
+            group = vars(counter).get(_GROUP)
+            if group is None:
+                group = next((name for name, value in list(self._counters.items()) if value is counter), None)
+                if group is None:
+                    return  # a copy torch made for itself, not in ``counters``
+                vars(counter)[_GROUP] = group
+            if (group, key) not in (self._wanted or ()):
+                return
+            if isinstance(after, (int, float)) and isinstance(before, (int, float)) and after > before:
+                self._emit(f"{group}.{key}", after - before)
+        except Exception:  # a counter we cannot read is a count we lack, not an error in the user's compile
+            pass
