@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
+    from .swallowed import SwallowedCompileErrorWarning
     from .watch import CaptureLostWarning
 
 __version__ = "0.1.0"
@@ -77,6 +78,7 @@ _PUBLIC_MODULES = {
     "TestResult": ".result",
     "Verdict": ".result",
     "CaptureLostWarning": ".watch",
+    "SwallowedCompileErrorWarning": ".swallowed",
     "ChildReportWarning": ".child_lines",
 }
 
@@ -100,6 +102,7 @@ __all__ = [
     "RecompileEvent",
     "RecompileLimitHit",
     "RecompileLog",
+    "SwallowedCompileErrorWarning",
     "TestResult",
     "TooFewCompiles",
     "Verdict",

@@ -102,7 +102,7 @@ class BudgetKind:
         if self.is_floor:
             if count < allowed:
                 return f"{counted} < {budget}"
-            return f"{counted} within {budget}, but dynamo swallowed a compile error and ran that code uncompiled"
+            return f"{counted} within {budget}, but dynamo swallowed a compile error"
         if count > allowed:
             return f"{counted} > {budget}"
         if exact and count != allowed:

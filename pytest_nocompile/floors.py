@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Optional
 
-from .budget import KINDS_BY_KEY, BudgetKind, plural
+from .budget import KINDS_BY_KEY, BudgetKind
+from .observe.swallowed_errors import COMPILE_ERROR
 
 if TYPE_CHECKING:
     from .events import HealthEvent, Phase
     from .process_events import ProcessEvents
     from .record import RecompileRecord
 
-COMPILE_ERROR = "compile_error"  # the health signal of a compile error dynamo swallowed (observe.swallowed_errors)
-FRAMES_SEEN = "frames.total"  # torch's counter of frames dynamo was asked to convert (cache misses)
 
 
 def compile_errors(process: ProcessEvents, phase: Optional[Phase] = "call") -> list[HealthEvent]:
@@ -41,6 +40,17 @@ def floors_missed(record: RecompileRecord) -> tuple[str, ...]:
                  if floor_count(record, kind) < allowed or (errors and kind.compile_error_fails))
 
 
+def floor_cause(record: RecompileRecord, kind: BudgetKind) -> str:
+    """A missed floor in one line, for the summary table: the headline and the first thing that explains it."""
+    count, allowed = floor_count(record, kind), record.budget.allowed(kind) or 0
+    headline = kind.headline(count, allowed, record.budget.describe(kind))
+    if count >= allowed:  # met, but an error was swallowed: the headline says so, the error says which
+        error = next(event for process in record.processes() for event in compile_errors(process))
+        return f"{headline}: {error.reason}"
+    why = why_too_few(record.processes(), count)
+    return f"{headline}: {why[1].strip()}" if why else headline
+
+
 def why_too_few(processes: Iterable[ProcessEvents], compiled: int, stance: Optional[str] = None) -> list[str]:
     """The lines under a floor's headline: why so little compiled, as far as the recorded events say.
 
@@ -50,13 +60,10 @@ def why_too_few(processes: Iterable[ProcessEvents], compiled: int, stance: Optio
     from .events import display_path
 
     lines: list[str] = []
-    frames = 0
     for process in processes:
         where = f"{process.info}: " if process.info is not None else ""
-        for event in compile_errors(process, None):
-            if event.phase != "call":
-                continue
-            lines.append(f"    {where}dynamo swallowed a compile error (suppress_errors) and ran the code uncompiled: {event.reason}")
+        for event in compile_errors(process):
+            lines.append(f"    {where}compile error swallowed (suppress_errors), the code ran uncompiled: {event.reason}")
             if event.user_code is not None:
                 lines.append(f"        called from: {event.user_code}")
         for hit in process.limit_hits:
@@ -66,16 +73,10 @@ def why_too_few(processes: Iterable[ProcessEvents], compiled: int, stance: Optio
         for graph_break in process.graph_breaks:
             if graph_break.phase == "call":
                 lines.append(f"    {where}graph break at {display_path(graph_break.filename)}:{graph_break.line}: {graph_break.reason}")
-        frames += int(sum(event.amount for event in process.signals((FRAMES_SEEN,))))
     if stance:
         lines.append(f'    torch.compiler.set_stance("{stance}") was in force when the call ended')
-    if compiled:
-        pass  # some code compiled: what did not is not known beyond the lines above
-    elif frames:
-        lines.append(f"    dynamo was asked to compile {plural(frames, 'frame')} and kept no graph of "
-                     f"{'it' if frames == 1 else 'them'} (torch's skip rules, or nothing to compile)")
-    elif not lines:
-        lines.append("    dynamo was asked to compile nothing: the compiled code did not run, ran under "
-                     'torch.compiler.disable or set_stance("force_eager"), or ran from dynamo\'s cache, '
-                     "compiled before the call (in a fixture, or by an earlier test without isolation)")
+    if not (lines or compiled):  # nothing recorded says why: what can make dynamo compile nothing
+        lines.append("    nothing recorded says why; dynamo compiles no graph when the compiled code does not run, runs under "
+                     'torch.compiler.disable or set_stance("force_eager"), runs from dynamo\'s cache (compiled before '
+                     "the call: in a fixture, or by an earlier test without isolation), or holds no tensor operation")
     return ["why:", *lines] if lines else []

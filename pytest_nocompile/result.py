@@ -223,12 +223,9 @@ def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[st
     """The first thing that put a process over budget: a recompile's guard, a graph break's reason, or the headline."""
     kind = next(kind for kind in KINDS if kind.key in over)
     if kind.is_floor:
-        from .floors import floor_count, why_too_few
+        from .floors import floor_cause
 
-        count = floor_count(record, kind)
-        why = why_too_few(record.processes(), count)
-        headline = kind.headline(count, record.budget.allowed(kind) or 0, record.budget.describe(kind))
-        return f"{headline}: {why[1].strip()}" if why else headline
+        return floor_cause(record, kind)
     recompiles, _, graph_breaks = record.events_of(process, "call")
     for source in kind.explained_by:
         if source == "recompiles":

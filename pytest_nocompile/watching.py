@@ -29,6 +29,7 @@ from .observe.capture import DYNAMO_LOGS
 from .planning import Plan, any_asks_to_be_watched, plan_key, plan_test, uses_a_nocompile_fixture
 from .record import RecompileRecord
 from .result import RESULT_ATTRIBUTE, TestResult, count_properties, judge, kinds_over_budget
+from .swallowed import swallowed_error_warnings
 from .watch import WATCHES_KEY, CaptureLostWarning, Watch, closed, opened
 
 if TYPE_CHECKING:
@@ -265,7 +266,7 @@ class Watcher:
         finally:
             if watch is not None:
                 self._close(watch)
-                for warning in watch.record.child_warnings() if watch.record is not None else ():
+                for warning in _warnings(watch.record) if watch.record is not None else ():
                     item.warn(warning)  # after the close: as an error (-W error), it finds everything cleaned up
                 if not (watch.attached or self.dynamo_arrived_here) and arrival.DYNAMO in sys.modules:
                     # Imported past the import hook (something bypassed sys.meta_path): the
@@ -366,6 +367,11 @@ class Watcher:
             budget = plan.budget
             return Watch(budget, RecompileRecord(budget), plan=plan)
         return None
+
+def _warnings(record: RecompileRecord) -> list[pytest.PytestWarning]:
+    """The warnings a test ends with: its processes' report problems, and each compile error dynamo swallowed."""
+    return [] if record.empty() else [*record.child_warnings(), *swallowed_error_warnings(record)]
+
 
 def _warn_if_compiled_unwatched(item: pytest.Item) -> None:
     """Warn when dynamo arrived unseen by the import hook and compiled: capture could not start before that."""

@@ -13,9 +13,9 @@ from nocompile_testing import TORCH, RunPytest
 NOTHING_COMPILED = [
     "0 compiles < min_compiles(1) (marker on the test)",
     "why:",
-    "    dynamo was asked to compile nothing: the compiled code did not run, ran under torch.compiler.disable or "
-    'set_stance("force_eager"), or ran from dynamo\'s cache, compiled before the call (in a fixture, or by an earlier '
-    "test without isolation)",
+    "    nothing recorded says why; dynamo compiles no graph when the compiled code does not run, runs under "
+    'torch.compiler.disable or set_stance("force_eager"), runs from dynamo\'s cache (compiled before the call: in a '
+    "fixture, or by an earlier test without isolation), or holds no tensor operation",
 ]
 
 FLOORED = """
