@@ -101,3 +101,49 @@ def test_block():
                 torch.compile(lambda x: x * 2, backend=boom)(torch.ones(2))
 """)
     run().assert_outcomes(passed=1)
+
+
+CHILD = '''
+import torch, torch._dynamo
+
+def boom(gm, example_inputs):
+    raise RuntimeError("boom")
+
+def scale(x):
+    return x * 2
+
+if SWALLOW:
+    torch._dynamo.config.suppress_errors = True
+torch.compile(scale, backend=boom if SWALLOW else "eager")(torch.ones(2))
+'''
+
+
+def test_a_child_process_reports_its_swallowed_errors_and_its_compiles_meet_the_floor(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_a=f"""
+import subprocess, sys
+import pytest
+
+def child(swallow):
+    subprocess.run([sys.executable, "-c", f"SWALLOW = {{swallow}}\\n" + {CHILD!r}], check=True)
+
+@pytest.mark.min_compiles(1)
+def test_compiles_in_a_child():
+    child(False)  # the test's own process compiles nothing: the floor counts every process
+
+@pytest.mark.min_compiles(1)
+def test_child_swallows():
+    child(True)
+""")
+    result = run("-rA")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["PASSED test_a.py::test_compiles_in_a_child"])
+    result.stdout.re_match_lines([
+        r"_+ test_child_swallows _+$",
+        re.escape("1 compile within min_compiles(1) (marker on the test), but dynamo swallowed a compile error") + "$",
+        "why:$",
+        r"    pid \d+ \(.*\): compile error swallowed \(suppress_errors\), the code ran uncompiled: "
+        + re.escape("scale (<string>:8): BackendCompilerFailed: backend='boom' raised: RuntimeError: boom") + "$",
+    ], consecutive=True)
+    result.stdout.fnmatch_lines(["*SwallowedCompileErrorWarning: dynamo swallowed a compile error in pid * (suppress_errors) "
+                                 "and ran the code uncompiled: scale (<string>:8): *RuntimeError: boom*"])
