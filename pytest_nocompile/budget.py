@@ -16,7 +16,7 @@ with ``None`` takes the test out of that kind's budget.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Literal, Mapping, Optional, Sequence
 
 from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded, TooFewCompiles
 
@@ -56,7 +56,7 @@ class BudgetKind:
     signals: tuple[str, ...] = ()
     shown_signals: tuple[str, ...] = ()
     # "max": N is the most allowed; "min": N is the fewest (min_compiles, "this really ran compiled").
-    bound: str = "max"
+    bound: Literal["max", "min"] = "max"
     # The key of the kind whose count this one judges, when it has none of its own (min_compiles judges
     # "compiles"): no column, JSON count or junit property of its own, and no baseline entry.
     same_count_as: str = ""
