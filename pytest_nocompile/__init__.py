@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         assert_max_compiles,
         assert_max_graph_breaks,
         assert_max_recompiles,
+        assert_min_compiles,
     )
     from .budget import KINDS, BudgetKind, RecompileBudget
     from .child_lines import ChildReportWarning
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
         CompileTimeBudgetExceeded,
         GraphBreakBudgetExceeded,
         RecompileBudgetExceeded,
+        TooFewCompiles,
     )
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
@@ -67,6 +69,7 @@ _PUBLIC_MODULES = {
     "assert_max_compile_seconds": ".assertions",
     "assert_max_graph_breaks": ".assertions",
     "assert_max_recompiles": ".assertions",
+    "assert_min_compiles": ".assertions",
     "KINDS": ".budget",
     "BudgetKind": ".budget",
     "RecompileBudget": ".budget",
@@ -77,6 +80,7 @@ _PUBLIC_MODULES = {
     "CompileInstructionBudgetExceeded": ".exceptions",
     "CompileTimeBudgetExceeded": ".exceptions",
     "CacheMissBudgetExceeded": ".exceptions",
+    "TooFewCompiles": ".exceptions",
     "CodeLocation": ".events",
     "CompileEvent": ".events",
     "GraphBreakEvent": ".events",
@@ -92,6 +96,7 @@ _PUBLIC_MODULES = {
     "Verdict": ".result",
     "CaptureLostWarning": ".watch",
     "InstructionCountWarning": ".watch",
+    "SwallowedCompileErrorWarning": ".swallowed",
     "ChildReportWarning": ".child_lines",
 }
 
@@ -119,7 +124,9 @@ __all__ = [
     "RecompileEvent",
     "RecompileLimitHit",
     "RecompileLog",
+    "SwallowedCompileErrorWarning",
     "TestResult",
+    "TooFewCompiles",
     "Verdict",
     "__version__",
     "assert_max_compile_instructions",
@@ -128,6 +135,7 @@ __all__ = [
     "assert_max_compiles",
     "assert_max_graph_breaks",
     "assert_max_recompiles",
+    "assert_min_compiles",
     "child_env",
     "parse_recompile_message",
     "watch_this_process",

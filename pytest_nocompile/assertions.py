@@ -20,13 +20,14 @@ from .budget import (
     COMPILE_SECONDS_KIND,
     COMPILES,
     GRAPH_BREAKS,
+    MIN_COMPILES,
     RECOMPILES,
     BudgetKind,
     RecompileBudget,
     validate_count,
 )
 from .events import GraphBreakEvent, ProcessInfo
-from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded, TooFewCompiles
 from .measures import Amount
 from .output.report import explain
 from .record import ProcessEvents, RecompileLog, RecompileRecord
@@ -34,8 +35,8 @@ from .result import over_budget
 
 __all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
     "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
-    "assert_max_cache_misses", "assert_max_compile_instructions", "assert_max_compile_seconds", "assert_max_compiles",
-    "assert_max_graph_breaks", "assert_max_recompiles", "block_assertion",
+    "TooFewCompiles", "assert_max_cache_misses", "assert_max_compile_instructions", "assert_max_compile_seconds", "assert_max_compiles",
+    "assert_max_graph_breaks", "assert_max_recompiles", "assert_min_compiles", "block_assertion",
 ]
 
 
@@ -76,8 +77,9 @@ class _BudgetBlock(ContextDecorator):
         symbol = kind.measure.symbol
         validate_count(allowed, self._shown, f"{name}({symbol}) or {name}({symbol}, exact=True), {symbol} {kind.measure.accepts}",
                        kind.measure)
-        if not isinstance(exact, bool):
-            raise TypeError(f"{self._shown}: exact must be True or False, got {exact!r}")
+        if not isinstance(exact, bool) or exact and kind.is_floor:
+            accepted = "False (a floor has no exact form)" if kind.is_floor else "True or False"
+            raise TypeError(f"{self._shown}: exact must be {accepted}, got {exact!r}")
         self._kind = kind
         self._given_record = record
         self._allowed = allowed
@@ -112,9 +114,12 @@ class _BudgetBlock(ContextDecorator):
         counts = {process: events.count(self._kind, phase=None) for process, events in new.items()}
         log._events += [event for events in new.values() for event in events.recompiles]
         log.graph_breaks += [event for events in new.values() for event in events.graph_breaks]
-        log.counted = max(counts.values())
+        log.counted = sum(counts.values()) if self._kind.is_floor else max(counts.values())
         if exc_type is not None:
             return  # the block's own error wins
+        if self._kind.is_floor:
+            self._judge_floor(list(new.values()), int(log.counted))
+            return
         over = [process for process, count in counts.items()
                 if over_budget(self._kind, count, self._allowed, exact=self._exact, limit_hit=bool(new[process].limit_hits))]
         if over:
@@ -126,6 +131,16 @@ class _BudgetBlock(ContextDecorator):
                 parts.append(explain(self._kind, headline, *new[process].of_phase(None),
                                      health=new[process].signals(self._kind.health_signals, None)))
             raise self._kind.exceeded("\n\n".join(parts))
+
+    def _judge_floor(self, new: list[ProcessEvents], count: int) -> None:
+        """A floor is judged on the block's processes together (see .floors); a swallowed compile error fails it too."""
+        __tracebackhide__ = True
+        from .floors import compile_errors, why_too_few
+
+        errors = any(compile_errors(events) for events in new)
+        if over_budget(self._kind, count, self._allowed, compile_error=errors):
+            headline = self._kind.headline(count, self._allowed, self._shown)
+            raise self._kind.exceeded("\n".join([headline, *why_too_few(new, count)]))
 
 
 def _pid(process: Optional[ProcessInfo]) -> Optional[tuple[int, int]]:
@@ -159,9 +174,11 @@ def _standalone(kind: BudgetKind) -> Callable[..., _BudgetBlock]:
         return _BudgetBlock(kind, None, allowed, exact, name)
 
     assert_within.__name__ = assert_within.__qualname__ = name
+    bound = "fewer than N" if kind.is_floor else "more than N"
+    exact = "" if kind.is_floor else " (with ``exact=True``: other than N)"
     assert_within.__doc__ = (
         f"``with {name}(N):`` or ``@{name}(N)``: raise {kind.exceeded.__name__} when the block (or each call of the "
-        f"decorated function) has more than N {kind.counts} (with ``exact=True``: other than N). Needs no fixture: "
+        f"decorated function) has {bound} {kind.counts}{exact}. Needs no fixture: "
         "inside a test the plugin watches it counts from that test's record, anywhere else it captures on its own."
     )
     return assert_within
@@ -173,6 +190,7 @@ assert_max_compiles = _standalone(COMPILES)
 assert_max_compile_seconds = _standalone(COMPILE_SECONDS_KIND)
 assert_max_compile_instructions = _standalone(COMPILE_INSTRUCTIONS_KIND)
 assert_max_cache_misses = _standalone(CACHE_MISSES)
+assert_min_compiles = _standalone(MIN_COMPILES)
 
 
 # Blocks with a capture of their own, innermost last: a nested block counts from the outer one's record.

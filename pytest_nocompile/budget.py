@@ -1,6 +1,6 @@
 """Budget kinds, and budgets: what markers, options and ini keys allow, validated and resolved.
 
-Every kind of budget (recompiles, graph breaks, compiles) is one entry of
+Every kind of budget (recompiles, graph breaks, compiles, a floor on compiles) is one entry of
 :data:`KINDS`. Markers, options, ini keys, the summary table's columns, the
 JSON report, junit properties and baselines all loop over that table, so a new
 kind is one entry here plus its counter in :mod:`.record`.
@@ -16,7 +16,7 @@ with ``None`` takes the test out of that kind's budget.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Literal, Mapping, Optional, Sequence
 
 from .compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
 from .exceptions import (
@@ -27,6 +27,7 @@ from .exceptions import (
     CompileTimeBudgetExceeded,
     GraphBreakBudgetExceeded,
     RecompileBudgetExceeded,
+    TooFewCompiles,
 )
 from .measures import COUNT, INSTRUCTIONS, SECONDS, Amount, Measure, plural  # noqa: F401  # plural: re-exported, its old home
 
@@ -74,6 +75,25 @@ class BudgetKind:
     # The first torch whose dynamo gives what this kind counts; an older torch makes its marker a usage error.
     since_torch: Optional[tuple[int, int]] = None
     since_torch_has: str = ""  # what that torch was the first to have, for the usage error ("with the ... counters")
+    # "max": N is the most allowed; "min": N is the fewest (min_compiles, "this really ran compiled").
+    bound: Literal["max", "min"] = "max"
+    # The key of the kind whose count this one judges, when it has none of its own (min_compiles judges
+    # "compiles"): no column, JSON count or junit property of its own, and no baseline entry.
+    same_count_as: str = ""
+    compile_error_fails: bool = False  # a compile error dynamo swallowed (suppress_errors) fails it, whatever its count
+
+    @property
+    def is_floor(self) -> bool:
+        return self.bound == "min"
+
+    @property
+    def count_key(self) -> str:
+        """The key its count is shown and stored under (its own, or the kind's it judges)."""
+        return self.same_count_as or self.key
+
+    def budget_cell(self, allowed: Amount) -> str:
+        """The summary table's budget cell, e.g. ``recompiles<=0`` or ``compiles>=1``."""
+        return f"{self.short}{'>=' if self.is_floor else '<='}{allowed}"
 
     @property
     def marker_form(self) -> str:
@@ -86,8 +106,8 @@ class BudgetKind:
     def marker_help(self) -> str:
         signature = "".join(f", {word}={'True' if word == 'isolate' else 'False'}" for word in self.keywords)
         symbol = self.measure.symbol
-        return (f"{self.marker}({symbol}{signature}): fail the test when its call phase has more than {symbol} "
-                f"{self.counts} ({symbol} {self.measure.accepts}; None: no budget).{self.keyword_help} {PLUGIN}")
+        return (f"{self.marker}({symbol}{signature}): fail the test when its call phase has {'fewer' if self.is_floor else 'more'} "
+                f"than {symbol} {self.counts} ({symbol} {self.measure.accepts}; None: no budget).{self.keyword_help} {PLUGIN}")
 
     @property
     def health_signals(self) -> tuple[str, ...]:
@@ -106,6 +126,10 @@ class BudgetKind:
     def headline(self, count: Amount, allowed: Amount, budget: str, exact: bool = False) -> str:
         """First line of a failure, e.g. ``3 recompiles > max_recompiles(0)``, for a count already judged over."""
         counted = self.measure.amount(count, self.noun)
+        if self.is_floor:
+            if count < allowed:
+                return f"{counted} < {budget}"
+            return f"{counted} within {budget}, but dynamo swallowed a compile error"
         if count > allowed:
             return f"{counted} > {budget}"
         if exact and count != allowed:
@@ -149,6 +173,24 @@ COMPILES = BudgetKind(
     short="compiles",
     explained_by=("recompiles", "graph_breaks"),  # the graphs beyond one per compiled frame
     exceeded=CompileBudgetExceeded,
+)
+
+# A lower bound: the test for "this really ran compiled" (a compile=True test that ran eager passes every max_).
+MIN_COMPILES = BudgetKind(
+    key="min_compiles",
+    marker="min_compiles",
+    events="compiles",
+    noun="compile",
+    counts="graphs compiled by TorchDynamo; a compile error dynamo swallowed (suppress_errors) fails it too",
+    column="",
+    short="compiles",
+    # A fall in compiles is as often a fix (fewer graph breaks, a recompile gone) as a loss: the
+    # marker states the floor, a baseline gates rises only.
+    gated_by_baseline=False,
+    exceeded=TooFewCompiles,
+    bound="min",
+    same_count_as="compiles",
+    compile_error_fails=True,
 )
 
 COMPILE_SECONDS_KIND = BudgetKind(
@@ -206,9 +248,11 @@ CACHE_MISSES = BudgetKind(
 )
 
 # In the summary table's column order.
-KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS, COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES)
+KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES, COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES)
 KINDS_BY_MARKER: dict[str, BudgetKind] = {kind.marker: kind for kind in KINDS}
 KINDS_BY_KEY: dict[str, BudgetKind] = {kind.key: kind for kind in KINDS}
+# The kinds with a count of their own: the table's columns, the JSON report's counts, junit properties.
+COUNTED_KINDS: tuple[BudgetKind, ...] = tuple(kind for kind in KINDS if not kind.same_count_as)
 
 
 class BudgetUsageError(ValueError):
@@ -250,10 +294,12 @@ class RecompileBudget:
     # every result carries by_key(); budgets are shared between tests.
     _by_key: dict[str, Amount] = field(init=False, repr=False, compare=False, hash=False)
     _every_kind: dict[str, Optional[Amount]] = field(init=False, repr=False, compare=False, hash=False)
+    _has_floor: bool = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         by_key = dict(self.limits)
         object.__setattr__(self, "_by_key", by_key)
+        object.__setattr__(self, "_has_floor", any(KINDS_BY_KEY[key].is_floor for key in by_key))
         object.__setattr__(self, "_every_kind", {kind.key: by_key.get(kind.key) for kind in KINDS})
 
     @classmethod
@@ -281,6 +327,11 @@ class RecompileBudget:
     @property
     def budgeted(self) -> bool:
         return bool(self.limits)
+
+    @property
+    def has_floor(self) -> bool:
+        """A lower bound is set: a test that recorded nothing can fail it, so it is judged all the same."""
+        return self._has_floor
 
     def source(self, kind: BudgetKind) -> Optional[str]:
         """Where this kind's N was set, e.g. ``from --max-recompiles`` or ``marker on the test``; None if not known."""

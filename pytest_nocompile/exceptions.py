@@ -6,11 +6,11 @@ Each kind names its own in :data:`~.budget.KINDS` (``BudgetKind.exceeded``).
 from __future__ import annotations
 
 __all__ = ["BudgetExceeded", "CacheMissBudgetExceeded", "CompileBudgetExceeded", "CompileInstructionBudgetExceeded", "CompileTimeBudgetExceeded",
-           "GraphBreakBudgetExceeded", "RecompileBudgetExceeded"]
+           "GraphBreakBudgetExceeded", "RecompileBudgetExceeded", "TooFewCompiles"]
 
 
 class BudgetExceeded(AssertionError):
-    """A block assertion failed: its block had more (with ``exact=True``: other) than allowed.
+    """A block assertion failed: its block had more (with ``exact=True``: other) than allowed, or fewer than a floor.
 
     The base of one class per kind (:attr:`BudgetKind.exceeded`): catch this
     one for every kind, or the kind's own.
@@ -47,3 +47,7 @@ class CompileInstructionBudgetExceeded(BudgetExceeded):
 
 class CacheMissBudgetExceeded(BudgetExceeded):
     """A block went over its compile-cache miss budget (inductor FX graph and AOTAutograd cache misses and bypasses)."""
+
+
+class TooFewCompiles(BudgetExceeded):
+    """A block compiled fewer graphs than its ``min_compiles`` floor, or dynamo swallowed a compile error in it."""

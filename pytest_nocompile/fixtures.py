@@ -33,7 +33,8 @@ def _block_fixture(kind: BudgetKind) -> Callable[..., Any]:
 
         return block_assertion(kind, _record_of(request))
 
-    fixture.__doc__ = (f"``with {kind.assertion}(N, exact=False): ...`` fails when the block has "
+    fixture.__doc__ = (f"``with {kind.assertion}(N): ...`` fails when the block has fewer than N {kind.counts}." if kind.is_floor
+                       else f"``with {kind.assertion}(N, exact=False): ...`` fails when the block has "
                        f"more than N {kind.counts} (with exact=True: other than N).")
     return pytest.fixture(name=kind.assertion)(fixture)
 

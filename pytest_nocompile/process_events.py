@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
-from .budget import KINDS, BudgetKind
+from .budget import COUNTED_KINDS, BudgetKind
 from .measures import Amount
 
 if TYPE_CHECKING:
@@ -97,10 +97,10 @@ class ProcessEvents:
         return [event for event in self.health if event.what in names and (phase is None or event.phase == phase)]
 
     def counts(self) -> dict[str, Amount]:
-        """Every kind's call-phase count (as fixed when the call ended, once it has)."""
+        """Every counted kind's call-phase count (as fixed when the call ended, once it has)."""
         if self.call_counts is not None:
             return self.call_counts
-        return {kind.key: self.count(kind) for kind in KINDS}
+        return {kind.key: self.count(kind) for kind in COUNTED_KINDS}
 
     def of_phase(self, phase: Optional[Phase]) -> tuple[list[RecompileEvent], list[RecompileLimitHit], list[GraphBreakEvent]]:
         """Recompiles, limit hits and graph breaks of one phase (None: every phase)."""

@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from .budget import KINDS, KINDS_BY_KEY, BudgetKind, RecompileBudget
+from .budget import COUNTED_KINDS, KINDS, KINDS_BY_KEY, BudgetKind, RecompileBudget
 from .measures import Amount
 
 if TYPE_CHECKING:
@@ -30,10 +30,16 @@ class Verdict(enum.Enum):
     OVER = "over budget"
 
 
-def over_budget(kind: BudgetKind, count: Amount, allowed: Optional[Amount], *, exact: bool = False, limit_hit: bool = False) -> bool:
-    """The one rule: more than allowed (with ``exact``: other than allowed), or a limit hit where the kind says so."""
+def over_budget(kind: BudgetKind, count: Amount, allowed: Optional[Amount], *, exact: bool = False, limit_hit: bool = False,
+                compile_error: bool = False) -> bool:
+    """The one rule: more than allowed (with ``exact``: other than allowed; for a floor: fewer), or a limit hit
+    or a swallowed compile error where the kind says so."""
     if allowed is None:
         return False
+    if compile_error and kind.compile_error_fails:
+        return True
+    if kind.is_floor:
+        return count < allowed
     return count > allowed or (exact and count != allowed) or (limit_hit and kind.limit_hit_fails)
 
 
@@ -47,6 +53,8 @@ _NO_DETAILS: dict[str, list[dict[str, Any]]] = {key: [] for key in DETAIL_KEYS} 
 @dataclass  # not frozen: a frozen dataclass's __init__ costs every watched test microseconds
 class TestResult:
     """One test's counts (of the call phase) and budgets, by kind key, and the verdict on them; read-only by convention.
+
+    ``counts`` holds the kinds with a count of their own (a floor's count is its counted kind's).
 
     ``over`` names the kinds over budget, ``cause`` the first thing that put
     the test over, and ``details`` holds the recorded events as JSON-able
@@ -72,8 +80,8 @@ class TestResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: what the JSON report holds per test, and what xdist carries."""
         return {
-            **{kind.key: kind.measure.for_json(self.counts.get(kind.key, 0)) for kind in KINDS},
-            **{kind.marker: self.budgets.get(kind.key) for kind in KINDS},
+            **{kind.key: kind.measure.for_json(self.counts.get(kind.key, 0)) for kind in COUNTED_KINDS},
+            **{kind.marker: self.budgets.get(kind.key) for kind in KINDS},  # a result made before a kind existed lacks it
             "verdict": self.verdict.value,
             "over_budget": list(self.over),
             "cause": self.cause,
@@ -85,7 +93,7 @@ class TestResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TestResult:
         return cls(
-            counts={kind.key: data[kind.key] for kind in KINDS},  # JSON keeps an int an int, and seconds a float
+            counts={kind.key: data[kind.key] for kind in COUNTED_KINDS},  # JSON keeps an int an int, and seconds a float
             budgets={kind.key: data[kind.marker] for kind in KINDS},
             verdict=Verdict(data["verdict"]),
             over=tuple(data["over_budget"]),
@@ -97,7 +105,7 @@ class TestResult:
 
     def budget_text(self) -> str:
         """The summary table's budget cell, e.g. ``recompiles<=0, breaks<=1``."""
-        return ", ".join(f"{kind.short}<={self.budgets[kind.key]}" for kind in KINDS if self.budgets.get(kind.key) is not None) or "-"
+        return ", ".join(kind.budget_cell(allowed) for kind in KINDS if (allowed := self.budgets.get(kind.key)) is not None) or "-"
 
 
 def kinds_over_budget(record: RecompileRecord, counts: Optional[dict[str, Amount]] = None) -> tuple[str, ...]:
@@ -109,7 +117,19 @@ def kinds_over_budget(record: RecompileRecord, counts: Optional[dict[str, Amount
         return _kinds_of(record, processes_over_budget(record))
     counts = record.counts() if counts is None else counts
     limit_hit = bool(record.call_limit_hits())
-    return tuple(key for key, allowed in limits if over_budget(KINDS_BY_KEY[key], counts[key], allowed, limit_hit=limit_hit))
+    over = tuple(key for key, allowed in limits
+                 if not KINDS_BY_KEY[key].is_floor and over_budget(KINDS_BY_KEY[key], counts[key], allowed, limit_hit=limit_hit))
+    return _with_floors(record, over)
+
+
+def _with_floors(record: RecompileRecord, over: tuple[str, ...]) -> tuple[str, ...]:
+    """``over`` and the floors the test missed, in table order (a floor is judged on the whole test: see .floors)."""
+    if not record.budget.has_floor:
+        return over
+    from .floors import floors_missed
+
+    missed = set(over) | set(floors_missed(record))
+    return tuple(key for key, _ in record.budget.limits if key in missed)
 
 
 def processes_over_budget(record: RecompileRecord) -> list[tuple[Optional[ProcessInfo], tuple[str, ...]]]:
@@ -117,12 +137,13 @@ def processes_over_budget(record: RecompileRecord) -> list[tuple[Optional[Proces
 
     A budget applies to each process on its own: eight ranks that each
     recompile once are one recompile each, within ``max_recompiles(1)``.
+    Floors (``min_compiles``) are judged on the whole test instead, not here.
     """
     found = []
     for process, counts in record.counts_by_process().items():
         limit_hit = bool(record.events_of(process, "call")[1])
         over = tuple(key for key, allowed in record.budget.limits
-                     if over_budget(KINDS_BY_KEY[key], counts[key], allowed, limit_hit=limit_hit))
+                     if not KINDS_BY_KEY[key].is_floor and over_budget(KINDS_BY_KEY[key], counts[key], allowed, limit_hit=limit_hit))
         if over:
             found.append((process, over))
     return found
@@ -131,7 +152,7 @@ def processes_over_budget(record: RecompileRecord) -> list[tuple[Optional[Proces
 def _kinds_of(record: RecompileRecord, found: list[tuple[Optional[ProcessInfo], tuple[str, ...]]]) -> tuple[str, ...]:
     """The kinds over budget in any of ``found``'s processes, in table order."""
     over = {key for _, keys in found for key in keys}
-    return tuple(key for key, _ in record.budget.limits if key in over)
+    return _with_floors(record, tuple(key for key, _ in record.budget.limits if key in over))
 
 
 def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> TestResult:
@@ -145,7 +166,7 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
         cause = _first_cause(record, over, counts) if over else None
     else:  # the worst process's counts, kind by kind, and each process's
         by_process = record.counts_by_process()
-        counts = {kind.key: max(process_counts[kind.key] for process_counts in by_process.values()) for kind in KINDS}
+        counts = {kind.key: max(process_counts[kind.key] for process_counts in by_process.values()) for kind in COUNTED_KINDS}
         found = processes_over_budget(record)
         if over is None:
             over = _kinds_of(record, found)
@@ -153,9 +174,11 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
         if over and found:
             process, keys = found[0]
             cause = f"{record.process_label(process)}: {_first_cause(record, keys, by_process[process], process)}"
+        elif over:  # a floor missed, by the test's processes together
+            cause = _first_cause(record, over, counts)
         processes = tuple(
             {**(_process(process) or {"pid": record.pid, "rank": None}), "test_process": process is None,
-             **{kind.key: kind.measure.for_json(process_counts[kind.key]) for kind in KINDS}}
+             **{kind.key: kind.measure.for_json(process_counts[kind.key]) for kind in COUNTED_KINDS}}
             for process, process_counts in by_process.items()
         )
     return TestResult(
@@ -193,8 +216,14 @@ def _shown_totals(record: RecompileRecord) -> dict[str, dict[str, float]]:
 
 def idle_result(budget: RecompileBudget) -> TestResult:
     """The result of a test that ran before anything imported torch: nothing can have compiled."""
+    if budget.has_floor:  # nothing compiled: a floor above 0 is missed
+        missed = tuple(key for key, allowed in budget.limits if KINDS_BY_KEY[key].is_floor and allowed > 0)
+        if missed:
+            kind = KINDS_BY_KEY[missed[0]]
+            return TestResult(counts={kind.key: 0 for kind in COUNTED_KINDS}, budgets=budget.by_key(), verdict=Verdict.OVER,
+                              over=missed, cause=kind.headline(0, budget.allowed(kind) or 0, budget.describe(kind)))
     return TestResult(
-        counts={kind.key: 0 for kind in KINDS},
+        counts={kind.key: 0 for kind in COUNTED_KINDS},
         budgets=budget.by_key(),
         verdict=Verdict.WITHIN if budget.budgeted else Verdict.NO_BUDGET,
     )
@@ -202,9 +231,10 @@ def idle_result(budget: RecompileBudget) -> TestResult:
 
 def count_properties(result: TestResult) -> list[tuple[str, object]]:
     """The counts as ``user_properties`` (and so junit XML ``<property>`` elements), and each process's when children reported."""
-    properties: list[tuple[str, object]] = [(f"nocompile_{kind.key}", kind.measure.for_json(result.counts[kind.key])) for kind in KINDS]
+    properties: list[tuple[str, object]] = [(f"nocompile_{kind.key}", kind.measure.for_json(result.counts[kind.key]))
+                                            for kind in COUNTED_KINDS]
     for process in result.processes:
-        counts = " ".join(f"{kind.key}={process[kind.key]}" for kind in KINDS)
+        counts = " ".join(f"{kind.key}={process[kind.key]}" for kind in COUNTED_KINDS)
         properties.append(("nocompile_process", f"{process_label(process)}: {counts}"))
     return properties
 
@@ -221,6 +251,10 @@ def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[st
                  process: Optional[ProcessInfo] = None) -> str:
     """The first thing that put a process over budget: a recompile's guard, a graph break's reason, or the headline."""
     kind = next(kind for kind in KINDS if kind.key in over)
+    if kind.is_floor:
+        from .floors import floor_cause
+
+        return floor_cause(record, kind)
     recompiles, _, graph_breaks = record.events_of(process, "call")
     if kind.events == "health":
         for signal in record.process_of(process).signals(kind.signals):

@@ -30,6 +30,7 @@ from .observe.capture import DYNAMO_LOGS
 from .planning import Plan, any_asks_to_be_watched, plan_key, plan_test, uses_a_nocompile_fixture
 from .record import RecompileRecord
 from .result import RESULT_ATTRIBUTE, TestResult, count_properties, judge, kinds_over_budget
+from .swallowed import swallowed_error_warnings
 from .watch import WATCHES_KEY, CaptureLostWarning, Watch, closed, opened, said_if_instructions_not_counted
 
 if TYPE_CHECKING:
@@ -211,7 +212,7 @@ class Watcher:
                 self.close_open_watch()
             raise
         self._end_call(item, watch)
-        if watch.problem is None and watch.record.empty():  # nothing recorded, nothing to judge (nearly every test)
+        if watch.problem is None and watch.record.empty() and not watch.budget.has_floor:  # nothing to judge (nearly every test)
             return result
         failure = self._judge_call(item, watch)
         if failure is not None:
@@ -244,7 +245,7 @@ class Watcher:
         assert record is not None
         if watch.problem is not None and watch.budget.budgeted:
             return f"pytest-nocompile cannot watch {item.nodeid}: {watch.problem}"
-        if record.empty():
+        if record.empty() and not watch.budget.has_floor:
             return None
         problems = record.child_problems() if watch.budget.budgeted else ()
         if problems:
@@ -254,7 +255,7 @@ class Watcher:
             return None
         from .output.report import format_budget_failure
 
-        return format_budget_failure(record, over)
+        return format_budget_failure(record, over, dynamo_state.compile_stance() if watch.budget.has_floor else None)
 
     # A wrapper: its code after the yield runs after pytest's own teardown,
     # also when that raised, and before the teardown report is made. A
@@ -269,7 +270,7 @@ class Watcher:
         finally:
             if watch is not None:
                 self._close(watch)
-                for warning in watch.record.child_warnings() if watch.record is not None else ():
+                for warning in _warnings(watch.record) if watch.record is not None else ():
                     item.warn(warning)  # after the close: as an error (-W error), it finds everything cleaned up
                 if not (watch.attached or self.dynamo_arrived_here) and arrival.DYNAMO in sys.modules:
                     # Imported past the import hook (something bypassed sys.meta_path): the
@@ -370,6 +371,11 @@ class Watcher:
             budget = plan.budget
             return Watch(budget, RecompileRecord(budget), plan=plan)
         return None
+
+def _warnings(record: RecompileRecord) -> list[pytest.PytestWarning]:
+    """The warnings a test ends with: its processes' report problems, and each compile error dynamo swallowed."""
+    return [] if record.empty() else [*record.child_warnings(), *swallowed_error_warnings(record)]
+
 
 def _warn_if_compiled_unwatched(item: pytest.Item) -> None:
     """Warn when dynamo arrived unseen by the import hook and compiled: capture could not start before that."""

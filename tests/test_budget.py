@@ -6,8 +6,10 @@ import pytest
 
 from pytest_nocompile.budget import (
     COMPILES,
+    COUNTED_KINDS,
     GRAPH_BREAKS,
     KINDS,
+    KINDS_BY_KEY,
     KINDS_BY_MARKER,
     RECOMPILES,
     BudgetKind,
@@ -22,13 +24,20 @@ from pytest_nocompile.budget import (
 
 
 def test_every_kind_has_distinct_names() -> None:
-    for attribute in ("key", "marker", "noun", "column", "short", "option", "assertion"):
+    for attribute in ("key", "marker", "option", "assertion"):
         values = [getattr(kind, attribute) for kind in KINDS]
         assert len(set(values)) == len(KINDS), attribute
-    assert set(KINDS_BY_MARKER) == {"max_recompiles", "max_graph_breaks", "max_compiles", "max_compile_seconds", "max_compile_instructions",
-                                    "max_cache_misses"}
-    assert [kind.option for kind in KINDS] == ["--max-compiles", "--max-recompiles", "--max-graph-breaks", "--max-compile-seconds",
-                                               "--max-compile-instructions", "--max-cache-misses"]
+    # What names a count (noun, column, short) is distinct per count: a floor shares its counted kind's.
+    for attribute in ("noun", "column", "short"):
+        values = [getattr(kind, attribute) for kind in COUNTED_KINDS]
+        assert len(set(values)) == len(COUNTED_KINDS), attribute
+    for floor in (kind for kind in KINDS if kind.same_count_as):
+        counted = KINDS_BY_KEY[floor.same_count_as]
+        assert (floor.noun, floor.short, floor.events) == (counted.noun, counted.short, counted.events)
+    assert set(KINDS_BY_MARKER) == {"max_recompiles", "max_graph_breaks", "max_compiles", "min_compiles", "max_compile_seconds",
+                                    "max_compile_instructions", "max_cache_misses"}
+    assert [kind.option for kind in KINDS] == ["--max-compiles", "--max-recompiles", "--max-graph-breaks", "--min-compiles",
+                                               "--max-compile-seconds", "--max-compile-instructions", "--max-cache-misses"]
 
 
 def test_marker_forms_and_help_come_from_the_entry() -> None:
@@ -102,9 +111,10 @@ def test_each_kind_raises_its_own_exception_under_one_base() -> None:
         CompileTimeBudgetExceeded,
         GraphBreakBudgetExceeded,
         RecompileBudgetExceeded,
+        TooFewCompiles,
     )
 
-    assert [kind.exceeded for kind in KINDS] == [CompileBudgetExceeded, RecompileBudgetExceeded, GraphBreakBudgetExceeded,
+    assert [kind.exceeded for kind in KINDS] == [CompileBudgetExceeded, RecompileBudgetExceeded, GraphBreakBudgetExceeded, TooFewCompiles,
                                                  CompileTimeBudgetExceeded, CompileInstructionBudgetExceeded, CacheMissBudgetExceeded]
     assert all(issubclass(kind.exceeded, BudgetExceeded) and issubclass(kind.exceeded, AssertionError) for kind in KINDS)
     # Code written when every kind (these three) raised RecompileBudgetExceeded still catches each of them with it;

@@ -185,15 +185,15 @@ def test_reference_names_every_option_ini_key_marker_fixture_and_public_name(pyt
     options = set(re.findall(r"^\s+(--[\w-]+)", group, flags=re.M))
     ini_keys = {name for name, description in re.findall(r"^  (\w+) \(\w+\):\n((?:^ {20,}.*\n)+)", help_text, flags=re.M)
                 if "[pytest-nocompile]" in description}
-    markers = set(re.findall(r"^@pytest\.mark\.((?:max|nocompile)_\w+)\(", run("--markers").stdout.str(), flags=re.M))
+    markers = set(re.findall(r"^@pytest\.mark\.((?:max|min|nocompile)_\w+)\(", run("--markers").stdout.str(), flags=re.M))
     fixtures = set(re.findall(r"^(nocompile_\w+)", run("--fixtures").stdout.str(), flags=re.M))
-    assert len(options) == 16 and len(ini_keys) == 11 and len(markers) == 6 and len(fixtures) == 7
+    assert len(options) == 17 and len(ini_keys) == 12 and len(markers) == 7 and len(fixtures) == 8
     reference = reference_section()
     public = set(pytest_nocompile.__all__)
     missing = sorted(name for name in options | ini_keys | markers | fixtures | public if f"`{name}" not in reference)
     assert missing == []
     # And the other way: every option the README and docs name exists.
-    named = {option for page in DOCS for option in re.findall(r"--(?:nocompile|max)-[\w-]*\w", page.read_text())}
+    named = {option for page in DOCS for option in re.findall(r"--(?:nocompile|max|min)-[\w-]*\w", page.read_text())}
     assert sorted(named - options) == []
 
 

@@ -23,8 +23,9 @@ Compile-health signals (cache misses, CUDA-graph re-records, compile times)
 come from *sources* (:meth:`DynamoLogs.add_source`), armed and disarmed with
 the capture, which report through :meth:`DynamoLogs.emit_health`: the same
 fan-out, so a test's record, a block assertion and a child's reporter all
-hear them. The sources: :mod:`.counter_increments`, :mod:`.compile_metrics`, and
-:mod:`.cache_bypass_reasons`, which adds torch's reason to each cache bypass counted.
+hear them. The sources: :mod:`.counter_increments`, :mod:`.compile_metrics`,
+:mod:`.cache_bypass_reasons` (torch's reason for each cache bypass counted) and
+:mod:`.swallowed_errors` (the compile errors dynamo swallows).
 
 Why not ``torch._logging.set_logs``: it clears all of torch's log state and is
 ignored when ``TORCH_LOGS`` is set. Instead the capture adds the artifact to
@@ -50,6 +51,7 @@ from .cache_bypass_reasons import CacheBypassReasons
 from .compile_metrics import CompileMetricsSource
 from .counter_increments import CounterIncrements
 from .dynamo_state import torch_import_warnings_silenced
+from .swallowed_errors import SwallowedErrors
 from .user_code import find_user_code
 
 if TYPE_CHECKING:
@@ -266,15 +268,16 @@ class DynamoLogs:
             if self.armed:
                 source.arm()
 
-    def emit_health(self, what: str, amount: float = 1, reason: Optional[str] = None) -> None:
-        """A source's signal, to every sink, with the compile id, user code and thread of the moment."""
+    def emit_health(self, what: str, amount: float = 1, reason: Optional[str] = None, compile_id: Optional[str] = None) -> None:
+        """A source's signal, to every sink, with the user code and thread of the moment, and the compile id
+        (``compile_id``: the source's, when it knows one the moment no longer does)."""
         sinks = self._sinks
         if not sinks:
             return
         from .compiling_code import compiling_code  # here: a run that never compiles never loads it
 
         frame = sys._getframe(1)
-        compile_id, user_code, compiling = _current_compile_id(), find_user_code(frame), compiling_code(frame)
+        compile_id, user_code, compiling = compile_id or _current_compile_id(), find_user_code(frame), compiling_code(frame)
         name = threading.current_thread().name
         thread = None if name == "MainThread" else name
         for sink in sinks:
@@ -417,6 +420,7 @@ def _wanted_signals() -> set[str]:
 
 
 DYNAMO_LOGS = DynamoLogs()
+DYNAMO_LOGS.add_source(SwallowedErrors(DYNAMO_LOGS.emit_health))
 
 
 def _thread(record: logging.LogRecord) -> Optional[str]:

@@ -176,12 +176,15 @@ def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent
     return "\n".join(lines)
 
 
-def format_budget_failure(record: RecompileRecord, over: Sequence[str]) -> str:
+def format_budget_failure(record: RecompileRecord, over: Sequence[str], stance: Optional[str] = None) -> str:
     """The failure text of a test over its marker, CLI or ini budget: one part per kind in ``over``.
 
     When child processes reported, one part per process and kind over budget,
     each headline naming its process, e.g. ``rank 1 (pid 4242, python -u train.py): 1 recompile > max_recompiles(0) (marker on the test)``.
+    A floor missed (``min_compiles``) is one part for the whole test, with why so little compiled
+    (``stance``: torch.compiler's stance when the call ended, when not the default).
     """
+    from ..floors import floor_count, why_too_few
     from ..result import processes_over_budget
 
     budget = record.budget
@@ -195,8 +198,13 @@ def format_budget_failure(record: RecompileRecord, over: Sequence[str]) -> str:
         parts += [
             explain(kind, label + kind.headline(by_process[process][kind.key], budget.allowed(kind) or 0, budget.describe(kind)),
                     *calls, not_counted=record.events_of(process, "setup")[0], health=record.process_of(process).signals(kind.health_signals))
-            for kind in KINDS if kind.key in kinds_over
+            for kind in KINDS if kind.key in kinds_over and not kind.is_floor
         ]
+    for kind in KINDS:
+        if kind.is_floor and kind.key in over:
+            count = floor_count(record, kind)
+            headline = kind.headline(count, budget.allowed(kind) or 0, budget.describe(kind))
+            parts.append("\n".join([headline, *why_too_few(record.processes(), count, stance)]))
     return "\n\n".join(parts)
 
 

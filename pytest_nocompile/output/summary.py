@@ -11,7 +11,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
-from ..budget import COMPILES, KINDS, BudgetKind, plural
+from ..budget import COMPILES, COUNTED_KINDS, KINDS, BudgetKind, plural
 
 if TYPE_CHECKING:  # at run time this module imports no event or record module
     from ..result import TestResult
@@ -49,7 +49,7 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
                 "(--nocompile-table=all lists them)", *outside]
 
     # Worst first: over budget, then most recompiles and graph breaks; every test here compiled.
-    worst_first = [kind for kind in KINDS if kind is not COMPILES] + [COMPILES]
+    worst_first = [kind for kind in COUNTED_KINDS if kind is not COMPILES] + [COMPILES]
 
     def badness(item: tuple[str, TestResult]) -> tuple[object, ...]:
         nodeid, result = item
@@ -78,7 +78,7 @@ def _columns(shown: list[tuple[str, TestResult]]) -> list[tuple[str, Callable[[T
     """Each column's header and cell: the counts every test has, then a compile-health kind's only where a listed test
     has one or a budget for it (a kind every compile has, compile time, only where one budgets it); then what a kind
     only shows beside its count (cache hits), where a listed test has any."""
-    kinds = [kind for kind in KINDS if kind.events != "health" or any(
+    kinds = [kind for kind in COUNTED_KINDS if kind.events != "health" or any(
         result.budgets.get(kind.key) is not None or (result.counts.get(kind.key, 0) and not kind.column_needs_budget)
         for _, result in shown)]
     columns = [(kind.column, _count_cell(kind)) for kind in kinds]

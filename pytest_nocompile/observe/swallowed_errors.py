@@ -1,0 +1,93 @@
+"""A source of health events: each compile error dynamo swallowed (``suppress_errors``), running the code eager.
+
+With ``torch._dynamo.config.suppress_errors`` (or ``TORCHDYNAMO_SUPPRESS_ERRORS=1``)
+a frame whose compile raises (a backend's error, an internal dynamo error)
+runs uncompiled and the call succeeds. torch 2.4 to 2.15 log that in one
+place, where the error is suppressed (``ConvertFrame.__call__`` in
+``torch/_dynamo/convert_frame.py``): one WARNING record on the
+``torch._dynamo.convert_frame`` logger whose message starts ``WON'T CONVERT
+<function> <file> line <N>``, with the exception as ``exc_info``; ``_compile``
+has set the exception's ``compile_id``. A graph break that makes dynamo skip
+a frame is logged there too, at INFO: a graph break, not an error, not
+counted here.
+
+Why the log record: it is seen as it happens. The other traces of a
+swallowed error (``counters["frames"]``, the ``fail_reason`` of
+``torch._dynamo.utils.get_compilation_metrics()``) are cleared by user code
+and by torch's own ``TestCase``. The record reaches us when the logger's
+level lets a warning through, which torch's default (and ``TORCH_LOGS``
+unless it silences dynamo) does.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Callable, Optional
+
+COMPILE_ERROR = "compile_error"  # the health signal's name
+CONVERT_FRAME_LOGGER = "torch._dynamo.convert_frame"
+_WONT_CONVERT = re.compile(r"^WON'T CONVERT (?P<function>\S+) (?P<filename>.+?) line (?P<line>\d+)")
+
+
+def compile_error_reason(message: str, error: Optional[BaseException]) -> Optional[str]:
+    """What a report says of a swallowed error: ``f (file.py:3): RuntimeError: boom``; None for another record.
+
+    The exception's first line, and the next one when the first only announces it (a backend's
+    ``backend='inductor' raised:`` is followed by the error it raised).
+    """
+    header = _WONT_CONVERT.match(message)
+    if header is None:
+        return None
+    from ..events import display_path
+
+    where = f"{header['function']} ({display_path(header['filename'])}:{header['line']})"
+    if error is None:
+        return where
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    summary = lines[0] if lines else ""
+    if summary.endswith(":") and len(lines) > 1:
+        summary = f"{summary} {lines[1]}"
+    return f"{where}: {type(error).__name__}: {summary}" if summary else f"{where}: {type(error).__name__}"
+
+
+class _Handler(logging.Handler):
+    def __init__(self, on_record: Callable[[logging.LogRecord], None]) -> None:
+        super().__init__(logging.WARNING)
+        self._on_record = on_record
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._on_record(record)
+
+
+class SwallowedErrors:
+    """The source: one ``compile_error`` health event per compile error dynamo swallowed while armed."""
+
+    def __init__(self, emit: Callable[..., None]) -> None:
+        self._emit = emit  # DynamoLogs.emit_health
+        self._handler = _Handler(self._on_record)
+        self._logger: Optional[logging.Logger] = None
+
+    def arm(self) -> None:
+        if self._logger is None:
+            self._logger = logging.getLogger(CONVERT_FRAME_LOGGER)
+        self._logger.addHandler(self._handler)
+
+    def disarm(self) -> None:
+        if self._logger is not None:
+            self._logger.removeHandler(self._handler)
+
+    def _on_record(self, record: logging.LogRecord) -> None:
+        try:
+            error = record.exc_info[1] if record.exc_info else None
+            reason = compile_error_reason(record.getMessage(), error)
+            if reason is None:
+                return  # another warning of convert_frame (a recompile-limit hit has its own capture)
+            self._emit(COMPILE_ERROR, 1, reason, compile_id=_compile_id(error))
+        except Exception:  # a record we cannot read is a signal we lack, not an error in the user's code
+            pass
+
+
+def _compile_id(error: Any) -> Optional[str]:
+    compile_id = getattr(error, "compile_id", None)
+    return None if compile_id is None else str(compile_id)
