@@ -70,6 +70,7 @@ class BudgetKind:
     describe_shown: Optional[Callable[[Mapping[str, float]], str]] = None
     column_needs_budget: bool = False  # its table column only where a listed test budgets it (every compile has some)
     shown_label: str = "shown"  # the word before the shown signals' totals, e.g. "breakdown"
+    shown_key: str = ""  # the JSON report's key for those totals by signal (none without), e.g. "compile_seconds_breakdown"
     shown_column: str = ""  # a summary table column for the shown signals' total, where a listed test has any
     measure: Measure = COUNT  # how N is given and amounts are shown: whole counts, or seconds
     # The first torch whose dynamo gives what this kind counts; an older torch makes its marker a usage error.
@@ -208,6 +209,7 @@ COMPILE_SECONDS_KIND = BudgetKind(
     shown_signals=PART_SIGNALS,
     describe_shown=breakdown_text,
     shown_label="breakdown",
+    shown_key="compile_seconds_breakdown",
     column_needs_budget=True,
     measure=SECONDS,
 )
@@ -243,6 +245,7 @@ CACHE_MISSES = BudgetKind(
     # Misses depend on what the cache held before the run (another machine, an earlier run), not on the code alone.
     gated_by_baseline=False,
     shown_label="not counted",
+    shown_key="cache_hits",
     since_torch=(2, 5),
     since_torch_has="with the AOTAutograd cache's counters",
 )

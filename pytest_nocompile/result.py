@@ -193,12 +193,12 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
     )
 
 
-_KINDS_WITH_SHOWN = tuple(kind for kind in KINDS if kind.shown_signals)
+_KINDS_WITH_SHOWN = tuple(kind for kind in KINDS if kind.shown_signals and kind.shown_key)
 
 
 def _shown_key(kind: BudgetKind) -> str:
     """The JSON key of a kind's shown totals, e.g. ``compile_seconds_breakdown``."""
-    return f"{kind.key}_{kind.shown_label}"
+    return kind.shown_key
 
 
 def _shown_totals(record: RecompileRecord) -> dict[str, dict[str, float]]:
