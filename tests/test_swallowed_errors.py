@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 
@@ -79,7 +80,7 @@ def test_a_swallowed_error_is_warned_in_every_watched_test_and_fails_min_compile
     # An error not swallowed reaches the test: no warning for it.
     assert "in test_not_suppressed: torch.compile" not in result.stdout.str()
     tests = {entry["nodeid"]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
-    def errors(nodeid: str) -> list[dict[str, object]]:  # other kinds' signals (a compile's seconds) are listed too
+    def errors(nodeid: str) -> list[dict[str, Any]]:  # other kinds' signals (a compile's seconds) are listed too
         return [event for event in tests[nodeid]["health_events"] if event["what"] == "compile_error"]
 
     (event,) = errors("test_a.py::test_unbudgeted")
