@@ -131,6 +131,21 @@ def test_the_source_reports_each_frame_as_torch_records_it_and_puts_torchs_deque
     assert len(parts) == 2 and abs(sum(args[1] for args in parts) - sum(args[1] for args in totals)) < 0.01
 
 
+def test_a_torch_without_the_metrics_record_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    import torch._dynamo.utils as dynamo_utils
+
+    from pytest_nocompile.observe.compile_metrics import CompileMetricsSource, compile_time_not_measured
+
+    assert compile_time_not_measured() is None
+    monkeypatch.delattr(dynamo_utils, "_compilation_metrics")
+    assert "keeps no torch._dynamo.utils._compilation_metrics, where the plugin reads each compile's time" in str(compile_time_not_measured())
+    source = CompileMetricsSource(lambda *args: None)
+    source.arm()  # nothing to hook: arms nothing, and disarming puts nothing back
+    source.disarm()
+    assert not hasattr(dynamo_utils, "_compilation_metrics")
+
+
 def test_the_instruction_probe_prints_nothing_and_switches_torch_on_only_while_armed(capfd: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torch")
     if TORCH < (2, 5):
@@ -253,7 +268,7 @@ def test_second():
         return
     result.assert_outcomes(passed=2, warnings=1)  # judged on what is counted; said once
     result.stdout.fnmatch_lines([
-        "*InstructionCountWarning: test_instructions.py::test_first: max_compile_instructions(0) (marker on the test) is not checked: "
+        "*CompileTimeWarning: test_instructions.py::test_first: max_compile_instructions(0) (marker on the test) is not checked: "
         "torch * could not open a perf event to count instructions (*). Tests are judged on their other budgets*said once per run",
     ])
 
