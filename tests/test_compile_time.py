@@ -166,6 +166,32 @@ def test_the_instruction_probe_prints_nothing_and_switches_torch_on_only_while_a
         assert "could not open a perf event to count instructions" in str(instruction_counter_problem())
 
 
+def test_instructions_are_read_as_deltas_that_survive_a_clear_and_the_counter_is_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where perf events work, torch adds each compile's count to a class attribute; here it is added by hand.
+    pytest.importorskip("torch")
+    if TORCH < (2, 5):
+        pytest.skip("torch < 2.5 has no compile instruction counter")
+    import torch._dynamo.config as dynamo_config
+    from torch._dynamo.utils import CompileTimeInstructionCounter as counter
+
+    from pytest_nocompile.observe import instruction_counter
+
+    monkeypatch.setattr(instruction_counter, "instruction_counter_problem", lambda: None)
+    monkeypatch.setattr(counter, "_counter", 7)  # what earlier user code counted
+    counting = instruction_counter.InstructionCounting()
+    counting.arm()
+    assert dynamo_config.record_compile_time_instruction_count is True
+    counter._counter += 500
+    assert counting.take() == 500 and counting.take() == 0
+    counter.clear()  # as torch's benchmarks do
+    counter._counter += 100
+    assert counting.take() == 100
+    counter._counter += 2**64 - 1  # torch's end(-1) after a failed start: not a count
+    assert counting.take() is None
+    counting.disarm()
+    assert dynamo_config.record_compile_time_instruction_count is False and counter._counter == 7
+
+
 # -- what users see -----------------------------------------------------------
 
 def test_a_generous_bound_passes_and_a_bound_of_zero_fails_with_the_breakdown(pytester: pytest.Pytester, run: RunPytest) -> None:
