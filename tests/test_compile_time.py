@@ -247,6 +247,22 @@ def test_run_wide():
     assert "test_time.py::test_block PASSED" in result.stdout.str()
 
 
+def test_a_child_processs_compile_time_counts_for_it(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_child='''
+import subprocess, sys, pytest
+
+CHILD = "import torch; torch.compile(lambda x: x + 1, backend='eager')(torch.ones(2))"
+
+@pytest.mark.max_compile_seconds(0)
+def test_child_compiles():
+    subprocess.run([sys.executable, "-c", CHILD], check=True)
+''')
+    result = run()
+    result.assert_outcomes(failed=1)
+    result.stdout.re_match_lines([r"pid \d+ \(python -c 'import torch; .*\): .* of compile time > max_compile_seconds\(0\) \(marker on the test\)",
+                                  r"    breakdown: dynamo .*"])
+
+
 def test_bad_seconds_markers_are_usage_errors_naming_the_test_and_the_form(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_bad='''
 import pytest
