@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
-    from .watch import CaptureLostWarning, InstructionCountWarning
+    from .watch import CaptureLostWarning, CompileTimeWarning
 
 __version__ = "0.1.0"
 
@@ -95,7 +95,7 @@ _PUBLIC_MODULES = {
     "TestResult": ".result",
     "Verdict": ".result",
     "CaptureLostWarning": ".watch",
-    "InstructionCountWarning": ".watch",
+    "CompileTimeWarning": ".watch",
     "SwallowedCompileErrorWarning": ".swallowed",
     "ChildReportWarning": ".child_lines",
 }
@@ -117,7 +117,7 @@ __all__ = [
     "GraphBreakBudgetExceeded",
     "GraphBreakEvent",
     "GuardFailure",
-    "InstructionCountWarning",
+    "CompileTimeWarning",
     "ProcessInfo",
     "RecompileBudget",
     "RecompileBudgetExceeded",

@@ -68,7 +68,8 @@ class BudgetKind:
     shown_signals: tuple[str, ...] = ()
     # How the shown signals' call-phase totals read in a failure, after its headline (default: "name total, ...").
     describe_shown: Optional[Callable[[Mapping[str, float]], str]] = None
-    column_needs_budget: bool = False  # its table column only where a listed test budgets it (every compile has some)
+    # Every compile has some (seconds, instructions): its table column and junit properties only where a test budgets it.
+    shown_only_where_budgeted: bool = False
     shown_label: str = "shown"  # the word before the shown signals' totals, e.g. "breakdown"
     shown_key: str = ""  # the JSON report's key for those totals by signal (none without), e.g. "compile_seconds_breakdown"
     shown_column: str = ""  # a summary table column for the shown signals' total, where a listed test has any
@@ -210,7 +211,7 @@ COMPILE_SECONDS_KIND = BudgetKind(
     describe_shown=breakdown_text,
     shown_label="breakdown",
     shown_key="compile_seconds_breakdown",
-    column_needs_budget=True,
+    shown_only_where_budgeted=True,
     measure=SECONDS,
 )
 COMPILE_INSTRUCTIONS_KIND = BudgetKind(
@@ -226,6 +227,7 @@ COMPILE_INSTRUCTIONS_KIND = BudgetKind(
     signals=(COMPILE_INSTRUCTIONS,),
     measure=INSTRUCTIONS,
     since_torch=(2, 5),
+    shown_only_where_budgeted=True,
 )
 
 CACHE_MISSES = BudgetKind(

@@ -106,7 +106,7 @@ def test_results_travel_as_json_and_come_back_equal() -> None:
     assert carried["recompile_limit_hits"] == [{"limit_name": "recompile_limit", "limit": 8, "function": "'step' (adam.py:214)", "phase": "call",
                                              "process": None, "refused_attempt": None}]
     assert count_properties(result) == [("nocompile_compiles", 3), ("nocompile_recompiles", 2), ("nocompile_graph_breaks", 1),
-                                        ("nocompile_compile_seconds", 0.0), ("nocompile_compile_instructions", 0), ("nocompile_cache_misses", 0)]
+                                        ("nocompile_cache_misses", 0)]
 
 
 def test_idle_results() -> None:
