@@ -229,9 +229,17 @@ def idle_result(budget: RecompileBudget) -> TestResult:
     )
 
 
+def shows(kind: BudgetKind, result: TestResult) -> bool:
+    """Whether a test's junit properties and table row show this kind: the three counts always; a compile-health
+    kind where the test budgets it or has some (compile time, which every compile has, only where budgeted)."""
+    if kind.events != "health" or result.budgets.get(kind.key) is not None:
+        return True
+    return bool(result.counts.get(kind.key, 0)) and not kind.shown_only_where_budgeted
+
+
 def count_properties(result: TestResult) -> list[tuple[str, object]]:
     """The counts as ``user_properties`` (and so junit XML ``<property>`` elements), and each process's when children reported."""
-    kinds = [kind for kind in COUNTED_KINDS if not kind.shown_only_where_budgeted or result.budgets.get(kind.key) is not None]
+    kinds = [kind for kind in COUNTED_KINDS if shows(kind, result)]
     properties: list[tuple[str, object]] = [(f"nocompile_{kind.key}", kind.measure.for_json(result.counts[kind.key])) for kind in kinds]
     for process in result.processes:
         counts = " ".join(f"{kind.key}={process[kind.key]}" for kind in kinds)

@@ -78,9 +78,9 @@ def _columns(shown: list[tuple[str, TestResult]]) -> list[tuple[str, Callable[[T
     """Each column's header and cell: the counts every test has, then a compile-health kind's only where a listed test
     has one or a budget for it (a kind every compile has, compile time, only where one budgets it); then what a kind
     only shows beside its count (cache hits), where a listed test has any."""
-    kinds = [kind for kind in COUNTED_KINDS if kind.events != "health" or any(
-        result.budgets.get(kind.key) is not None or (result.counts.get(kind.key, 0) and not kind.shown_only_where_budgeted)
-        for _, result in shown)]
+    from ..result import shows
+
+    kinds = [kind for kind in COUNTED_KINDS if any(shows(kind, result) for _, result in shown)]
     columns = [(kind.column, _count_cell(kind)) for kind in kinds]
     columns += [(kind.shown_column, _shown_cell(kind)) for kind in KINDS
                 if kind.shown_column and any(_shown_total(kind, result) for _, result in shown)]
