@@ -125,8 +125,31 @@ COMPILES = BudgetKind(
     exceeded=CompileBudgetExceeded,
 )
 
-# In the summary table's column order.
-KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS)
+CUDAGRAPH_RERECORDS = BudgetKind(
+    key="cudagraph_rerecords",
+    marker="max_cudagraph_rerecords",
+    events="health",
+    noun="CUDA-graph re-record",
+    counts="CUDA-graph re-recordings (mode='reduce-overhead': a function's graph recorded again after its first recording; "
+    "needs CUDA)",
+    column="cg rerecords",
+    short="cg rerecords",
+    signals=("cudagraph_rerecord",),  # cudagraph_messages.RERECORD
+)
+CUDAGRAPH_SKIPS = BudgetKind(
+    key="cudagraph_skips",
+    marker="max_cudagraph_skips",
+    events="health",
+    noun="CUDA-graph skip",
+    counts="graphs that inductor ran without CUDA graphs under mode='reduce-overhead' (mutated inputs, CPU tensors, ...; "
+    "needs CUDA)",
+    column="cg skips",
+    short="cg skips",
+    signals=("cudagraph_skip",),  # cudagraph_messages.SKIP
+)
+
+# In the summary table's column order; new kinds go at the end.
+KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS, CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS)
 KINDS_BY_MARKER: dict[str, BudgetKind] = {kind.marker: kind for kind in KINDS}
 KINDS_BY_KEY: dict[str, BudgetKind] = {kind.key: kind for kind in KINDS}
 

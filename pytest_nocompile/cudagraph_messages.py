@@ -1,0 +1,147 @@
+"""CUDA-graph trees' log messages, read: which mean a skip, which a re-record, and why.
+
+Pure code: no torch. Inductor's CUDA-graph trees (``mode="reduce-overhead"``)
+log on the ``cudagraphs`` artifact (older torch: skips on ``perf_hints``):
+
+- a skip, at WARNING: ``skipping cudagraphs due to mutated inputs (1
+  instances). Found from : \\n File "x.py", line 3, in f\\n    buf.add_(1)``
+  (also ``skipping cudagraph due to function 0 exceeding max re-recording
+  limit ...`` and ``disabling cudagraphs due to ...``);
+- each recording of a function's graph, at DEBUG: ``[0/0] Recording
+  function=partition_0, cuda_graph_id=1, inputs: ...`` (torch >= 2.12 adds
+  ``mode=FORWARD, ``; older torch: ``Recording function 0 of graph recording
+  id 1``);
+- why a recorded graph could not be replayed, at DEBUG: ``[0/0] Re-recording
+  function=partition_0, reason=static input data pointer changed.\\ninput
+  name: arg0_1. data pointer changed from ... input stack trace: ...``. It is
+  logged for each recorded graph that does not fit, even when another one
+  then does: on its own it is no re-record;
+- a new tree for each dynamic size, at INFO: ``Recording cudagraph tree for
+  symint key 16``.
+
+:class:`CudagraphTracker` turns a thread's sequence of them into skips and
+re-records: a re-record is a recording of a function (compile id, name and
+mode) that was recorded before in the same tree manager, with the last
+``Re-recording`` reason given for it, else the new size that made it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .events import CodeLocation
+
+RERECORD = "cudagraph_rerecord"  # the health signals this module's events are counted by
+SKIP = "cudagraph_skip"
+
+_SKIP = re.compile(r"^(?:skipping|disabling) cudagraphs?\b(?: due to)?\s*(?P<reason>.*)", re.DOTALL)
+_FOUND_FROM = re.compile(r"\.? ?Found from ?:\s*", re.IGNORECASE)
+_RECORDING = re.compile(
+    r"^(?:\[(?P<compile_id>[^\]]*)\] )?Recording function=(?P<function>[^,]+), (?:mode=(?P<mode>\w+), )?cuda_graph_id=(?P<graph>\d+)"
+    r"|^Recording function (?P<function_id>\d+) of graph recording id (?P<old_graph>\d+)")
+_RERECORD_REASON = re.compile(
+    r"^(?:\[(?P<compile_id>[^\]]*)\] )?Re-recording function=(?P<function>[^,]+), (?:mode=\w+, )?reason=(?P<reason>.*)", re.DOTALL)
+_NEW_TREE = re.compile(r"^(?:\[[^\]]*\] )?[Rr]ecording cudagraph tree for (?:symint key (?P<key>.+)|graph without symints)")
+_INPUT = re.compile(r"input name: (?P<name>[^\s.]+)\. data pointer changed from \S+ to \S+\. input stack trace: (?P<trace>.*?)(?=\ninput name: |\Z)",
+                    re.DOTALL)
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)\n(?P<code>[^\n]*)')
+
+
+def parse_skip(message: str) -> Optional[str]:
+    """A skip's reason as users read it (``mutated inputs (1 instances)`` and where), or None for any other message."""
+    match = _SKIP.match(message)
+    if match is None:
+        return None
+    reason, stack = _split_found_from(match["reason"])
+    # Only the first line: a re-record limit's reason goes on with every input's data pointers.
+    return _with_place(reason.strip().partition("\n")[0].rstrip(".") or "no reason given", stack)
+
+
+def _split_found_from(text: str) -> tuple[str, str]:
+    """The reason, and the stack torch quotes after "Found from" (empty if none)."""
+    parts = _FOUND_FROM.split(text, maxsplit=1)
+    return parts[0], parts[1] if len(parts) == 2 else ""
+
+
+def _with_place(reason: str, stack: str) -> str:
+    place = last_frame(stack)
+    return f"{reason}\nat {place}" if place else reason
+
+
+def last_frame(stack: str) -> Optional[CodeLocation]:
+    """The innermost ``File "x", line N, in f`` frame of a stack torch quotes, with its code line."""
+    frames = list(_FRAME.finditer(stack or ""))
+    if not frames:
+        return None
+    frame = frames[-1]
+    return CodeLocation(frame["file"], int(frame["line"]), frame["function"], frame["code"].strip() or None)
+
+
+def rerecord_reason(reason: str) -> str:
+    """torch's ``Re-recording`` reason, shortened: the mismatch, the inputs it names and the first one's user line."""
+    first_line, _, details = reason.partition("\n")
+    inputs = list(_INPUT.finditer(details))
+    text = first_line.strip().rstrip(".")
+    if inputs:
+        names = ", ".join(match["name"] for match in inputs)
+        text += f" (input {names})"
+        return _with_place(text, inputs[0]["trace"])
+    return text
+
+
+@dataclass
+class _ThreadState:
+    recorded: set[tuple[str, ...]] = field(default_factory=set)
+    reasons: dict[tuple[str, str], str] = field(default_factory=dict)  # (compile id, function): the last Re-recording reason
+    new_size: Optional[str] = None  # the symint key of the last new tree
+
+
+class CudagraphTracker:
+    """Reads one process's CUDA-graph messages, in order, per thread; says which are skips and re-records.
+
+    A tree manager is per device and thread, and its graph ids start at 0:
+    a recording with graph id 0 is a new manager (``torch._dynamo.reset()``
+    drops them all), so what was recorded before no longer counts.
+    """
+
+    def __init__(self) -> None:
+        self._threads: dict[Optional[str], _ThreadState] = {}
+
+    def read(self, message: str, thread: Optional[str] = None) -> Optional[tuple[str, str]]:
+        """``(signal, reason)`` when the message is a skip or a re-record; None otherwise."""
+        skip = parse_skip(message)
+        if skip is not None:
+            return SKIP, skip
+        state = self._threads.get(thread)
+        if state is None:
+            state = self._threads[thread] = _ThreadState()
+        recording = _RECORDING.match(message)
+        if recording is not None:
+            return self._recorded(state, recording)
+        reason = _RERECORD_REASON.match(message)
+        if reason is not None:
+            state.reasons[(reason["compile_id"] or "", reason["function"])] = rerecord_reason(reason["reason"])
+            return None
+        tree = _NEW_TREE.match(message)
+        if tree is not None:
+            state.new_size = tree["key"]
+        return None
+
+    def _recorded(self, state: _ThreadState, recording: re.Match[str]) -> Optional[tuple[str, str]]:
+        if recording["function_id"] is not None:  # torch < 2.6's wording: a function id, no name
+            graph, function, compile_id = recording["old_graph"], f"function {recording['function_id']}", ""
+        else:
+            graph, function, compile_id = recording["graph"], recording["function"], recording["compile_id"] or ""
+        if graph == "0":
+            state.recorded.clear()
+        key = (compile_id, function, recording["mode"] or "")
+        reason = state.reasons.pop((compile_id, function), None)
+        if key not in state.recorded:
+            state.recorded.add(key)
+            return None
+        if reason is None:
+            reason = f"a new size (symint key {state.new_size})" if state.new_size else "torch gave no reason"
+        of_compile = f" of compile {compile_id}" if compile_id else ""
+        return RERECORD, f"{function}{of_compile} recorded again: {reason}"

@@ -1,0 +1,148 @@
+"""max_cudagraph_rerecords and max_cudagraph_skips for users, on CPU: usage errors, the skip without CUDA, the failure lines.
+
+No GPU here: the failure lines are fed by torch 2.11's recorded messages
+(tests/data/torch-2.11-cudagraphs.txt), logged by the user's test on the very
+loggers torch logs them on, so they go the whole way: filter, reader, health
+event, record, failure. tests/acceptance has the same gates on a real GPU.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nocompile_testing import RunPytest, expect_lines
+
+REPLAY = '''
+import logging
+import pytest
+import torch
+import torch._dynamo
+
+TREES = logging.getLogger("torch._inductor.cudagraph_trees.__cudagraphs")
+UTILS = logging.getLogger("torch._inductor.cudagraph_utils.__cudagraphs")
+RECORDING = "[0/0] Recording function=partition_0, cuda_graph_id={}, inputs: [0]: Tensor(size=[8], stride=(1,))"
+CHANGED = ("[0/0] Re-recording function=partition_0, reason=static input data pointer changed.\\n"
+           "input name: arg0_1. data pointer changed from 139987410485248 to 139987410486784. input stack trace: None\\n")
+MUTATED = ('skipping cudagraphs due to mutated inputs (1 instances). Found from : \\n'
+           '   File "b.py", line 3, in count_calls\\n    calls.add_(1)\\n')
+
+
+def record_twice():
+    TREES.debug(RECORDING.format(0))
+    TREES.debug(CHANGED)
+    TREES.debug(RECORDING.format(1))
+
+
+def test_rerecord():
+    record_twice()
+
+
+def test_recorded_once():
+    TREES.info("Recording cudagraph tree for graph without symints")
+    TREES.debug(RECORDING.format(0))
+
+
+def test_skip():
+    UTILS.warning(MUTATED)
+'''
+
+
+def test_a_re_record_fails_a_zero_budget_with_torchs_reason_and_the_users_line(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_cg=REPLAY)
+    result = run("--max-cudagraph-rerecords=0", "-k", "rerecord or once")
+    result.assert_outcomes(passed=1, failed=1)
+    expect_lines(result, [
+        "1 CUDA-graph re-record > max_cudagraph_rerecords(0) (from --max-cudagraph-rerecords)",
+        "[1/1] cudagraph_rerecord",
+        "    reason: partition_0 of compile 0/0 recorded again: static input data pointer changed (input arg0_1)",
+        "    triggered by: test_cg.py:18 in record_twice: TREES.debug(RECORDING.format(1))",
+    ])
+
+
+def test_a_skip_fails_a_zero_budget_naming_the_mutation_and_its_line(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_cg=REPLAY)
+    result = run("--max-cudagraph-skips=0", "-k", "skip or once")
+    result.assert_outcomes(passed=1, failed=1)
+    expect_lines(result, [
+        "1 CUDA-graph skip > max_cudagraph_skips(0) (from --max-cudagraph-skips)",
+        "[1/1] cudagraph_skip",
+        "    reason: mutated inputs (1 instances)",
+        "            at b.py:3 in count_calls: calls.add_(1)",
+        "    triggered by: test_cg.py:31 in test_skip: UTILS.warning(MUTATED)",
+    ])
+
+
+def test_the_debug_records_read_print_nothing_and_torchs_skip_warning_still_shows(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_cg=REPLAY)
+    result = run("--max-cudagraph-rerecords=5", "--max-cudagraph-skips=5", "-s")
+    result.assert_outcomes(passed=3)
+    output = result.stdout.str() + result.stderr.str()
+    assert "Recording function" not in output and "Re-recording" not in output
+    assert "skipping cudagraphs due to mutated inputs" in output  # as torch prints it without the plugin
+
+
+def test_a_block_assertion_counts_re_records(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_cg=REPLAY + '''
+
+def test_block(nocompile_assert_max_cudagraph_rerecords):
+    with nocompile_assert_max_cudagraph_rerecords(0):
+        record_twice()
+''')
+    result = run("-k", "block")
+    result.assert_outcomes(failed=1)
+    expect_lines(result, ["*1 CUDA-graph re-record > nocompile_assert_max_cudagraph_rerecords(0)*"])
+
+
+def test_a_marker_skips_the_test_where_cuda_graphs_cannot_be_recorded(pytester: pytest.Pytester, run: RunPytest) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the markers count there (tests/acceptance)")
+    pytester.makepyfile(test_cg='''
+import pytest
+
+@pytest.mark.max_cudagraph_rerecords(0)
+def test_rerecords():
+    pass
+
+@pytest.mark.max_cudagraph_skips(2)
+def test_skips():
+    pass
+
+@pytest.mark.max_cudagraph_skips(None)
+def test_opted_out():
+    pass
+
+def test_unmarked():
+    pass
+''')
+    result = run("-rs", "--max-cudagraph-skips=0")
+    result.assert_outcomes(passed=2, skipped=2)
+    result.stdout.fnmatch_lines([
+        "SKIPPED [[]1[]] test_cg.py:3: max_cudagraph_rerecords(0) needs CUDA graphs: torch.cuda.is_available() is False",
+        "SKIPPED [[]1[]] test_cg.py:7: max_cudagraph_skips(2) needs CUDA graphs: torch.cuda.is_available() is False",
+    ])
+
+
+ACCEPTED = "use @pytest.mark.max_cudagraph_rerecords(N), N an int >= 0 or None"
+
+
+def test_a_bad_marker_is_a_usage_error_naming_the_test_and_the_form_not_a_skip(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_cg='''
+import pytest
+
+@pytest.mark.max_cudagraph_rerecords(-1)
+def test_negative():
+    pass
+
+@pytest.mark.max_cudagraph_skips(0.5)
+def test_float():
+    pass
+''')
+    result = run()
+    result.assert_outcomes(errors=2)
+    expect_lines(result, ["*ERROR at setup of test_negative*",
+                          "invalid max_cudagraph_rerecords marker on test_cg.py::test_negative: "
+                          f"max_cudagraph_rerecords(-1): expected an int >= 0, got -1; {ACCEPTED}"])
+    expect_lines(result, ["*ERROR at setup of test_float*",
+                          "invalid max_cudagraph_skips marker on test_cg.py::test_float: max_cudagraph_skips(0.5): "
+                          "expected an int >= 0, got 0.5 (float); use @pytest.mark.max_cudagraph_skips(N), N an int >= 0 or None"])
