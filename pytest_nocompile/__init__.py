@@ -39,7 +39,14 @@ if TYPE_CHECKING:
         RecompileLimitHit,
         parse_recompile_message,
     )
-    from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+    from .exceptions import (
+        BudgetExceeded,
+        CompileBudgetExceeded,
+        CudagraphRerecordBudgetExceeded,
+        CudagraphSkipBudgetExceeded,
+        GraphBreakBudgetExceeded,
+        RecompileBudgetExceeded,
+    )
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
@@ -60,6 +67,8 @@ _PUBLIC_MODULES = {
     "RecompileBudgetExceeded": ".exceptions",
     "GraphBreakBudgetExceeded": ".exceptions",
     "CompileBudgetExceeded": ".exceptions",
+    "CudagraphRerecordBudgetExceeded": ".exceptions",
+    "CudagraphSkipBudgetExceeded": ".exceptions",
     "CodeLocation": ".events",
     "CompileEvent": ".events",
     "GraphBreakEvent": ".events",
@@ -88,6 +97,8 @@ __all__ = [
     "CodeLocation",
     "CompileBudgetExceeded",
     "CompileEvent",
+    "CudagraphRerecordBudgetExceeded",
+    "CudagraphSkipBudgetExceeded",
     "GraphBreakBudgetExceeded",
     "GraphBreakEvent",
     "GuardFailure",

@@ -18,7 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+from .exceptions import (
+    BudgetExceeded,
+    CompileBudgetExceeded,
+    CudagraphRerecordBudgetExceeded,
+    CudagraphSkipBudgetExceeded,
+    GraphBreakBudgetExceeded,
+    RecompileBudgetExceeded,
+)
 
 PLUGIN = "[pytest-nocompile]"
 
@@ -135,6 +142,7 @@ CUDAGRAPH_RERECORDS = BudgetKind(
     column="cg rerecords",
     short="cg rerecords",
     signals=("cudagraph_rerecord",),  # cudagraph_messages.RERECORD
+    exceeded=CudagraphRerecordBudgetExceeded,
 )
 CUDAGRAPH_SKIPS = BudgetKind(
     key="cudagraph_skips",
@@ -146,6 +154,7 @@ CUDAGRAPH_SKIPS = BudgetKind(
     column="cg skips",
     short="cg skips",
     signals=("cudagraph_skip",),  # cudagraph_messages.SKIP
+    exceeded=CudagraphSkipBudgetExceeded,
 )
 
 # In the summary table's column order; new kinds go at the end.

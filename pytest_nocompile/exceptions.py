@@ -5,7 +5,8 @@ Each kind names its own in :data:`~.budget.KINDS` (``BudgetKind.exceeded``).
 
 from __future__ import annotations
 
-__all__ = ["BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded"]
+__all__ = ["BudgetExceeded", "CompileBudgetExceeded", "CudagraphRerecordBudgetExceeded", "CudagraphSkipBudgetExceeded",
+           "GraphBreakBudgetExceeded", "RecompileBudgetExceeded"]
 
 
 class BudgetExceeded(AssertionError):
@@ -33,3 +34,11 @@ class GraphBreakBudgetExceeded(RecompileBudgetExceeded):
 
 class CompileBudgetExceeded(RecompileBudgetExceeded):
     """A block went over its compile budget (graphs compiled)."""
+
+
+class CudagraphRerecordBudgetExceeded(RecompileBudgetExceeded):
+    """A block went over its CUDA-graph re-record budget."""
+
+
+class CudagraphSkipBudgetExceeded(RecompileBudgetExceeded):
+    """A block went over its CUDA-graph skip budget."""

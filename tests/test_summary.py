@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nocompile.budget import RecompileBudget
+from pytest_nocompile.budget import KINDS, RecompileBudget
 from pytest_nocompile.output.baseline import BaselineError, baseline_document, compare, load_baseline
 from pytest_nocompile.output.summary import LONG_TABLE, json_document, outcome_of, summary_lines
 from pytest_nocompile.result import TestResult, Verdict, idle_result
@@ -15,6 +15,7 @@ from pytest_nocompile.result import TestResult, Verdict, idle_result
 
 def result(compiles: int, recompiles: int, graph_breaks: int, budget: dict[str, int], over: tuple[str, ...] = (), cause: str | None = None) -> TestResult:
     counts = {"compiles": compiles, "recompiles": recompiles, "graph_breaks": graph_breaks}
+    counts.update({kind.key: 0 for kind in KINDS if kind.key not in counts})  # the compile-health kinds: none here
     verdict = Verdict.OVER if over else Verdict.WITHIN if budget else Verdict.NO_BUDGET
     return TestResult(counts, {key: budget.get(key) for key in counts}, verdict, over, cause)
 
@@ -94,7 +95,7 @@ def test_baseline_round_trip_and_comparison(tmp_path: Path) -> None:
     path = tmp_path / "baseline.json"
     path.write_text(json.dumps(baseline_document(RESULTS)))
     saved = load_baseline(str(path))
-    assert saved["t.py::over"] == {"compiles": 3, "recompiles": 1, "graph_breaks": 1}
+    assert saved["t.py::over"] == {"compiles": 3, "recompiles": 1, "graph_breaks": 1, "cudagraph_rerecords": 0, "cudagraph_skips": 0}
     later = {**RESULTS, "t.py::within": result(3, 2, 0, {"recompiles": 1}), "t.py::new": result(0, 0, 0, {})}
     del later["t.py::quiet"]
     comparison = compare(saved, later)
