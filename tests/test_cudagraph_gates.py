@@ -146,3 +146,18 @@ def test_float():
     expect_lines(result, ["*ERROR at setup of test_float*",
                           "invalid max_cudagraph_skips marker on test_cg.py::test_float: max_cudagraph_skips(0.5): "
                           "expected an int >= 0, got 0.5 (float); use @pytest.mark.max_cudagraph_skips(N), N an int >= 0 or None"])
+
+
+def test_code_inductor_generated_is_not_the_users_line(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    # A CUDA graph's recording runs inside the module inductor wrote (measured on 2.11: ".../torchinductor_root/qf/cqf....py:68
+    # in call"); the user's line is the call that ran it, further out.
+    pytest.importorskip("torch")
+    cache_dir_utils = pytest.importorskip("torch._inductor.runtime.cache_dir_utils")
+    from pytest_nocompile.observe import user_code
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    assert cache_dir_utils.cache_dir() == str(tmp_path / "inductor")
+    generated = str(tmp_path / "inductor" / "qf" / "cqf4enm7sgtqedy6xn76aghyf7kndqdjdwg5wgvy6cmyt26zjwzo.py")
+    beside = str(tmp_path / "inductor_notes" / "test_model.py")  # a folder whose name only starts the same
+    assert not user_code.is_user_file(generated)
+    assert user_code.is_user_file(beside)

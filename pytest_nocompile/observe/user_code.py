@@ -7,6 +7,7 @@ compile, a recompile or a graph break.
 from __future__ import annotations
 
 import os
+import sys
 from functools import cache
 from typing import TYPE_CHECKING, Optional
 
@@ -54,6 +55,25 @@ def _library_roots() -> _Roots:
     )
 
 
+def _generated_by_inductor(filename: str) -> bool:
+    """Whether inductor wrote this file (its code cache): what it runs at each call, e.g. a CUDA graph's replay, is torch's.
+
+    Asked once per file name. The cache folder is read from inductor each time (an
+    environment variable may move it between tests); without inductor imported, no
+    file of it can be running.
+    """
+    for name in ("torch._inductor.runtime.cache_dir_utils", "torch._inductor.runtime.runtime_utils"):  # newer, older torch
+        cache_dir = getattr(sys.modules.get(name), "cache_dir", None)
+        if cache_dir is None:
+            continue
+        try:
+            folder = os.path.join(os.path.abspath(cache_dir()), "")
+        except Exception:  # the folder could not be made: nothing of inductor's runs from it
+            return False
+        return filename.startswith(folder) or os.path.realpath(filename).startswith(os.path.join(os.path.realpath(folder), ""))
+    return False
+
+
 # By file name: a compile walks some 25 frames, nearly all in the same few torch files.
 _USER_FILES: dict[str, bool] = {}
 
@@ -74,6 +94,8 @@ def _classify(filename: str, roots: _Roots) -> bool:
     if filename.startswith("<"):
         return False
     if filename.startswith(roots.packages):
+        return False
+    if _generated_by_inductor(filename):
         return False
     if filename.startswith(roots.stdlib):
         return filename.startswith(roots.sites)
