@@ -10,6 +10,7 @@ from typing import Protocol
 import pytest
 
 DATA = Path(__file__).parent / "data"
+DOCS = Path(__file__).parent.parent / "docs"
 
 
 class RunPytest(Protocol):
@@ -129,3 +130,10 @@ def recompile_once():
     f(torch.ones(2), 2)
     f(torch.ones(2), 3)
 """
+
+
+def docs_snippet(page: str, file_name: str) -> str:
+    """The python block of ``docs/<page>`` whose first line is ``# <file_name>``: an example run as users would run it."""
+    text = (DOCS / page).read_text()
+    (block,) = [block for block in re.findall(r"^```python\n(.*?)^```$", text, re.M | re.S) if block.startswith(f"# {file_name}\n")]
+    return block

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from nocompile_testing import RunPytest, expect_lines
+from nocompile_testing import RunPytest, docs_snippet, expect_lines
 
 REPLAY = '''
 import logging
@@ -161,3 +161,14 @@ def test_code_inductor_generated_is_not_the_users_line(monkeypatch: pytest.Monke
     beside = str(tmp_path / "inductor_notes" / "test_model.py")  # a folder whose name only starts the same
     assert not user_code.is_user_file(generated)
     assert user_code.is_user_file(beside)
+
+
+def test_the_pages_example_is_skipped_here_as_the_page_says(pytester: pytest.Pytester, run: RunPytest) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: tests/acceptance runs the example there")
+    pytester.makepyfile(test_rerecord=docs_snippet("cudagraphs.md", "test_rerecord.py"))
+    result = run("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_rerecord.py:6: max_cudagraph_rerecords(0) needs CUDA graphs: "
+                                 "torch.cuda.is_available() is False"])

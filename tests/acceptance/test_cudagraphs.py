@@ -21,7 +21,7 @@ from examples.compiled_lr_scheduler import LR_GUARD, linear_warmup
 from examples.compiled_optimizer import make_adam
 from examples.foreach_map_adam import FOREACH_MAP_MISSING, AdamHyperparameters, foreach_map_adam_step, foreach_map_available
 from examples.workload import Workload, build_model, parameters_of, train
-from nocompile_testing import RunPytest
+from nocompile_testing import RunPytest, docs_snippet
 
 pytestmark = pytest.mark.cuda
 STEPS = 10
@@ -76,23 +76,7 @@ def test_a_float_lr_under_cuda_graphs_recompiles_on_the_lr_guard(nocompile_recom
     assert any(LR_GUARD in reason.guard for event in nocompile_recompiles for reason in event.reasons), list(nocompile_recompiles)
 
 
-NEW_WEIGHT_EACH_CALL = '''
-import pytest
-import torch
-
-
-@pytest.mark.max_cudagraph_rerecords(0)
-def test_new_weight_each_call():
-    layer = torch.nn.Linear(8, 8).cuda()
-    compiled = torch.compile(layer, mode="reduce-overhead")
-    x = torch.randn(4, 8, device="cuda")
-    weights = []  # kept alive: each new weight has an address of its own
-    with torch.no_grad():
-        for _ in range(4):
-            weights.append(torch.nn.Parameter(torch.randn(8, 8, device="cuda")))
-            layer.weight = weights[-1]
-            compiled(x)
-'''
+NEW_WEIGHT_EACH_CALL = docs_snippet("cudagraphs.md", "test_rerecord.py")  # the page's example, run as written
 
 
 def test_a_static_input_whose_address_changes_fails_a_zero_re_record_budget_with_torchs_reason(
@@ -104,7 +88,7 @@ def test_a_static_input_whose_address_changes_fails_a_zero_re_record_budget_with
         "* CUDA-graph re-record* > max_cudagraph_rerecords(0) (marker on the test)",
         "[[]1/*[]] cudagraph_rerecord*",
         "    reason: * recorded again: static input data pointer changed (input *)",
-        "    triggered by: test_rerecord.py:15 in test_new_weight_each_call: compiled(x)",
+        "    triggered by: test_rerecord.py:16 in test_new_weight_each_call: compiled(x)",
     ])
 
 
