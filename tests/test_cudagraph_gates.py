@@ -172,3 +172,42 @@ def test_the_pages_example_is_skipped_here_as_the_page_says(pytester: pytest.Pyt
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_rerecord.py:6: max_cudagraph_rerecords(0) needs CUDA graphs: "
                                  "torch.cuda.is_available() is False"])
+
+
+def test_a_users_torch_logs_cudagraphs_output_is_kept_and_still_counted(pytester: pytest.Pytester, run: RunPytest,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCH_LOGS", "cudagraphs")
+    # torch's own trees module: its logger is then torch's artifact logger, at the level TORCH_LOGS gives it.
+    pytester.makepyfile(test_cg=REPLAY.replace("import torch._dynamo\n", "import torch._dynamo\nimport torch._inductor.cudagraph_trees\n"))
+    result = run("--max-cudagraph-rerecords=0", "-k", "rerecord", "-s")
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str() + result.stderr.str()
+    assert "[0/0] Recording function=partition_0, cuda_graph_id=1" in output  # the user's own log, as torch prints it
+    expect_lines(result, ["1 CUDA-graph re-record > max_cudagraph_rerecords(0) (from --max-cudagraph-rerecords)"])
+
+
+CHILD = '''
+import subprocess
+import sys
+
+CHILD_CODE = """
+import logging
+import torch._dynamo
+trees = logging.getLogger("torch._inductor.cudagraph_trees.__cudagraphs")
+for graph_id in (0, 1):
+    trees.debug(f"[0/0] Recording function=partition_0, cuda_graph_id={graph_id}, inputs: []")
+"""
+
+
+def test_child_rerecords():
+    subprocess.run([sys.executable, "-c", CHILD_CODE], check=True)
+'''
+
+
+def test_a_child_processs_re_records_count_against_the_test(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_child=CHILD)
+    result = run("--max-cudagraph-rerecords=0")
+    result.assert_outcomes(failed=1)
+    expect_lines(result, ["pid * (python -c *): 1 CUDA-graph re-record > max_cudagraph_rerecords(0) (from --max-cudagraph-rerecords)",
+                          "[1/1] cudagraph_rerecord",
+                          "    reason: partition_0 of compile 0/0 recorded again: torch gave no reason"])
