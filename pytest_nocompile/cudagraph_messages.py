@@ -10,12 +10,12 @@ log on the ``cudagraphs`` artifact (older torch: skips on ``perf_hints``):
 - each recording of a function's graph, at DEBUG: ``[0/0] Recording
   function=partition_0, cuda_graph_id=1, inputs: ...`` (torch >= 2.12 adds
   ``mode=FORWARD, ``; older torch: ``Recording function 0 of graph recording
-  id 1``);
+  id 1``, for a while with the name: ``Recording function 0 (f) of ...``);
 - why a recorded graph could not be replayed, at DEBUG: ``[0/0] Re-recording
   function=partition_0, reason=static input data pointer changed.\\ninput
   name: arg0_1. data pointer changed from ... input stack trace: ...``. It is
   logged for each recorded graph that does not fit, even when another one
-  then does: on its own it is no re-record;
+  then does: on its own it is no re-record (older torch logs no reason);
 - a new tree for each dynamic size, at INFO: ``Recording cudagraph tree for
   symint key 16``.
 
@@ -40,7 +40,7 @@ _SKIP = re.compile(r"^(?:skipping|disabling) cudagraphs?\b(?: due to)?\s*(?P<rea
 _FOUND_FROM = re.compile(r"\.? ?Found from ?:\s*", re.IGNORECASE)
 _RECORDING = re.compile(
     r"^(?:\[(?P<compile_id>[^\]]*)\] )?Recording function=(?P<function>[^,]+), (?:mode=(?P<mode>\w+), )?cuda_graph_id=(?P<graph>\d+)"
-    r"|^Recording function (?P<function_id>\d+) of graph recording id (?P<old_graph>\d+)")
+    r"|^Recording function (?P<function_id>\d+)(?: \([^)]*\))? of graph recording id (?P<old_graph>\d+)")
 _RERECORD_REASON = re.compile(
     r"^(?:\[(?P<compile_id>[^\]]*)\] )?Re-recording function=(?P<function>[^,]+), (?:mode=\w+, )?reason=(?P<reason>.*)", re.DOTALL)
 _NEW_TREE = re.compile(r"^(?:\[[^\]]*\] )?[Rr]ecording cudagraph tree for (?:symint key (?P<key>.+)|graph without symints)")
@@ -130,7 +130,7 @@ class CudagraphTracker:
         return None
 
     def _recorded(self, state: _ThreadState, recording: re.Match[str]) -> Optional[tuple[str, str]]:
-        if recording["function_id"] is not None:  # torch < 2.6's wording: a function id, no name
+        if recording["function_id"] is not None:  # older torch's wording: a function id, unique in its tree manager
             graph, function, compile_id = recording["old_graph"], f"function {recording['function_id']}", ""
         else:
             graph, function, compile_id = recording["graph"], recording["function"], recording["compile_id"] or ""
@@ -142,6 +142,8 @@ class CudagraphTracker:
             state.recorded.add(key)
             return None
         if reason is None:
-            reason = f"a new size (symint key {state.new_size})" if state.new_size else "torch gave no reason"
+            # Older torch makes each new size a new function id: only a named function's new tree is a new size.
+            reason = f"a new size (symint key {state.new_size})" if state.new_size and compile_id else "torch gave no reason"
+            state.new_size = None
         of_compile = f" of compile {compile_id}" if compile_id else ""
         return RERECORD, f"{function}{of_compile} recorded again: {reason}"

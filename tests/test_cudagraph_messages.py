@@ -1,7 +1,8 @@
 """CUDA-graph trees' messages read without torch: skips, re-records and their reasons, from recorded and source-written logs.
 
 ``torch-2.11-cudagraphs.txt`` was recorded on an H100; the 2.13 and older
-files were written from those versions' source strings (no GPU here).
+files were written from those versions' source strings and logs quoted in
+pytorch's pull requests (no GPU here).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def read_all(messages: list[str]) -> list[tuple[str, str]]:
 
 TORCH_2_11 = scenarios("torch-2.11-cudagraphs.txt")
 TORCH_2_13 = scenarios("torch-2.13-cudagraphs.txt")
-OLDER = scenarios("torch-pre-2.6-cudagraphs.txt")
+OLDER = scenarios("torch-older-cudagraphs.txt")
 
 
 def test_a_static_input_whose_pointer_changed_is_one_re_record_with_its_reason_on_2_11() -> None:
@@ -108,3 +109,8 @@ def test_other_messages_are_neither() -> None:
     assert parse_skip("Created 1 graph partitions: 1 cudagraphable, 0 non-cudagraphable") is None
     assert rerecord_reason("expected dead indices before graph are live") == "expected dead indices before graph are live"
     assert read_all(["[0/0] Running warmup function=partition_0", "CUDAGraph supports dynamic shapes by recording a new graph"]) == []
+
+
+def test_older_torch_with_named_function_ids_counts_an_id_recorded_again_but_not_a_new_size() -> None:
+    # There each new size is a new function id: not counted as a re-record (torch >= 2.11's are, by name and compile id).
+    assert read_all(OLDER["named_function_ids"]) == [(RERECORD, "function 1 recorded again: torch gave no reason")]
