@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from . import fixtures, needs_cuda
+from . import cudagraph_tests, fixtures
 from .budget import KINDS
 from .output.summary import LONG_TABLE, TABLE_CHOICES
 from .results import ControllerReports, Results
@@ -83,7 +83,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(results, "nocompile-results")
     config.pluginmanager.register(Watching(config, settings, results), "nocompile-watching")
     config.pluginmanager.register(fixtures, "nocompile-fixtures")
-    config.pluginmanager.register(needs_cuda, "nocompile-needs-cuda")
+    config.pluginmanager.register(cudagraph_tests, "nocompile-cudagraph-tests")
     if settings.is_xdist_controller:  # never collects: gathers, from the start, what its workers send
         config.pluginmanager.register(ControllerReports(results), "nocompile-reports")
 

@@ -8,9 +8,16 @@ event, record, failure. tests/acceptance has the same gates on a real GPU.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from nocompile_testing import RunPytest, docs_snippet, expect_lines
+
+# Imported here, not in a test: pytester drops the modules a test imported, and torch does not survive a second import.
+torch = pytest.importorskip("torch")
+# Where there is a GPU the markers count (tests/acceptance), and these tests of their skip cannot run.
+SKIP_ON_A_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: tests/acceptance runs these there")
 
 REPLAY = '''
 import logging
@@ -93,10 +100,8 @@ def test_block(nocompile_assert_max_cudagraph_rerecords):
     expect_lines(result, ["*1 CUDA-graph re-record > nocompile_assert_max_cudagraph_rerecords(0)*"])
 
 
+@SKIP_ON_A_GPU
 def test_a_marker_skips_the_test_where_cuda_graphs_cannot_be_recorded(pytester: pytest.Pytester, run: RunPytest) -> None:
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("this machine has a GPU: the markers count there (tests/acceptance)")
     pytester.makepyfile(test_cg='''
 import pytest
 
@@ -150,23 +155,23 @@ def test_float():
 
 def test_code_inductor_generated_is_not_the_users_line(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     # A CUDA graph's recording runs inside the module inductor wrote (measured on 2.11: ".../torchinductor_root/qf/cqf....py:68
-    # in call"); the user's line is the call that ran it, further out.
-    pytest.importorskip("torch")
-    cache_dir_utils = pytest.importorskip("torch._inductor.runtime.cache_dir_utils")
+    # in call"); the user's line is the call that ran it, further out. Inductor's cache_dir() stands in here: importing
+    # inductor into this test process costs seconds.
+    import types
+
     from pytest_nocompile.observe import user_code
 
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    assert cache_dir_utils.cache_dir() == str(tmp_path / "inductor")
+    cache_dir_utils = types.ModuleType("torch._inductor.runtime.cache_dir_utils")
+    cache_dir_utils.cache_dir = lambda: str(tmp_path / "inductor")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch._inductor.runtime.cache_dir_utils", cache_dir_utils)
     generated = str(tmp_path / "inductor" / "qf" / "cqf4enm7sgtqedy6xn76aghyf7kndqdjdwg5wgvy6cmyt26zjwzo.py")
     beside = str(tmp_path / "inductor_notes" / "test_model.py")  # a folder whose name only starts the same
     assert not user_code.is_user_file(generated)
     assert user_code.is_user_file(beside)
 
 
+@SKIP_ON_A_GPU
 def test_the_pages_example_is_skipped_here_as_the_page_says(pytester: pytest.Pytester, run: RunPytest) -> None:
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("this machine has a GPU: tests/acceptance runs the example there")
     pytester.makepyfile(test_rerecord=docs_snippet("cudagraphs.md", "test_rerecord.py"))
     result = run("-rs")
     result.assert_outcomes(skipped=1)
@@ -211,3 +216,23 @@ def test_a_child_processs_re_records_count_against_the_test(pytester: pytest.Pyt
     expect_lines(result, ["pid * (python -c *): 1 CUDA-graph re-record > max_cudagraph_rerecords(0) (from --max-cudagraph-rerecords)",
                           "[1/1] cudagraph_rerecord",
                           "    reason: partition_0 of compile 0/0 recorded again: torch gave no reason"])
+
+
+LEVEL = '''
+import logging
+import torch._dynamo
+
+def test_trees_logger_level():
+    print("trees logger level:", logging.getLogger("torch._inductor.cudagraph_trees.__cudagraphs").level)
+'''
+
+
+@pytest.mark.parametrize(("options", "level"), [(("--max-recompiles=0",), 0), (("--max-cudagraph-skips=3",), 10),
+                                                (("--nocompile-report",), 10)])
+def test_a_run_that_asks_no_test_for_cuda_graph_counts_leaves_their_loggers_alone(
+        pytester: pytest.Pytester, run: RunPytest, options: tuple[str, ...], level: int) -> None:
+    # Arming the reading costs some 13 µs per watched test: a run that never asks for it does not pay.
+    pytester.makepyfile(test_level=LEVEL)
+    result = run("-s", *options)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"*trees logger level: {level}"])
