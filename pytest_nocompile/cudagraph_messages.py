@@ -43,6 +43,7 @@ _RECORDING = re.compile(
     r"|^Recording function (?P<function_id>\d+)(?: \([^)]*\))? of graph recording id (?P<old_graph>\d+)")
 _RERECORD_REASON = re.compile(
     r"^(?:\[(?P<compile_id>[^\]]*)\] )?Re-recording function=(?P<function>[^,]+), (?:mode=\w+, )?reason=(?P<reason>.*)", re.DOTALL)
+_WARMUP = re.compile(r"^\[(?P<compile_id>[^\]]*)\] Running warmup function=(?P<function>[^,]+)(?:, mode=(?P<mode>\w+))?")
 _NEW_TREE = re.compile(r"^(?:\[[^\]]*\] )?[Rr]ecording cudagraph tree for (?:symint key (?P<key>.+)|graph without symints)")
 _INPUT = re.compile(r"input name: (?P<name>[^\s.]+)\. data pointer changed from \S+ to \S+\. input stack trace: (?P<trace>.*?)(?=\ninput name: |\Z)",
                     re.DOTALL)
@@ -93,16 +94,29 @@ def rerecord_reason(reason: str) -> str:
 
 @dataclass
 class _ThreadState:
-    recorded: set[tuple[str, ...]] = field(default_factory=set)
+    recorded: set[tuple[str, ...]] = field(default_factory=set)  # (compile id, function, mode) recorded in this tree manager
+    warmed: dict[tuple[str, ...], int] = field(default_factory=dict)  # warm-ups of a new function id with that key, not yet recorded
     reasons: dict[tuple[str, str], str] = field(default_factory=dict)  # (compile id, function): the last Re-recording reason
-    new_size: Optional[str] = None  # the symint key of the last new tree
+    sizes: dict[int, set[str]] = field(default_factory=dict)  # the symint keys of new trees, by how many ints they have
+    new_size: Optional[str] = None  # a new tree's symint key not seen before among keys of as many ints
 
 
 class CudagraphTracker:
     """Reads one process's CUDA-graph messages, in order, per thread; says which are skips and re-records.
 
-    A tree manager is per device and thread, and its graph ids start at 0:
-    a recording with graph id 0 is a new manager (``torch._dynamo.reset()``
+    A re-record is a recording of a (compile id, function, mode) recorded
+    before in the same tree manager. Two cases look alike and are not one:
+
+    - A new function id with a recorded key: a warm-up run ("Running warmup
+      function=...") comes first. It is a new dynamic size (a re-record) when a
+      new tree's symint key came before it, else another function by the same
+      name: torch 2.11 logs no mode, so a backward's ``partition_0`` reads as
+      its forward's, and its first recording is no re-record.
+    - The same function id recorded again: no warm-up; the reason is the last
+      "Re-recording" one logged for it.
+
+    A tree manager is per device and thread, and its graph ids start at 0: a
+    recording with graph id 0 is a new manager (``torch._dynamo.reset()``
     drops them all), so what was recorded before no longer counts.
     """
 
@@ -120,13 +134,18 @@ class CudagraphTracker:
         recording = _RECORDING.match(message)
         if recording is not None:
             return self._recorded(state, recording)
+        warmup = _WARMUP.match(message)
+        if warmup is not None:
+            key = (warmup["compile_id"], warmup["function"], warmup["mode"] or "")
+            state.warmed[key] = state.warmed.get(key, 0) + 1
+            return None
         reason = _RERECORD_REASON.match(message)
         if reason is not None:
             state.reasons[(reason["compile_id"] or "", reason["function"])] = rerecord_reason(reason["reason"])
             return None
         tree = _NEW_TREE.match(message)
-        if tree is not None:
-            state.new_size = tree["key"]
+        if tree is not None and tree["key"] is not None:
+            _new_tree(state, tree["key"])
         return None
 
     def _recorded(self, state: _ThreadState, recording: re.Match[str]) -> Optional[tuple[str, str]]:
@@ -138,12 +157,24 @@ class CudagraphTracker:
             state.recorded.clear()
         key = (compile_id, function, recording["mode"] or "")
         reason = state.reasons.pop((compile_id, function), None)
+        warmed = state.warmed.pop(key, 0)
+        if warmed > 1:
+            state.warmed[key] = warmed - 1
         if key not in state.recorded:
             state.recorded.add(key)
-            return None
-        if reason is None:
-            # Older torch makes each new size a new function id: only a named function's new tree is a new size.
-            reason = f"a new size (symint key {state.new_size})" if state.new_size and compile_id else "torch gave no reason"
             state.new_size = None
+            return None
+        if warmed:  # a new function id under a recorded key
+            if state.new_size is None:
+                return None  # another function by the same name: a backward where torch logs no mode
+            reason, state.new_size = f"a new size (symint key {state.new_size})", None
         of_compile = f" of compile {compile_id}" if compile_id else ""
-        return RERECORD, f"{function}{of_compile} recorded again: {reason}"
+        return RERECORD, f"{function}{of_compile} recorded again: {reason or 'torch gave no reason'}"
+
+
+def _new_tree(state: _ThreadState, size: str) -> None:
+    """A new tree for a symint key: a new size when keys of as many ints were seen, and not this one."""
+    seen = state.sizes.setdefault(size.count(",") + 1, set())
+    if seen and size not in seen and state.new_size is None:  # the first of a step's new trees (its forward's) names the size
+        state.new_size = size
+    seen.add(size)

@@ -114,3 +114,26 @@ def test_other_messages_are_neither() -> None:
 def test_older_torch_with_named_function_ids_counts_an_id_recorded_again_but_not_a_new_size() -> None:
     # There each new size is a new function id: not counted as a re-record (torch >= 2.11's are, by name and compile id).
     assert read_all(OLDER["named_function_ids"]) == [(RERECORD, "function 1 recorded again: torch gave no reason")]
+
+
+def steps_2_11(*sizes: str) -> list[str]:
+    """A training step's messages in torch 2.11's wording (no mode): forward and backward share compile id and name."""
+    messages: list[str] = []
+    for size in sizes:  # each new size: a new tree for forward and backward, a warm-up of each, then their recordings
+        messages += [f"Recording cudagraph tree for symint key {size}", "[0/0] Running warmup function=partition_0",
+                     f"Recording cudagraph tree for symint key ({size}, {size})", "[0/0] Running warmup function=partition_0"]
+        messages += [f"[0/0] Recording function=partition_0, cuda_graph_id={graph}, inputs: []" for graph in ("0", "1")]
+    return messages
+
+
+def test_a_backward_sharing_its_forwards_compile_id_and_name_is_not_a_re_record_of_it() -> None:
+    messages = steps_2_11("8")
+    messages[0] = messages[2] = "Recording cudagraph tree for graph without symints"
+    assert read_all(messages) == []
+    assert read_all(steps_2_11("8")) == []
+
+
+def test_a_new_size_of_a_training_step_is_a_re_record() -> None:
+    messages = steps_2_11("8", "16")
+    messages[-2:] = [message.replace("id=0", "id=2").replace("id=1", "id=3") for message in messages[-2:]]
+    assert read_all(messages) == [(RERECORD, "partition_0 of compile 0/0 recorded again: a new size (symint key 16)")]
