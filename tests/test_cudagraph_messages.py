@@ -137,3 +137,14 @@ def test_a_new_size_of_a_training_step_is_a_re_record() -> None:
     messages = steps_2_11("8", "16")
     messages[-2:] = [message.replace("id=0", "id=2").replace("id=1", "id=3") for message in messages[-2:]]
     assert read_all(messages) == [(RERECORD, "partition_0 of compile 0/0 recorded again: a new size (symint key 16)")]
+
+
+@pytest.mark.parametrize("scenario", ["training_step", "two_functions_chained"])
+def test_recorded_on_2_11_a_training_steps_forward_and_backward_and_two_chained_functions_are_no_re_records(scenario: str) -> None:
+    assert read_all(TORCH_2_11[scenario]) == []
+
+
+def test_recorded_on_2_11_each_new_size_of_a_training_step_is_one_re_record() -> None:
+    assert read_all(TORCH_2_11["training_step_dynamic_sizes"]) == [
+        (RERECORD, "partition_0 of compile 0/0 recorded again: a new size (symint key 8)"),
+        (RERECORD, "partition_0 of compile 0/0 recorded again: a new size (symint key 16)")]
