@@ -62,6 +62,9 @@ class BudgetKind:
     # and those only shown beside them (cache hits beside misses). Sources report only signals some kind names.
     signals: tuple[str, ...] = ()
     shown_signals: tuple[str, ...] = ()
+    # The option's name where the marker's is too long for it: past 20 characters with "=N", pytest's --help
+    # (80 columns) moves the help, and the "nocompile" in it, to the next line, out of `pytest --help | grep nocompile`.
+    short_option: Optional[str] = None
 
     @property
     def marker_form(self) -> str:
@@ -77,7 +80,7 @@ class BudgetKind:
 
     @property
     def option(self) -> str:
-        return "--" + self.marker.replace("_", "-")
+        return self.short_option or "--" + self.marker.replace("_", "-")
 
     @property
     def assertion(self) -> str:
@@ -142,6 +145,7 @@ CUDAGRAPH_RERECORDS = BudgetKind(
     column="cg rerecords",
     short="cg rerecords",
     signals=("cudagraph_rerecord",),  # cudagraph_messages.RERECORD
+    short_option="--max-cg-rerecords",
     exceeded=CudagraphRerecordBudgetExceeded,
 )
 CUDAGRAPH_SKIPS = BudgetKind(
@@ -154,6 +158,7 @@ CUDAGRAPH_SKIPS = BudgetKind(
     column="cg skips",
     short="cg skips",
     signals=("cudagraph_skip",),  # cudagraph_messages.SKIP
+    short_option="--max-cg-skips",
     exceeded=CudagraphSkipBudgetExceeded,
 )
 

@@ -35,7 +35,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for kind in KINDS:
         # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds the
         # budget options, whose names do not say whose they are.
-        group.addoption(kind.option, type=count_argument(kind.option), default=None, metavar="N",
+        group.addoption(kind.option, dest=kind.marker, type=count_argument(kind.option), default=None, metavar="N",
                         help=f"nocompile: default {kind.noun} budget for every test (ini: {kind.marker}); a marker overrides it")
         parser.addini(kind.marker, type="string", default=None,
                       help=f"default {kind.noun} budget for every test (an int >= 0) [pytest-nocompile]")

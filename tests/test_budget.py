@@ -26,8 +26,8 @@ def test_every_kind_has_distinct_names() -> None:
         values = [getattr(kind, attribute) for kind in KINDS]
         assert len(set(values)) == len(KINDS), attribute
     assert set(KINDS_BY_MARKER) == {"max_recompiles", "max_graph_breaks", "max_compiles", "max_cudagraph_rerecords", "max_cudagraph_skips"}
-    assert [kind.option for kind in KINDS] == ["--max-compiles", "--max-recompiles", "--max-graph-breaks", "--max-cudagraph-rerecords",
-                                               "--max-cudagraph-skips"]
+    assert [kind.option for kind in KINDS] == ["--max-compiles", "--max-recompiles", "--max-graph-breaks", "--max-cg-rerecords",
+                                               "--max-cg-skips"]
 
 
 def test_marker_forms_and_help_come_from_the_entry() -> None:

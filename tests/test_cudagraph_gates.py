@@ -56,10 +56,10 @@ def test_skip():
 
 def test_a_re_record_fails_a_zero_budget_with_torchs_reason_and_the_users_line(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_cg=REPLAY)
-    result = run("--max-cudagraph-rerecords=0", "-k", "rerecord or once")
+    result = run("--max-cg-rerecords=0", "-k", "rerecord or once")
     result.assert_outcomes(passed=1, failed=1)
     expect_lines(result, [
-        "1 CUDA-graph re-record > max_cudagraph_rerecords(0) (from --max-cudagraph-rerecords)",
+        "1 CUDA-graph re-record > max_cudagraph_rerecords(0) (from --max-cg-rerecords)",
         "[1/1] cudagraph_rerecord",
         "    reason: partition_0 of compile 0/0 recorded again: static input data pointer changed (input arg0_1)",
         "    triggered by: test_cg.py:18 in record_twice: TREES.debug(RECORDING.format(1))",
@@ -68,10 +68,10 @@ def test_a_re_record_fails_a_zero_budget_with_torchs_reason_and_the_users_line(p
 
 def test_a_skip_fails_a_zero_budget_naming_the_mutation_and_its_line(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_cg=REPLAY)
-    result = run("--max-cudagraph-skips=0", "-k", "skip or once")
+    result = run("--max-cg-skips=0", "-k", "skip or once")
     result.assert_outcomes(passed=1, failed=1)
     expect_lines(result, [
-        "1 CUDA-graph skip > max_cudagraph_skips(0) (from --max-cudagraph-skips)",
+        "1 CUDA-graph skip > max_cudagraph_skips(0) (from --max-cg-skips)",
         "[1/1] cudagraph_skip",
         "    reason: mutated inputs (1 instances)",
         "            at b.py:3 in count_calls: calls.add_(1)",
@@ -81,7 +81,7 @@ def test_a_skip_fails_a_zero_budget_naming_the_mutation_and_its_line(pytester: p
 
 def test_the_debug_records_read_print_nothing_and_torchs_skip_warning_still_shows(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_cg=REPLAY)
-    result = run("--max-cudagraph-rerecords=5", "--max-cudagraph-skips=5", "-s")
+    result = run("--max-cg-rerecords=5", "--max-cg-skips=5", "-s")
     result.assert_outcomes(passed=3)
     output = result.stdout.str() + result.stderr.str()
     assert "Recording function" not in output and "Re-recording" not in output
@@ -120,7 +120,7 @@ def test_opted_out():
 def test_unmarked():
     pass
 ''')
-    result = run("-rs", "--max-cudagraph-skips=0")
+    result = run("-rs", "--max-cg-skips=0")
     result.assert_outcomes(passed=2, skipped=2)
     result.stdout.fnmatch_lines([
         "SKIPPED [[]1[]] test_cg.py:3: max_cudagraph_rerecords(0) needs CUDA graphs: torch.cuda.is_available() is False",
@@ -184,11 +184,11 @@ def test_a_users_torch_logs_cudagraphs_output_is_kept_and_still_counted(pytester
     monkeypatch.setenv("TORCH_LOGS", "cudagraphs")
     # torch's own trees module: its logger is then torch's artifact logger, at the level TORCH_LOGS gives it.
     pytester.makepyfile(test_cg=REPLAY.replace("import torch._dynamo\n", "import torch._dynamo\nimport torch._inductor.cudagraph_trees\n"))
-    result = run("--max-cudagraph-rerecords=0", "-k", "rerecord", "-s")
+    result = run("--max-cg-rerecords=0", "-k", "rerecord", "-s")
     result.assert_outcomes(failed=1)
     output = result.stdout.str() + result.stderr.str()
     assert "[0/0] Recording function=partition_0, cuda_graph_id=1" in output  # the user's own log, as torch prints it
-    expect_lines(result, ["1 CUDA-graph re-record > max_cudagraph_rerecords(0) (from --max-cudagraph-rerecords)"])
+    expect_lines(result, ["1 CUDA-graph re-record > max_cudagraph_rerecords(0) (from --max-cg-rerecords)"])
 
 
 CHILD = '''
@@ -211,9 +211,9 @@ def test_child_rerecords():
 
 def test_a_child_processs_re_records_count_against_the_test(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_child=CHILD)
-    result = run("--max-cudagraph-rerecords=0")
+    result = run("--max-cg-rerecords=0")
     result.assert_outcomes(failed=1)
-    expect_lines(result, ["pid * (python -c *): 1 CUDA-graph re-record > max_cudagraph_rerecords(0) (from --max-cudagraph-rerecords)",
+    expect_lines(result, ["pid * (python -c *): 1 CUDA-graph re-record > max_cudagraph_rerecords(0) (from --max-cg-rerecords)",
                           "[1/1] cudagraph_rerecord",
                           "    reason: partition_0 of compile 0/0 recorded again: torch gave no reason"])
 
@@ -227,7 +227,7 @@ def test_trees_logger_level():
 '''
 
 
-@pytest.mark.parametrize(("options", "level"), [(("--max-recompiles=0",), 0), (("--max-cudagraph-skips=3",), 10),
+@pytest.mark.parametrize(("options", "level"), [(("--max-recompiles=0",), 0), (("--max-cg-skips=3",), 10),
                                                 (("--nocompile-report",), 10)])
 def test_a_run_that_asks_no_test_for_cuda_graph_counts_leaves_their_loggers_alone(
         pytester: pytest.Pytester, run: RunPytest, options: tuple[str, ...], level: int) -> None:
