@@ -8,6 +8,7 @@ event, record, failure. tests/acceptance has the same gates on a real GPU.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -161,13 +162,21 @@ def test_code_inductor_generated_is_not_the_users_line(monkeypatch: pytest.Monke
 
     from pytest_nocompile.observe import user_code
 
+    def cache_dir() -> str:
+        raise AssertionError("inductor's cache_dir() sets TORCHINDUCTOR_CACHE_DIR: the plugin must not call it")
+
     cache_dir_utils = types.ModuleType("torch._inductor.runtime.cache_dir_utils")
-    cache_dir_utils.cache_dir = lambda: str(tmp_path / "inductor")  # type: ignore[attr-defined]
+    cache_dir_utils.cache_dir = cache_dir  # type: ignore[attr-defined]
+    cache_dir_utils.default_cache_dir = lambda: str(tmp_path / "default")  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torch._inductor.runtime.cache_dir_utils", cache_dir_utils)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     generated = str(tmp_path / "inductor" / "qf" / "cqf4enm7sgtqedy6xn76aghyf7kndqdjdwg5wgvy6cmyt26zjwzo.py")
     beside = str(tmp_path / "inductor_notes" / "test_model.py")  # a folder whose name only starts the same
     assert not user_code.is_user_file(generated)
     assert user_code.is_user_file(beside)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")  # then inductor's default folder
+    assert not user_code.is_user_file(str(tmp_path / "default" / "ab" / "cab.py"))
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
 
 
 @SKIP_ON_A_GPU

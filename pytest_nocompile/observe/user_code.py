@@ -58,19 +58,20 @@ def _library_roots() -> _Roots:
 def _generated_by_inductor(filename: str) -> bool:
     """Whether inductor wrote this file (its code cache): what it runs at each call, e.g. a CUDA graph's replay, is torch's.
 
-    Asked once per file name. The cache folder is read from inductor each time (an
-    environment variable may move it between tests); without inductor imported, no
-    file of it can be running.
+    Asked once per file name. The folder is worked out as inductor's ``cache_dir()``
+    does, without calling it: that sets ``TORCHINDUCTOR_CACHE_DIR`` and makes the
+    folder. Without inductor imported, no file of it can be running.
     """
     for name in ("torch._inductor.runtime.cache_dir_utils", "torch._inductor.runtime.runtime_utils"):  # newer, older torch
-        cache_dir = getattr(sys.modules.get(name), "cache_dir", None)
-        if cache_dir is None:
+        default_cache_dir = getattr(sys.modules.get(name), "default_cache_dir", None)
+        if default_cache_dir is None:
             continue
         try:
-            folder = os.path.join(os.path.abspath(cache_dir()), "")
-        except Exception:  # the folder could not be made: nothing of inductor's runs from it
+            folder = os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir())
+        except Exception:  # inductor could not say: the file is judged by the other rules
             return False
-        return filename.startswith(folder) or os.path.realpath(filename).startswith(os.path.join(os.path.realpath(folder), ""))
+        return any(path.startswith(os.path.join(root, "")) for path, root in
+                   ((filename, folder), (os.path.realpath(filename), os.path.realpath(folder))))
     return False
 
 
