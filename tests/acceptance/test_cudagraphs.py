@@ -12,6 +12,7 @@ their failure lines are checked.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import pytest
@@ -121,4 +122,47 @@ def test_a_mutated_input_fails_a_zero_skip_budget_naming_the_mutation(pytester: 
         "    reason: mutated inputs (1 instances)",
         "            at test_skip.py:6 in count_calls: calls.add_(1)",
         "    triggered by: test_skip.py:*",  # the compiled count_calls' own frame or the test's call: both user code
+    ])
+
+
+FOREACH_MAP_ADAM_WITH_PLAIN_STATE = f'''
+import sys
+
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})  # the repository root: examples.*
+
+import pytest
+import torch
+
+from examples.foreach_map_adam import AdamHyperparameters, foreach_map_adam_step
+from examples.workload import build_model, parameters_of, train, tutorial_workload
+
+
+@pytest.mark.max_cudagraph_skips(0)
+def test_plain_state():
+    params = parameters_of(build_model(tutorial_workload("cuda")))
+    exp_avgs = [torch.zeros_like(p) for p in params]
+    exp_avg_sqs = [torch.zeros_like(p) for p in params]
+    step_count = torch.zeros((), device="cuda")
+    compiled = torch.compile(foreach_map_adam_step, fullgraph=True, mode="reduce-overhead")
+    hyper = AdamHyperparameters()
+
+    def step():
+        with torch.no_grad():
+            compiled(params, exp_avgs, exp_avg_sqs, step_count, hyper)
+
+    train(params, step, 3)
+'''
+
+
+@pytest.mark.skipif(not foreach_map_available(), reason=FOREACH_MAP_MISSING)
+def test_the_foreach_map_adam_step_with_plain_state_tensors_fails_a_zero_skip_budget(pytester: pytest.Pytester, run: RunPytest) -> None:
+    # The companion of test_foreach_map_adam_under_cuda_graphs_is_recorded_once: without its static addresses, a skip.
+    pytester.makepyfile(test_plain_state=FOREACH_MAP_ADAM_WITH_PLAIN_STATE)
+    result = run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "1 CUDA-graph skip > max_cudagraph_skips(0) (marker on the test)",
+        "[[]1/1[]] cudagraph_skip*",
+        "    reason: mutated inputs (* instances)",
+        "            at *examples/foreach_map_adam.py:* in foreach_map_adam_step: *",
     ])
