@@ -137,3 +137,14 @@ def docs_snippet(page: str, file_name: str) -> str:
     text = (DOCS / page).read_text()
     (block,) = [block for block in re.findall(r"^```python\n(.*?)^```$", text, re.M | re.S) if block.startswith(f"# {file_name}\n")]
     return block
+
+
+def with_health_counts(counts: dict[str, int], prefix: str = "", as_text: bool = False) -> dict[str, object]:
+    """``counts`` of the first three kinds, followed by a 0 for every compile-health kind of ``KINDS``, as results carry them.
+
+    ``prefix="nocompile_"`` and ``as_text=True`` give junit properties (their values are text).
+    """
+    from pytest_nocompile.budget import KINDS
+
+    zeros = {kind.key: 0 for kind in KINDS if kind.events == "health"}
+    return {prefix + key: str(value) if as_text else value for key, value in {**counts, **zeros}.items()}
