@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from .events import CodeLocation
+if TYPE_CHECKING:
+    from .events import CodeLocation
 
 RERECORD = "cudagraph_rerecord"  # the health signals this module's events are counted by
 SKIP = "cudagraph_skip"
@@ -76,6 +77,8 @@ def last_frame(stack: str) -> Optional[CodeLocation]:
     frames = list(_FRAME.finditer(stack or ""))
     if not frames:
         return None
+    from .events import CodeLocation  # the events' module loads with the first event, as elsewhere
+
     frame = frames[-1]
     return CodeLocation(frame["file"], int(frame["line"]), frame["function"], frame["code"].strip() or None)
 

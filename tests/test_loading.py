@@ -127,8 +127,9 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
     result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
-        "budget", "exceptions", "fixtures", "observe", "observe.arrival", "observe.capture", "observe.children",
-        "observe.dynamo_state", "observe.event_files", "observe.run_folders", "observe.startup", "observe.user_code", "output", "output.summary",
+        "budget", "cudagraph_tests", "exceptions", "fixtures", "observe", "observe.arrival", "observe.capture", "observe.children",
+        "observe.counter_increments", "observe.cudagraph_logs", "observe.dynamo_state", "observe.event_files", "observe.run_folders",
+        "observe.startup", "observe.user_code", "output", "output.summary",
         "output.trace_records", "planning", "plugin", "process_events", "record", "result", "results", "settings", "watch", "watching")]
     tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {

@@ -21,10 +21,12 @@ makes them, and torch configures the same objects when it imports the module.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
-from ..cudagraph_messages import CudagraphTracker
 from .capture import _Fanout, _logging_internals, _Tap
+
+if TYPE_CHECKING:
+    from ..cudagraph_messages import CudagraphTracker
 
 ARTIFACT = "cudagraphs"
 TREES_LOGGER = "torch._inductor.cudagraph_trees.__cudagraphs"  # recordings and re-record reasons, at DEBUG and INFO
@@ -56,7 +58,7 @@ class CudagraphLogs:
 
     def __init__(self, emit: Callable[[str, float, Optional[str]], None]) -> None:
         self._emit = emit
-        self._tracker = CudagraphTracker()
+        self._tracker: Optional[CudagraphTracker] = None  # made at the first record: a run that never compiles loads no reader
         self._tap = _Tap((ARTIFACT,), (TREES_LOGGER, *SKIP_LOGGERS), (TREES_LOGGER,), self._on_record, enable_in_state=False)
         self._tap.filter = _KeepsWarnings(self._on_record)
         self._armed = False
@@ -74,7 +76,12 @@ class CudagraphLogs:
     def _on_record(self, record: logging.LogRecord) -> None:
         try:
             thread = None if record.threadName == "MainThread" else record.threadName
-            found = self._tracker.read(record.getMessage(), thread)
+            tracker = self._tracker
+            if tracker is None:
+                from ..cudagraph_messages import CudagraphTracker
+
+                tracker = self._tracker = CudagraphTracker()
+            found = tracker.read(record.getMessage(), thread)
         except Exception:  # a message we cannot read is a count we lack, not an error in the user's call
             return
         if found is not None:
