@@ -25,6 +25,8 @@ from .exceptions import (
     CompileBudgetExceeded,
     CompileInstructionBudgetExceeded,
     CompileTimeBudgetExceeded,
+    CudagraphRerecordBudgetExceeded,
+    CudagraphSkipBudgetExceeded,
     GraphBreakBudgetExceeded,
     RecompileBudgetExceeded,
     TooFewCompiles,
@@ -96,6 +98,9 @@ class BudgetKind:
     def budget_cell(self, allowed: Amount) -> str:
         """The summary table's budget cell, e.g. ``recompiles<=0`` or ``compiles>=1``."""
         return f"{self.short}{'>=' if self.is_floor else '<='}{allowed}"
+    # The option's name where the marker's is too long for it: past 20 characters with "=N", pytest's --help
+    # (80 columns) moves the help, and the "nocompile" in it, to the next line, out of `pytest --help | grep nocompile`.
+    short_option: Optional[str] = None
 
     @property
     def marker_form(self) -> str:
@@ -118,7 +123,7 @@ class BudgetKind:
 
     @property
     def option(self) -> str:
-        return "--" + self.marker.replace("_", "-")
+        return self.short_option or "--" + self.marker.replace("_", "-")
 
     @property
     def assertion(self) -> str:
@@ -252,8 +257,36 @@ CACHE_MISSES = BudgetKind(
     since_torch_has="with the AOTAutograd cache's counters",
 )
 
-# In the summary table's column order.
-KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES, COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES)
+CUDAGRAPH_RERECORDS = BudgetKind(
+    key="cudagraph_rerecords",
+    marker="max_cudagraph_rerecords",
+    events="health",
+    noun="CUDA-graph re-record",
+    counts="CUDA-graph re-recordings (mode='reduce-overhead': a function's graph recorded again after its first recording; "
+    "needs CUDA)",
+    column="cg rerecords",
+    short="cg rerecords",
+    signals=("cudagraph_rerecord",),  # cudagraph_messages.RERECORD
+    short_option="--max-cg-rerecords",
+    exceeded=CudagraphRerecordBudgetExceeded,
+)
+CUDAGRAPH_SKIPS = BudgetKind(
+    key="cudagraph_skips",
+    marker="max_cudagraph_skips",
+    events="health",
+    noun="CUDA-graph skip",
+    counts="graphs that inductor ran without CUDA graphs under mode='reduce-overhead' (mutated inputs, CPU tensors, ...; "
+    "needs CUDA)",
+    column="cg skips",
+    short="cg skips",
+    signals=("cudagraph_skip",),  # cudagraph_messages.SKIP
+    short_option="--max-cg-skips",
+    exceeded=CudagraphSkipBudgetExceeded,
+)
+
+# In the summary table's column order; new kinds go at the end.
+KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES, COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES,
+                                 CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS)
 KINDS_BY_MARKER: dict[str, BudgetKind] = {kind.marker: kind for kind in KINDS}
 KINDS_BY_KEY: dict[str, BudgetKind] = {kind.key: kind for kind in KINDS}
 # The kinds with a count of their own: the table's columns, the JSON report's counts, junit properties.

@@ -6,7 +6,8 @@ Each kind names its own in :data:`~.budget.KINDS` (``BudgetKind.exceeded``).
 from __future__ import annotations
 
 __all__ = ["BudgetExceeded", "CacheMissBudgetExceeded", "CompileBudgetExceeded", "CompileInstructionBudgetExceeded", "CompileTimeBudgetExceeded",
-           "GraphBreakBudgetExceeded", "RecompileBudgetExceeded", "TooFewCompiles"]
+           "CudagraphRerecordBudgetExceeded", "CudagraphSkipBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
+           "TooFewCompiles"]
 
 
 class BudgetExceeded(AssertionError):
@@ -51,3 +52,11 @@ class CacheMissBudgetExceeded(BudgetExceeded):
 
 class TooFewCompiles(BudgetExceeded):
     """A block compiled fewer graphs than its ``min_compiles`` floor, or dynamo swallowed a compile error in it."""
+
+
+class CudagraphRerecordBudgetExceeded(BudgetExceeded):
+    """A block went over its CUDA-graph re-record budget."""
+
+
+class CudagraphSkipBudgetExceeded(BudgetExceeded):
+    """A block went over its CUDA-graph skip budget."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from . import fixtures
+from . import cudagraph_tests, fixtures
 from .budget import KINDS
 from .output.summary import LONG_TABLE, TABLE_CHOICES
 from .results import ControllerReports, Results
@@ -36,7 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds the
         # budget options, whose names do not say whose they are.
         budget = f"{kind.noun} floor (fewest allowed)" if kind.is_floor else f"{kind.noun} budget"
-        group.addoption(kind.option, type=count_argument(kind.option, kind.measure), default=None, metavar=kind.measure.symbol,
+        group.addoption(kind.option, dest=kind.marker, type=count_argument(kind.option, kind.measure), default=None,
+                        metavar=kind.measure.symbol,
                         help=f"nocompile: default {budget} for every test (ini: {kind.marker}); a marker overrides it")
         parser.addini(kind.marker, type="string", default=None,
                       help=f"default {budget} for every test ({kind.measure.accepts}) [pytest-nocompile]")
@@ -84,6 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(results, "nocompile-results")
     config.pluginmanager.register(Watching(config, settings, results), "nocompile-watching")
     config.pluginmanager.register(fixtures, "nocompile-fixtures")
+    config.pluginmanager.register(cudagraph_tests, "nocompile-cudagraph-tests")
     if settings.is_xdist_controller:  # never collects: gathers, from the start, what its workers send
         config.pluginmanager.register(ControllerReports(results), "nocompile-reports")
 

@@ -10,6 +10,7 @@ from typing import Protocol
 import pytest
 
 DATA = Path(__file__).parent / "data"
+DOCS = Path(__file__).parent.parent / "docs"
 
 
 class RunPytest(Protocol):
@@ -129,3 +130,24 @@ def recompile_once():
     f(torch.ones(2), 2)
     f(torch.ones(2), 3)
 """
+
+
+def docs_snippet(page: str, file_name: str) -> str:
+    """The python block of ``docs/<page>`` whose first line is ``# <file_name>``: an example run as users would run it."""
+    text = (DOCS / page).read_text()
+    (block,) = [block for block in re.findall(r"^```python\n(.*?)^```$", text, re.M | re.S) if block.startswith(f"# {file_name}\n")]
+    return block
+
+
+def with_health_counts(counts: dict[str, int], prefix: str = "", as_text: bool = False, baseline: bool = False) -> dict[str, object]:
+    """``counts`` of the first three kinds, followed by a 0 for each compile-health kind of ``KINDS`` where one shows.
+
+    A result's or a record's counts carry every counted kind; a baseline the kinds it gates (``baseline=True``);
+    junit properties (``prefix="nocompile_"``, ``as_text=True``: values as text) a compile-health kind only where
+    the test budgets it or has some, so none of them here.
+    """
+    from pytest_nocompile.budget import COUNTED_KINDS
+
+    health = [kind for kind in COUNTED_KINDS if kind.events == "health" and (kind.gated_by_baseline or not baseline)]
+    zeros = {} if prefix else {kind.key: 0 for kind in health}
+    return {prefix + key: str(value) if as_text else value for key, value in {**counts, **zeros}.items()}

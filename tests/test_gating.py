@@ -9,7 +9,16 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from nocompile_testing import HAS_COMPILE_IDS, PRINT_BREAK_REASON, RECOMPILE_ONCE, RunPytest, expect_lines, guard_matches, line_regex
+from nocompile_testing import (
+    HAS_COMPILE_IDS,
+    PRINT_BREAK_REASON,
+    RECOMPILE_ONCE,
+    RunPytest,
+    expect_lines,
+    guard_matches,
+    line_regex,
+    with_health_counts,
+)
 
 GRAPH_BREAKS = '''
 import pytest, torch
@@ -217,7 +226,7 @@ def test_json_report_and_junit_properties(pytester: pytest.Pytester, run: RunPyt
     assert not list(pytester.path.glob(".nocompile-*"))  # no temporary file left behind
     cases = {case.get("name"): case for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase")}
     properties = {prop.get("name"): prop.get("value") for prop in cases["test_default"].iter("property")}
-    assert properties == {"nocompile_compiles": "2", "nocompile_recompiles": "1", "nocompile_graph_breaks": "0"}
+    assert properties == with_health_counts({"compiles": 2, "recompiles": 1, "graph_breaks": 0}, "nocompile_", as_text=True)
 
 
 BASELINE_SUBSET = RECOMPILE_ONCE + '''
@@ -291,7 +300,7 @@ def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -
     run("--nocompile-save=baseline.json").assert_outcomes(passed=3)
     saved = json.loads((pytester.path / "baseline.json").read_text())
     assert saved["format"] == "pytest-nocompile-baseline/1"
-    assert saved["tests"]["test_base.py::test_improves"] == {"compiles": 2, "recompiles": 1, "graph_breaks": 0}
+    assert saved["tests"]["test_base.py::test_improves"] == with_health_counts({"compiles": 2, "recompiles": 1, "graph_breaks": 0}, baseline=True)
     pytester.makepyfile(test_base='''
         import torch
         def scale(x, n):
@@ -426,7 +435,7 @@ def test_idle_tests_get_entries_outcomes_and_junit_properties(pytester: pytest.P
         "test_teardown_error": ("error", 0, 0, "within budget"),
         "test_skipped": ("skipped", 0, 0, "within budget"),
     }
-    zero = {"nocompile_compiles": "0", "nocompile_recompiles": "0", "nocompile_graph_breaks": "0"}
+    zero = with_health_counts({"compiles": 0, "recompiles": 0, "graph_breaks": 0}, "nocompile_", as_text=True)
     for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase"):
         assert [(prop.get("name"), prop.get("value")) for prop in case.iter("property")] == list(zero.items()), case.get("name")
 

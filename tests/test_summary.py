@@ -94,7 +94,7 @@ def test_baseline_round_trip_and_comparison(tmp_path: Path) -> None:
     path = tmp_path / "baseline.json"
     path.write_text(json.dumps(baseline_document(RESULTS)))
     saved = load_baseline(str(path))
-    assert saved["t.py::over"] == {"compiles": 3, "recompiles": 1, "graph_breaks": 1}
+    assert saved["t.py::over"] == {"compiles": 3, "recompiles": 1, "graph_breaks": 1, "cudagraph_rerecords": 0, "cudagraph_skips": 0}
     later = {**RESULTS, "t.py::within": result(3, 2, 0, {"recompiles": 1}), "t.py::new": result(0, 0, 0, {})}
     del later["t.py::quiet"]
     comparison = compare(saved, later)

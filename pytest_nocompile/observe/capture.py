@@ -257,8 +257,10 @@ class DynamoLogs:
         self._patched: list[tuple[Any, str, Any, Any]] = []  # (module, name, torch's function, our wrapper)
         # Our wrapper of each torch function, made once per function (functools.wraps is most of arming's cost).
         self._wrappers: dict[tuple[Any, str], Callable[..., Any]] = {}
+        from .cudagraph_logs import CudagraphLogs  # here: it builds on this module's taps
+
         self._sources: list[Source] = [CounterIncrements(self.emit_health, _wanted_signals), CompileMetricsSource(self.emit_health),
-                                       CacheBypassReasons(self.emit_health, _wanted_signals)]
+                                       CacheBypassReasons(self.emit_health, _wanted_signals), CudagraphLogs(self.emit_health)]
         self.armed = False
 
     def add_source(self, source: Source) -> None:

@@ -7,6 +7,7 @@ compile, a recompile or a graph break.
 from __future__ import annotations
 
 import os
+import sys
 from functools import cache
 from typing import TYPE_CHECKING, Optional
 
@@ -54,6 +55,26 @@ def _library_roots() -> _Roots:
     )
 
 
+def _generated_by_inductor(filename: str) -> bool:
+    """Whether inductor wrote this file (its code cache): what it runs at each call, e.g. a CUDA graph's replay, is torch's.
+
+    Asked once per file name. The folder is worked out as inductor's ``cache_dir()``
+    does, without calling it: that sets ``TORCHINDUCTOR_CACHE_DIR`` and makes the
+    folder. Without inductor imported, no file of it can be running.
+    """
+    for name in ("torch._inductor.runtime.cache_dir_utils", "torch._inductor.runtime.runtime_utils"):  # newer, older torch
+        default_cache_dir = getattr(sys.modules.get(name), "default_cache_dir", None)
+        if default_cache_dir is None:
+            continue
+        try:
+            folder = os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir())
+        except Exception:  # inductor could not say: the file is judged by the other rules
+            return False
+        return any(path.startswith(os.path.join(root, "")) for path, root in
+                   ((filename, folder), (os.path.realpath(filename), os.path.realpath(folder))))
+    return False
+
+
 # By file name: a compile walks some 25 frames, nearly all in the same few torch files.
 _USER_FILES: dict[str, bool] = {}
 
@@ -74,6 +95,8 @@ def _classify(filename: str, roots: _Roots) -> bool:
     if filename.startswith("<"):
         return False
     if filename.startswith(roots.packages):
+        return False
+    if _generated_by_inductor(filename):
         return False
     if filename.startswith(roots.stdlib):
         return filename.startswith(roots.sites)

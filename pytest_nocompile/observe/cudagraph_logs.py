@@ -1,0 +1,89 @@
+"""A source of health events: CUDA-graph skips and re-records, read from the ``cudagraphs`` log artifact.
+
+Inductor's CUDA-graph trees (``mode="reduce-overhead"``) keep no counter of
+re-records: they log them, at DEBUG, on ``torch._inductor.cudagraph_trees``'s
+``cudagraphs`` artifact logger, and skips at WARNING on
+``cudagraph_utils``'s (older torch: on its ``perf_hints`` one). This source
+puts a filter first on those loggers, as the capture's taps do, and sets the
+trees' logger to DEBUG where the user did not switch the artifact on.
+Records go to :class:`~..cudagraph_messages.CudagraphTracker`, and each skip
+or re-record to every sink as a health event.
+
+What the user sees is unchanged: a record goes on to torch's handlers when
+the user switched ``cudagraphs`` on (``TORCH_LOGS``, ``set_logs``), and
+warnings (the skips torch prints by default) always do. The artifact is not
+enabled in torch's log state: loggers of it created later (inductor is often
+imported in the middle of a test) would then print their DEBUG records.
+The loggers may not exist yet when the source arms: getting them by name
+makes them, and torch configures the same objects when it imports the module.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Callable, Optional
+
+from .capture import _Fanout, _logging_internals, _Tap
+
+if TYPE_CHECKING:
+    from ..cudagraph_messages import CudagraphTracker
+
+ARTIFACT = "cudagraphs"
+TREES_LOGGER = "torch._inductor.cudagraph_trees.__cudagraphs"  # recordings and re-record reasons, at DEBUG and INFO
+SKIP_LOGGERS = (
+    "torch._inductor.cudagraph_utils.__cudagraphs",
+    "torch._inductor.cudagraph_utils.__perf_hints",  # torch before skips moved to the cudagraphs artifact
+    "torch._inductor.compile_fx.__perf_hints",
+)
+
+
+class _KeepsWarnings(_Fanout):
+    """The taps' filter, but a warning goes on to torch's handlers even where the user did not ask: torch prints skips by default."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self._emit(record)
+        return self.passes or record.levelno >= logging.WARNING
+
+
+class CudagraphLogs:
+    """The source: arms a tap on the CUDA-graph loggers, reads each record, emits skips and re-records.
+
+    ``wanted`` (the class's, for the process): False makes arming a no-op. The
+    plugin sets it for a run by whether any test asks for these counts: arming
+    and disarming the tap costs some 13 µs per watched test. Child processes
+    keep the default, True: they arm once.
+    """
+
+    wanted = True
+
+    def __init__(self, emit: Callable[[str, float, Optional[str]], None]) -> None:
+        self._emit = emit
+        self._tracker: Optional[CudagraphTracker] = None  # made at the first record: a run that never compiles loads no reader
+        self._tap = _Tap((ARTIFACT,), (TREES_LOGGER, *SKIP_LOGGERS), (TREES_LOGGER,), self._on_record, enable_in_state=False)
+        self._tap.filter = _KeepsWarnings(self._on_record)
+        self._armed = False
+
+    def arm(self) -> None:
+        if CudagraphLogs.wanted and not self._armed:
+            self._tap.arm(_logging_internals())
+            self._armed = True
+
+    def disarm(self) -> None:
+        if self._armed:
+            self._armed = False
+            self._tap.disarm()
+
+    def _on_record(self, record: logging.LogRecord) -> None:
+        try:
+            thread = None if record.threadName == "MainThread" else record.threadName
+            tracker = self._tracker
+            if tracker is None:
+                from ..cudagraph_messages import CudagraphTracker
+
+                tracker = self._tracker = CudagraphTracker()
+            found = tracker.read(record.getMessage(), thread)
+        except Exception:  # a message we cannot read is a count we lack, not an error in the user's call
+            return
+        if found is not None:
+            signal, reason = found
+            self._emit(signal, 1, reason)
