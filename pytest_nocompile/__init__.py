@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from .assertions import (
         AssertMaxRecompiles,
         BlockLog,
+        assert_max_compile_instructions,
+        assert_max_compile_seconds,
         assert_max_compiles,
         assert_max_graph_breaks,
         assert_max_recompiles,
@@ -39,11 +41,18 @@ if TYPE_CHECKING:
         RecompileLimitHit,
         parse_recompile_message,
     )
-    from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+    from .exceptions import (
+        BudgetExceeded,
+        CompileBudgetExceeded,
+        CompileInstructionBudgetExceeded,
+        CompileTimeBudgetExceeded,
+        GraphBreakBudgetExceeded,
+        RecompileBudgetExceeded,
+    )
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
-    from .watch import CaptureLostWarning
+    from .watch import CaptureLostWarning, InstructionCountWarning
 
 __version__ = "0.1.0"
 
@@ -51,6 +60,8 @@ _PUBLIC_MODULES = {
     "AssertMaxRecompiles": ".assertions",
     "BlockLog": ".assertions",
     "assert_max_compiles": ".assertions",
+    "assert_max_compile_instructions": ".assertions",
+    "assert_max_compile_seconds": ".assertions",
     "assert_max_graph_breaks": ".assertions",
     "assert_max_recompiles": ".assertions",
     "KINDS": ".budget",
@@ -60,6 +71,8 @@ _PUBLIC_MODULES = {
     "RecompileBudgetExceeded": ".exceptions",
     "GraphBreakBudgetExceeded": ".exceptions",
     "CompileBudgetExceeded": ".exceptions",
+    "CompileInstructionBudgetExceeded": ".exceptions",
+    "CompileTimeBudgetExceeded": ".exceptions",
     "CodeLocation": ".events",
     "CompileEvent": ".events",
     "GraphBreakEvent": ".events",
@@ -74,6 +87,7 @@ _PUBLIC_MODULES = {
     "TestResult": ".result",
     "Verdict": ".result",
     "CaptureLostWarning": ".watch",
+    "InstructionCountWarning": ".watch",
     "ChildReportWarning": ".child_lines",
 }
 
@@ -88,9 +102,12 @@ __all__ = [
     "CodeLocation",
     "CompileBudgetExceeded",
     "CompileEvent",
+    "CompileInstructionBudgetExceeded",
+    "CompileTimeBudgetExceeded",
     "GraphBreakBudgetExceeded",
     "GraphBreakEvent",
     "GuardFailure",
+    "InstructionCountWarning",
     "ProcessInfo",
     "RecompileBudget",
     "RecompileBudgetExceeded",
@@ -100,6 +117,8 @@ __all__ = [
     "TestResult",
     "Verdict",
     "__version__",
+    "assert_max_compile_instructions",
+    "assert_max_compile_seconds",
     "assert_max_compiles",
     "assert_max_graph_breaks",
     "assert_max_recompiles",

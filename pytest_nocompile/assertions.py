@@ -14,16 +14,27 @@ from __future__ import annotations
 from contextlib import ContextDecorator
 from typing import Callable, ContextManager, Optional, Protocol
 
-from .budget import COMPILES, GRAPH_BREAKS, RECOMPILES, BudgetKind, RecompileBudget, validate_count
+from .budget import (
+    COMPILE_INSTRUCTIONS_KIND,
+    COMPILE_SECONDS_KIND,
+    COMPILES,
+    GRAPH_BREAKS,
+    RECOMPILES,
+    BudgetKind,
+    RecompileBudget,
+    validate_count,
+)
 from .events import GraphBreakEvent, ProcessInfo
 from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+from .measures import Amount
 from .output.report import explain
 from .record import ProcessEvents, RecompileLog, RecompileRecord
 from .result import over_budget
 
 __all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
     "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
-    "assert_max_compiles", "assert_max_graph_breaks", "assert_max_recompiles", "block_assertion",
+    "assert_max_compile_instructions", "assert_max_compile_seconds", "assert_max_compiles", "assert_max_graph_breaks",
+    "assert_max_recompiles", "block_assertion",
 ]
 
 
@@ -34,7 +45,7 @@ class BlockLog(RecompileLog):
     def __init__(self) -> None:
         super().__init__([])
         self.graph_breaks: list[GraphBreakEvent] = []
-        self.counted: Optional[int] = None
+        self.counted: Optional[Amount] = None
 
 
 class AssertMaxRecompiles(Protocol):
@@ -61,7 +72,9 @@ class _BudgetBlock(ContextDecorator):
     def __init__(self, kind: BudgetKind, record: Optional[RecompileRecord], allowed: int, exact: bool,
                  name: str) -> None:
         self._shown = f"{name}({allowed!r}{', exact=True' if exact else ''})"
-        validate_count(allowed, self._shown, f"{name}(N) or {name}(N, exact=True), N an int >= 0")
+        symbol = kind.measure.symbol
+        validate_count(allowed, self._shown, f"{name}({symbol}) or {name}({symbol}, exact=True), {symbol} {kind.measure.accepts}",
+                       kind.measure)
         if not isinstance(exact, bool):
             raise TypeError(f"{self._shown}: exact must be True or False, got {exact!r}")
         self._kind = kind
@@ -109,7 +122,8 @@ class _BudgetBlock(ContextDecorator):
                 headline = self._kind.headline(counts[process], self._allowed, self._shown, self._exact)
                 if len(counts) > 1:  # children reported: say which process
                     headline = f"{record.process_label(process)}: {headline}"
-                parts.append(explain(self._kind, headline, *new[process].of_phase(None), health=new[process].signals(self._kind.signals, None)))
+                parts.append(explain(self._kind, headline, *new[process].of_phase(None),
+                                     health=new[process].signals(self._kind.health_signals, None)))
             raise self._kind.exceeded("\n\n".join(parts))
 
 
@@ -155,6 +169,8 @@ def _standalone(kind: BudgetKind) -> Callable[..., _BudgetBlock]:
 assert_max_recompiles = _standalone(RECOMPILES)
 assert_max_graph_breaks = _standalone(GRAPH_BREAKS)
 assert_max_compiles = _standalone(COMPILES)
+assert_max_compile_seconds = _standalone(COMPILE_SECONDS_KIND)
+assert_max_compile_instructions = _standalone(COMPILE_INSTRUCTIONS_KIND)
 
 
 # Blocks with a capture of their own, innermost last: a nested block counts from the outer one's record.

@@ -16,9 +16,18 @@ with ``None`` takes the test out of that kind's budget.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+from .compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
+from .exceptions import (
+    BudgetExceeded,
+    CompileBudgetExceeded,
+    CompileInstructionBudgetExceeded,
+    CompileTimeBudgetExceeded,
+    GraphBreakBudgetExceeded,
+    RecompileBudgetExceeded,
+)
+from .measures import COUNT, INSTRUCTIONS, SECONDS, Amount, Measure, plural  # noqa: F401  # plural: re-exported, its old home
 
 PLUGIN = "[pytest-nocompile]"
 
@@ -55,18 +64,31 @@ class BudgetKind:
     # and those only shown beside them (cache hits beside misses). Sources report only signals some kind names.
     signals: tuple[str, ...] = ()
     shown_signals: tuple[str, ...] = ()
+    # How the shown signals' call-phase totals read in a failure, after its headline (default: "name total, ...").
+    describe_shown: Optional[Callable[[Mapping[str, float]], str]] = None
+    shown_label: str = "shown"  # the word before the shown signals' totals, e.g. "breakdown"
+    measure: Measure = COUNT  # how N is given and amounts are shown: whole counts, or seconds
+    # The first torch whose dynamo gives what this kind counts; an older torch makes its marker a usage error.
+    since_torch: Optional[tuple[int, int]] = None
 
     @property
     def marker_form(self) -> str:
         options = "".join(f" and {word}=True/False" for word in self.keywords[1:])
         extra = f", with optional {self.keywords[0]}=True/False{options}" if self.keywords else ""
-        return f"@pytest.mark.{self.marker}(N), N an int >= 0 or None{extra}"
+        symbol = self.measure.symbol
+        return f"@pytest.mark.{self.marker}({symbol}), {symbol} {self.measure.accepts} or None{extra}"
 
     @property
     def marker_help(self) -> str:
         signature = "".join(f", {word}={'True' if word == 'isolate' else 'False'}" for word in self.keywords)
-        return (f"{self.marker}(N{signature}): fail the test when its call phase has more than N "
-                f"{self.counts} (N an int >= 0; None: no budget).{self.keyword_help} {PLUGIN}")
+        symbol = self.measure.symbol
+        return (f"{self.marker}({symbol}{signature}): fail the test when its call phase has more than {symbol} "
+                f"{self.counts} ({symbol} {self.measure.accepts}; None: no budget).{self.keyword_help} {PLUGIN}")
+
+    @property
+    def health_signals(self) -> tuple[str, ...]:
+        """The health events a failure of this kind lists (its signals) or sums up (its shown signals)."""
+        return (*self.signals, *self.shown_signals)
 
     @property
     def option(self) -> str:
@@ -77,9 +99,9 @@ class BudgetKind:
         """The block-assertion fixture's name, e.g. ``nocompile_assert_max_recompiles``."""
         return f"nocompile_assert_{self.marker}"
 
-    def headline(self, count: int, allowed: int, budget: str, exact: bool = False) -> str:
+    def headline(self, count: Amount, allowed: Amount, budget: str, exact: bool = False) -> str:
         """First line of a failure, e.g. ``3 recompiles > max_recompiles(0)``, for a count already judged over."""
-        counted = plural(count, self.noun)
+        counted = self.measure.amount(count, self.noun)
         if count > allowed:
             return f"{counted} > {budget}"
         if exact and count != allowed:
@@ -125,14 +147,42 @@ COMPILES = BudgetKind(
     exceeded=CompileBudgetExceeded,
 )
 
+COMPILE_SECONDS_KIND = BudgetKind(
+    key="compile_seconds",
+    marker="max_compile_seconds",
+    events="health",
+    noun="compile time",
+    counts="seconds of compile time (each frame dynamo compiled: dynamo, AOT autograd, inductor, autotuning; "
+    "and backward graphs compiled at their first backward())",
+    column="compile s",
+    short="compile s",
+    gated_by_baseline=False,  # seconds vary from run to run: max_compile_instructions is the steady one
+    exceeded=CompileTimeBudgetExceeded,
+    signals=(COMPILE_SECONDS,),
+    shown_signals=PART_SIGNALS,
+    describe_shown=breakdown_text,
+    shown_label="breakdown",
+    measure=SECONDS,
+)
+COMPILE_INSTRUCTIONS_KIND = BudgetKind(
+    key="compile_instructions",
+    marker="max_compile_instructions",
+    events="health",
+    noun="compile instruction",
+    counts="CPU instructions dynamo counted compiling frames (torch's own counter; Linux with perf events only)",
+    column="compile instr",
+    short="instructions",
+    gated_by_baseline=False,
+    exceeded=CompileInstructionBudgetExceeded,
+    signals=(COMPILE_INSTRUCTIONS,),
+    measure=INSTRUCTIONS,
+    since_torch=(2, 5),
+)
+
 # In the summary table's column order.
-KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS)
+KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS, COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND)
 KINDS_BY_MARKER: dict[str, BudgetKind] = {kind.marker: kind for kind in KINDS}
 KINDS_BY_KEY: dict[str, BudgetKind] = {kind.key: kind for kind in KINDS}
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 class BudgetUsageError(ValueError):
@@ -148,7 +198,7 @@ class MarkerBudget:
 
     __slots__ = ("count", "isolate", "strict")
 
-    def __init__(self, count: Optional[int], isolate: Optional[bool] = None, strict: Optional[bool] = None) -> None:
+    def __init__(self, count: Optional[Amount], isolate: Optional[bool] = None, strict: Optional[bool] = None) -> None:
         self.count = count
         self.isolate = isolate
         self.strict = strict
@@ -166,14 +216,14 @@ class RecompileBudget:
     that a failure can send the reader to it.
     """
 
-    limits: tuple[tuple[str, int], ...] = ()
+    limits: tuple[tuple[str, Amount], ...] = ()
     isolate: Optional[bool] = None
     strict: Optional[bool] = None
     sources: tuple[tuple[str, str], ...] = ()
     # Derived once: allowed() runs several times for every watched test, and
     # every result carries by_key(); budgets are shared between tests.
-    _by_key: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
-    _every_kind: dict[str, Optional[int]] = field(init=False, repr=False, compare=False, hash=False)
+    _by_key: dict[str, Amount] = field(init=False, repr=False, compare=False, hash=False)
+    _every_kind: dict[str, Optional[Amount]] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         by_key = dict(self.limits)
@@ -181,22 +231,22 @@ class RecompileBudget:
         object.__setattr__(self, "_every_kind", {kind.key: by_key.get(kind.key) for kind in KINDS})
 
     @classmethod
-    def of(cls, allowed: Mapping[str, Optional[int]], isolate: Optional[bool] = None,
+    def of(cls, allowed: Mapping[str, Optional[Amount]], isolate: Optional[bool] = None,
            strict: Optional[bool] = None, sources: Mapping[str, str] | None = None) -> RecompileBudget:
         """A budget from ``{kind key: N or None}``, and where each N was set (``{kind key: where}``)."""
         limits = tuple((kind.key, allowed[kind.key]) for kind in KINDS if allowed.get(kind.key) is not None)
         where = tuple((key, sources[key]) for key, _ in limits if key in sources) if sources else ()
         return cls(limits, isolate, strict, where)  # type: ignore[arg-type]  # the None values were dropped
 
-    def allowed(self, kind: BudgetKind) -> Optional[int]:
+    def allowed(self, kind: BudgetKind) -> Optional[Amount]:
         """This kind's N, or None when the test has no budget of that kind."""
         return self._by_key.get(kind.key)
 
-    def by_key(self) -> dict[str, Optional[int]]:
+    def by_key(self) -> dict[str, Optional[Amount]]:
         """Every kind's N (None: unbudgeted), by kind key; shared, so read it, do not change it."""
         return self._every_kind
 
-    def __getattr__(self, name: str) -> Optional[int]:
+    def __getattr__(self, name: str) -> Optional[Amount]:
         kind = KINDS_BY_MARKER.get(name)
         if kind is None or name.startswith("_"):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -216,31 +266,26 @@ class RecompileBudget:
         return f"{kind.marker}({self.allowed(kind)})" + (f" ({source})" if source else "")
 
 
-def validate_count(value: object, what: str, form: str) -> int:
-    """Return ``value`` if it is a non-negative int (bool excluded), else raise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BudgetUsageError(f"{what}: expected an int >= 0, got {value!r} ({type(value).__name__}); use {form}")
-    if value < 0:
-        raise BudgetUsageError(f"{what}: expected an int >= 0, got {value!r}; use {form}")
-    return value
+def validate_count(value: object, what: str, form: str, measure: Measure = COUNT) -> Amount:
+    """Return ``value`` if the measure takes it (a non-negative int for counts, bool excluded), else raise."""
+    if not measure.takes(value):
+        raise BudgetUsageError(f"{what}: {measure.why_not(value)}; use {form}")
+    return value  # type: ignore[return-value]  # checked by takes()
 
 
-def parse_option_count(text: str, option: str) -> int:
-    """An option or ini value given as text: a non-negative int."""
+def parse_option_count(text: str, option: str, measure: Measure = COUNT) -> Amount:
+    """An option or ini value given as text: a non-negative int (a number, for seconds)."""
     try:
-        value = int(text.strip())
-    except ValueError:
-        raise BudgetUsageError(f"{option}: expected an int >= 0, got {text!r}") from None
-    if value < 0:
-        raise BudgetUsageError(f"{option}: expected an int >= 0, got {value}")
-    return value
+        return measure.parse(text)
+    except ValueError as error:
+        raise BudgetUsageError(f"{option}: {error}") from None
 
 
 def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], kind: BudgetKind = RECOMPILES) -> MarkerBudget:
     """Read a budget marker's arguments, e.g. ``max_recompiles(N, isolate=..., strict=...)``."""
     if len(args) == 1 and not kwargs.keys() - kind.keywords and all(
         value is None or isinstance(value, bool) for value in kwargs.values()
-    ) and (args[0] is None or type(args[0]) is int and args[0] >= 0):  # the usual case, checked cheaply
+    ) and (args[0] is None or kind.measure.takes(args[0])):  # the usual case, checked cheaply
         return MarkerBudget(args[0], kwargs.get("isolate"), kwargs.get("strict"))
     shown = _render_call(kind.marker, args, kwargs)
     form = kind.marker_form
@@ -253,10 +298,10 @@ def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], kind: Bud
         value = kwargs.get(keyword)
         if value is not None and not isinstance(value, bool):
             raise BudgetUsageError(f"{shown}: {keyword} must be True or False, got {value!r}; use {form}")
-    return MarkerBudget(validate_count(args[0], shown, form), kwargs.get("isolate"), kwargs.get("strict"))
+    return MarkerBudget(validate_count(args[0], shown, form, kind.measure), kwargs.get("isolate"), kwargs.get("strict"))
 
 
-def resolve(ini: Optional[int], cli: Optional[int], marker: Optional[MarkerBudget]) -> Optional[int]:
+def resolve(ini: Optional[Amount], cli: Optional[Amount], marker: Optional[MarkerBudget]) -> Optional[Amount]:
     """The budget in force: the marker's if there is one (None opting out), else CLI, else ini."""
     if marker is not None:
         return marker.count

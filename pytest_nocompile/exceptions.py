@@ -5,7 +5,8 @@ Each kind names its own in :data:`~.budget.KINDS` (``BudgetKind.exceeded``).
 
 from __future__ import annotations
 
-__all__ = ["BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded"]
+__all__ = ["BudgetExceeded", "CompileBudgetExceeded", "CompileInstructionBudgetExceeded", "CompileTimeBudgetExceeded",
+           "GraphBreakBudgetExceeded", "RecompileBudgetExceeded"]
 
 
 class BudgetExceeded(AssertionError):
@@ -33,3 +34,11 @@ class GraphBreakBudgetExceeded(RecompileBudgetExceeded):
 
 class CompileBudgetExceeded(RecompileBudgetExceeded):
     """A block went over its compile budget (graphs compiled)."""
+
+
+class CompileTimeBudgetExceeded(BudgetExceeded):
+    """A block spent more seconds compiling than its budget (``assert_max_compile_seconds``)."""
+
+
+class CompileInstructionBudgetExceeded(BudgetExceeded):
+    """A block's compiles took more CPU instructions than its budget (``assert_max_compile_instructions``)."""

@@ -14,6 +14,7 @@ import pytest
 
 from .budget import KINDS_BY_MARKER, RECOMPILES, BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
 from .fixtures import FIXTURE_NAMES
+from .torch_support import installed_torch_lacks
 
 if TYPE_CHECKING:
     from .result import TestResult
@@ -66,6 +67,9 @@ def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
                 read[kind.key] = budget_from_marker(marker.args, marker.kwargs, kind)
             except BudgetUsageError as error:
                 return f"invalid {name} marker on {item.nodeid}: {error}"
+            lacking = installed_torch_lacks(kind) if read[kind.key].count is not None else None
+            if lacking is not None:
+                return f"unusable {name} marker on {item.nodeid}: {lacking}"
             marked_on[kind.key] = where
         budget = with_markers(budget, read, marked_on)
         watched = budget.budgeted or settings.watch_every_test

@@ -36,10 +36,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for kind in KINDS:
         # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds the
         # budget options, whose names do not say whose they are.
-        group.addoption(kind.option, type=count_argument(kind.option), default=None, metavar="N",
+        group.addoption(kind.option, type=count_argument(kind.option, kind.measure), default=None, metavar=kind.measure.symbol,
                         help=f"nocompile: default {kind.noun} budget for every test (ini: {kind.marker}); a marker overrides it")
         parser.addini(kind.marker, type="string", default=None,
-                      help=f"default {kind.noun} budget for every test (an int >= 0) [pytest-nocompile]")
+                      help=f"default {kind.noun} budget for every test ({kind.measure.accepts}) [pytest-nocompile]")
     group.addoption("--nocompile-strict", action="store_true", default=None,
                     help="raise at the recompiling call in tests with a recompile budget "
                     "(dynamo's error_on_recompile), so the traceback points into your code (ini: nocompile_strict)")

@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
 from .budget import KINDS, BudgetKind
+from .measures import Amount
 
 if TYPE_CHECKING:
     from .events import CompileEvent, GraphBreakEvent, HealthEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
@@ -25,7 +26,7 @@ class ProcessEvents:
         self.compiles: list[CompileEvent] = []
         self.health: list[HealthEvent] = []  # compile-health signals (cache misses, CUDA-graph re-records, ...)
         self.problems: list[str] = []  # why a child could not watch itself
-        self.call_counts: Optional[dict[str, int]] = None  # fixed when the test's call ended
+        self.call_counts: Optional[dict[str, Amount]] = None  # fixed when the test's call ended
         self._pending: Optional[RecompileEvent] = None  # the last recompile, until a graph compiles
         self._break_places: Optional[set[tuple[str, str, int, str]]] = None  # made at the first graph break
 
@@ -66,12 +67,12 @@ class ProcessEvents:
     def add_health(self, event: HealthEvent) -> None:
         self.health.append(event)
 
-    def count(self, kind: BudgetKind, phase: Optional[Phase] = "call") -> int:
+    def count(self, kind: BudgetKind, phase: Optional[Phase] = "call") -> Amount:
         """How many of this kind happened in one phase (None: in every phase)."""
         if kind.events == "health":
             signals = kind.signals
             total = sum(event.amount for event in self.health if event.what in signals and (phase is None or event.phase == phase))
-            return total  # type: ignore[return-value]  # an int where the amounts are (counts); seconds are floats
+            return total  # an int where the amounts are (counts); seconds are floats
         if phase is None:
             return len(getattr(self, kind.events))
         return sum(1 for event in getattr(self, kind.events) if event.phase == phase)
@@ -80,7 +81,7 @@ class ProcessEvents:
         """The health events of these names, of one phase (None: every phase)."""
         return [event for event in self.health if event.what in names and (phase is None or event.phase == phase)]
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> dict[str, Amount]:
         """Every kind's call-phase count (as fixed when the call ended, once it has)."""
         if self.call_counts is not None:
             return self.call_counts

@@ -28,6 +28,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence, overload
 
 from .budget import BudgetKind, RecompileBudget
+from .measures import Amount
 from .process_events import ProcessEvents
 
 if TYPE_CHECKING:
@@ -161,11 +162,11 @@ class RecompileRecord:
 
     # -- counting ---------------------------------------------------------------
 
-    def count(self, kind: BudgetKind) -> int:
+    def count(self, kind: BudgetKind) -> Amount:
         """How many of this kind the test's own process had in the call phase."""
         return self.own.count(kind)
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> dict[str, Amount]:
         """Every kind's call-phase count in the test's own process, by kind key."""
         return self.own.counts()
 
@@ -179,7 +180,7 @@ class RecompileRecord:
         yield self.own
         yield from self.children.values()
 
-    def counts_by_process(self) -> dict[Optional[ProcessInfo], dict[str, int]]:
+    def counts_by_process(self) -> dict[Optional[ProcessInfo], dict[str, Amount]]:
         """Each process's call-phase counts: the test's own (key None), then each child that reported."""
         return {process.info: process.counts() for process in self.processes()}
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from .budget import KINDS, KINDS_BY_KEY, BudgetKind, RecompileBudget
+from .measures import Amount
 
 if TYPE_CHECKING:
     from .events import CodeLocation, ProcessInfo, RecompileEvent
@@ -29,7 +30,7 @@ class Verdict(enum.Enum):
     OVER = "over budget"
 
 
-def over_budget(kind: BudgetKind, count: int, allowed: Optional[int], *, exact: bool = False, limit_hit: bool = False) -> bool:
+def over_budget(kind: BudgetKind, count: Amount, allowed: Optional[Amount], *, exact: bool = False, limit_hit: bool = False) -> bool:
     """The one rule: more than allowed (with ``exact``: other than allowed), or a limit hit where the kind says so."""
     if allowed is None:
         return False
@@ -53,48 +54,53 @@ class TestResult:
     processes reported, ``counts`` are the worst process's, kind by kind, and
     ``processes`` breaks them down: one dict per process (``pid``, ``rank``, ``command`` when it said,
     ``test_process`` and each kind's count), the test's own first.
+    ``shown`` holds, for a health kind with shown signals (compile time's
+    breakdown), their call-phase totals over the test's processes, by kind key.
     """
 
     __test__ = False  # not a test class, whatever pytest collects
 
-    counts: dict[str, int]
-    budgets: dict[str, Optional[int]]
+    counts: Mapping[str, Amount]  # ints, but seconds for a seconds kind
+    budgets: dict[str, Optional[Amount]]
     verdict: Verdict
     over: tuple[str, ...] = ()
     cause: Optional[str] = None
     details: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: _NO_DETAILS)
     processes: tuple[dict[str, Any], ...] = ()
+    shown: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: what the JSON report holds per test, and what xdist carries."""
         return {
-            **{kind.key: self.counts[kind.key] for kind in KINDS},
-            **{kind.marker: self.budgets[kind.key] for kind in KINDS},
+            **{kind.key: kind.measure.for_json(self.counts.get(kind.key, 0)) for kind in KINDS},
+            **{kind.marker: self.budgets.get(kind.key) for kind in KINDS},
             "verdict": self.verdict.value,
             "over_budget": list(self.over),
             "cause": self.cause,
             **self.details,
             "processes": list(self.processes),
+            **{_shown_key(kind): self.shown.get(kind.key, {}) for kind in _KINDS_WITH_SHOWN},
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TestResult:
         return cls(
-            counts={kind.key: int(data[kind.key]) for kind in KINDS},
+            counts={kind.key: kind.measure.for_json(data[kind.key]) for kind in KINDS},
             budgets={kind.key: data[kind.marker] for kind in KINDS},
             verdict=Verdict(data["verdict"]),
             over=tuple(data["over_budget"]),
             cause=data["cause"],
             details={key: list(data[key]) for key in DETAIL_KEYS},
             processes=tuple(data.get("processes", ())),
+            shown={kind.key: dict(data[_shown_key(kind)]) for kind in _KINDS_WITH_SHOWN if data.get(_shown_key(kind))},
         )
 
     def budget_text(self) -> str:
         """The summary table's budget cell, e.g. ``recompiles<=0, breaks<=1``."""
-        return ", ".join(f"{kind.short}<={self.budgets[kind.key]}" for kind in KINDS if self.budgets[kind.key] is not None) or "-"
+        return ", ".join(f"{kind.short}<={self.budgets[kind.key]}" for kind in KINDS if self.budgets.get(kind.key) is not None) or "-"
 
 
-def kinds_over_budget(record: RecompileRecord, counts: Optional[dict[str, int]] = None) -> tuple[str, ...]:
+def kinds_over_budget(record: RecompileRecord, counts: Optional[dict[str, Amount]] = None) -> tuple[str, ...]:
     """The keys of the kinds over the record's budget in any process's call phase, in table order."""
     limits = record.budget.limits  # budgeted kinds only, in table order
     if not limits:
@@ -148,7 +154,8 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
             process, keys = found[0]
             cause = f"{record.process_label(process)}: {_first_cause(record, keys, by_process[process], process)}"
         processes = tuple(
-            {**(_process(process) or {"pid": record.pid, "rank": None}), "test_process": process is None, **process_counts}
+            {**(_process(process) or {"pid": record.pid, "rank": None}), "test_process": process is None,
+             **{kind.key: kind.measure.for_json(process_counts[kind.key]) for kind in KINDS}}
             for process, process_counts in by_process.items()
         )
     return TestResult(
@@ -159,7 +166,29 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
         cause=cause,
         details=_details(record) if record.events or record.limit_hits or record.graph_breaks or record.children else _NO_DETAILS,
         processes=processes,
+        shown=_shown_totals(record) if _KINDS_WITH_SHOWN and not record.empty() else {},
     )
+
+
+_KINDS_WITH_SHOWN = tuple(kind for kind in KINDS if kind.shown_signals)
+
+
+def _shown_key(kind: BudgetKind) -> str:
+    """The JSON key of a kind's shown totals, e.g. ``compile_seconds_breakdown``."""
+    return f"{kind.key}_{kind.shown_label}"
+
+
+def _shown_totals(record: RecompileRecord) -> dict[str, dict[str, float]]:
+    """Each kind's shown signals' call-phase totals over the test's processes, rounded as its amounts are."""
+    from .compile_cost import sum_by_signal
+
+    found = {}
+    for kind in _KINDS_WITH_SHOWN:
+        totals = sum_by_signal((event.what, event.amount) for process in record.processes()
+                               for event in process.signals(kind.shown_signals))
+        if totals:
+            found[kind.key] = {signal: kind.measure.for_json(total) for signal, total in totals.items()}
+    return found
 
 
 def idle_result(budget: RecompileBudget) -> TestResult:
@@ -173,7 +202,7 @@ def idle_result(budget: RecompileBudget) -> TestResult:
 
 def count_properties(result: TestResult) -> list[tuple[str, object]]:
     """The counts as ``user_properties`` (and so junit XML ``<property>`` elements), and each process's when children reported."""
-    properties: list[tuple[str, object]] = [(f"nocompile_{kind.key}", result.counts[kind.key]) for kind in KINDS]
+    properties: list[tuple[str, object]] = [(f"nocompile_{kind.key}", kind.measure.for_json(result.counts[kind.key])) for kind in KINDS]
     for process in result.processes:
         counts = " ".join(f"{kind.key}={process[kind.key]}" for kind in KINDS)
         properties.append(("nocompile_process", f"{process_label(process)}: {counts}"))
@@ -188,7 +217,7 @@ def process_label(process: dict[str, Any]) -> str:
     return process_label(None if process.get("test_process") else info, process["pid"])
 
 
-def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[str, int],
+def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[str, Amount],
                  process: Optional[ProcessInfo] = None) -> str:
     """The first thing that put a process over budget: a recompile's guard, a graph break's reason, or the headline."""
     kind = next(kind for kind in KINDS if kind.key in over)

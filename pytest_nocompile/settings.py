@@ -10,15 +10,16 @@ from typing import Callable, Optional
 import pytest
 
 from .budget import KINDS, BudgetUsageError, RecompileBudget, parse_option_count, resolve
+from .measures import COUNT, Amount, Measure
 from .output.summary import TABLE_CHOICES, check_writable
 
 
-def count_argument(option: str) -> Callable[[str], int]:
+def count_argument(option: str, measure: Measure = COUNT) -> Callable[[str], Amount]:
     """An argparse ``type=`` for a budget option: a usage error names the option."""
 
-    def parse(text: str) -> int:
+    def parse(text: str) -> Amount:
         try:
-            return parse_option_count(text, option)
+            return parse_option_count(text, option, measure)
         except BudgetUsageError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
 
@@ -27,11 +28,17 @@ def count_argument(option: str) -> Callable[[str], int]:
 
 def _default_budget(config: pytest.Config) -> RecompileBudget:
     """The budget of a test without markers: each kind's option, else its ini key, and which of them set it."""
-    allowed: dict[str, Optional[int]] = {}
+    allowed: dict[str, Optional[Amount]] = {}
     sources: dict[str, str] = {}
     for kind in KINDS:
-        cli, ini = config.getoption(kind.marker), _ini_count(config, kind.marker)
+        cli, ini = config.getoption(kind.marker), _ini_count(config, kind.marker, kind.measure)
         allowed[kind.key] = resolve(ini, cli, None)
+        if allowed[kind.key] is not None:
+            from .torch_support import installed_torch_lacks
+
+            lacking = installed_torch_lacks(kind)
+            if lacking is not None:
+                raise pytest.UsageError(f"{kind.option} (ini: {kind.marker}): {lacking}")
         if cli is not None:
             sources[kind.key] = f"from {kind.option}"
         elif ini is not None:
@@ -59,12 +66,12 @@ def _table_choice(config: pytest.Config) -> str:
     return text
 
 
-def _ini_count(config: pytest.Config, key: str) -> Optional[int]:
+def _ini_count(config: pytest.Config, key: str, measure: Measure = COUNT) -> Optional[Amount]:
     text = config.getini(key)
     if text in (None, ""):
         return None
     try:
-        return parse_option_count(str(text), f"ini key {key}")
+        return parse_option_count(str(text), f"ini key {key}", measure)
     except BudgetUsageError as error:
         raise pytest.UsageError(str(error)) from None
 

@@ -26,6 +26,10 @@ class CaptureLostWarning(pytest.PytestWarning):
     """pytest-nocompile could no longer see recompiles: something switched its capture off."""
 
 
+class InstructionCountWarning(pytest.PytestWarning):
+    """A ``max_compile_instructions`` budget could not be checked: torch's instruction counter does not work here."""
+
+
 class Watch:
     """A watched test: its budget and record from setup on, or why its marker is unusable."""
 
@@ -47,6 +51,20 @@ class Watch:
         self.closed = False
         self.nodeid = ""  # the test's, once opened
         self.item: Optional[pytest.Item] = None  # the test, once opened
+
+
+def said_if_instructions_not_counted(item: pytest.Item, budget: RecompileBudget) -> bool:
+    """Warn that the test's instruction budget cannot be checked here, if so (its other budgets still judge it); whether it did."""
+    from .budget import COMPILE_INSTRUCTIONS_KIND
+    from .observe.instruction_counter import instructions_not_counted
+
+    why = instructions_not_counted()
+    if why is None:
+        return False
+    item.warn(InstructionCountWarning(
+        f"{item.nodeid}: {budget.describe(COMPILE_INSTRUCTIONS_KIND)} is not checked: {why}. Tests are judged on their "
+        "other budgets (max_compile_seconds measures compile time everywhere); said once per run"))
+    return True
 
 
 # Every open watch in this process, latest last (pytester runs nest).

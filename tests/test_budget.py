@@ -25,8 +25,9 @@ def test_every_kind_has_distinct_names() -> None:
     for attribute in ("key", "marker", "noun", "column", "short", "option", "assertion"):
         values = [getattr(kind, attribute) for kind in KINDS]
         assert len(set(values)) == len(KINDS), attribute
-    assert set(KINDS_BY_MARKER) == {"max_recompiles", "max_graph_breaks", "max_compiles"}
-    assert [kind.option for kind in KINDS] == ["--max-compiles", "--max-recompiles", "--max-graph-breaks"]
+    assert set(KINDS_BY_MARKER) == {"max_recompiles", "max_graph_breaks", "max_compiles", "max_compile_seconds", "max_compile_instructions"}
+    assert [kind.option for kind in KINDS] == ["--max-compiles", "--max-recompiles", "--max-graph-breaks", "--max-compile-seconds",
+                                               "--max-compile-instructions"]
 
 
 def test_marker_forms_and_help_come_from_the_entry() -> None:
@@ -92,12 +93,21 @@ def test_option_counts() -> None:
 
 def test_each_kind_raises_its_own_exception_under_one_base() -> None:
     import pytest_nocompile
-    from pytest_nocompile import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded
+    from pytest_nocompile import (
+        BudgetExceeded,
+        CompileBudgetExceeded,
+        CompileInstructionBudgetExceeded,
+        CompileTimeBudgetExceeded,
+        GraphBreakBudgetExceeded,
+        RecompileBudgetExceeded,
+    )
 
-    assert [kind.exceeded for kind in KINDS] == [CompileBudgetExceeded, RecompileBudgetExceeded, GraphBreakBudgetExceeded]
+    assert [kind.exceeded for kind in KINDS] == [CompileBudgetExceeded, RecompileBudgetExceeded, GraphBreakBudgetExceeded,
+                                                 CompileTimeBudgetExceeded, CompileInstructionBudgetExceeded]
     assert all(issubclass(kind.exceeded, BudgetExceeded) and issubclass(kind.exceeded, AssertionError) for kind in KINDS)
-    # Code written when every kind raised RecompileBudgetExceeded still catches every kind with it.
-    assert all(issubclass(kind.exceeded, RecompileBudgetExceeded) for kind in KINDS)
+    # Code written when every kind (these three) raised RecompileBudgetExceeded still catches each of them with it;
+    # kinds added since never raised it.
+    assert all(issubclass(kind.exceeded, RecompileBudgetExceeded) for kind in (COMPILES, RECOMPILES, GRAPH_BREAKS))
     # The old import path still works.
     from pytest_nocompile.assertions import RecompileBudgetExceeded as old_path
 

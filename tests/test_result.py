@@ -68,7 +68,7 @@ def test_a_test_whose_setup_failed_counts_nothing() -> None:
 def test_the_verdict(budget: dict[str, int], over: tuple[str, ...], verdict: Verdict) -> None:
     result = judge(recorded(RecompileBudget.of(budget), call=1, graphs=3, breaks=2))
     assert (result.over, result.verdict) == (over, verdict)
-    assert result.counts == {"compiles": 3, "recompiles": 1, "graph_breaks": 2}
+    assert result.counts == {"compiles": 3, "recompiles": 1, "graph_breaks": 2, "compile_seconds": 0, "compile_instructions": 0}
 
 
 def test_a_limit_hit_fails_a_recompile_budget_only() -> None:
@@ -105,7 +105,8 @@ def test_results_travel_as_json_and_come_back_equal() -> None:
     assert [event["phase"] for event in carried["recompile_events"]] == ["setup", "call", "call"]
     assert carried["recompile_limit_hits"] == [{"limit_name": "recompile_limit", "limit": 8, "function": "'step' (adam.py:214)", "phase": "call",
                                              "process": None, "refused_attempt": None}]
-    assert count_properties(result) == [("nocompile_compiles", 3), ("nocompile_recompiles", 2), ("nocompile_graph_breaks", 1)]
+    assert count_properties(result) == [("nocompile_compiles", 3), ("nocompile_recompiles", 2), ("nocompile_graph_breaks", 1),
+                                        ("nocompile_compile_seconds", 0.0), ("nocompile_compile_instructions", 0)]
 
 
 def test_idle_results() -> None:

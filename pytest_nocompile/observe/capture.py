@@ -23,7 +23,7 @@ Compile-health signals (cache misses, CUDA-graph re-records, compile times)
 come from *sources* (:meth:`DynamoLogs.add_source`), armed and disarmed with
 the capture, which report through :meth:`DynamoLogs.emit_health`: the same
 fan-out, so a test's record, a block assertion and a child's reporter all
-hear them. The first source is :mod:`.counter_increments`.
+hear them. The sources: :mod:`.counter_increments` and :mod:`.compile_metrics`.
 
 Why not ``torch._logging.set_logs``: it clears all of torch's log state and is
 ignored when ``TORCH_LOGS`` is set. Instead the capture adds the artifact to
@@ -45,6 +45,7 @@ import threading
 from functools import cache
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from .compile_metrics import CompileMetricsSource
 from .counter_increments import CounterIncrements
 from .dynamo_state import torch_import_warnings_silenced
 from .user_code import find_user_code
@@ -252,7 +253,7 @@ class DynamoLogs:
         self._patched: list[tuple[Any, str, Any, Any]] = []  # (module, name, torch's function, our wrapper)
         # Our wrapper of each torch function, made once per function (functools.wraps is most of arming's cost).
         self._wrappers: dict[tuple[Any, str], Callable[..., Any]] = {}
-        self._sources: list[Source] = [CounterIncrements(self.emit_health, _wanted_signals)]
+        self._sources: list[Source] = [CounterIncrements(self.emit_health, _wanted_signals), CompileMetricsSource(self.emit_health)]
         self.armed = False
 
     def add_source(self, source: Source) -> None:

@@ -110,7 +110,7 @@ def compare(baseline: dict[str, dict[str, int]], results: dict[str, TestResult])
         for key in GATED:
             if key not in before:  # a kind newer than this baseline
                 continue
-            now = result.counts[key]
+            now = int(result.counts[key])  # gated kinds are counts
             if now > before[key]:
                 comparison.increased.append((nodeid, key, before[key], now))
                 rose.append(key)

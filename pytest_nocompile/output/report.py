@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 from ..budget import KINDS, BudgetKind, plural
+from ..compile_cost import sum_by_signal
 from ..events import GraphBreakEvent, GuardFailure, HealthEvent, RecompileEvent, RecompileLimitHit, display_path
+from ..measures import COUNT, Measure
 
 if TYPE_CHECKING:
     from ..record import RecompileRecord
@@ -127,11 +129,11 @@ def format_graph_breaks(events: Sequence[GraphBreakEvent]) -> list[str]:
     return lines
 
 
-def format_health_events(events: Sequence[HealthEvent]) -> list[str]:
+def format_health_events(events: Sequence[HealthEvent], measure: Measure = COUNT) -> list[str]:
     """One entry per health event: the signal and where it happened, torch's reason, the user's line."""
     lines: list[str] = []
     for index, event in enumerate(events, start=1):
-        amount = "" if event.amount == 1 else f" ({event.amount:g})"
+        amount = measure.event_amount(event.amount)
         compile_id = f" in compile {event.compile_id}" if event.compile_id else ""
         lines.append(f"[{index}/{len(events)}] {event.what}{amount}{compile_id}")
         if event.reason:
@@ -143,13 +145,24 @@ def format_health_events(events: Sequence[HealthEvent]) -> list[str]:
     return lines
 
 
+def _shown_totals(kind: BudgetKind, health: Sequence[HealthEvent]) -> list[str]:
+    """The line after a health kind's headline with its shown signals' totals (a compile time's breakdown), if any."""
+    totals = sum_by_signal((event.what, event.amount) for event in health if event.what in kind.shown_signals)
+    if not totals:
+        return []
+    text = kind.describe_shown(totals) if kind.describe_shown else ", ".join(f"{name} {total:g}" for name, total in totals.items())
+    return [f"    {kind.shown_label}: {text}"] if text else []
+
+
 def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent], limit_hits: Sequence[RecompileLimitHit],
             graph_breaks: Sequence[GraphBreakEvent], not_counted: Sequence[RecompileEvent] = (),
             health: Sequence[HealthEvent] = ()) -> str:
     """A kind's failure: its headline, then the events its table entry says explain it (``health``: its signals' events)."""
     lines = [headline]
     if kind.events == "health":
-        lines += format_health_events(health)
+        if kind.shown_signals:
+            lines += _shown_totals(kind, health)
+        lines += format_health_events([event for event in health if event.what in kind.signals], kind.measure)
     for source in kind.explained_by:
         if source == "recompiles":
             lines += format_events(recompiles) + format_limit_hits(limit_hits)
@@ -179,7 +192,7 @@ def format_budget_failure(record: RecompileRecord, over: Sequence[str]) -> str:
         label = f"{record.process_label(process)}: " if record.children else ""
         parts += [
             explain(kind, label + kind.headline(by_process[process][kind.key], budget.allowed(kind) or 0, budget.describe(kind)),
-                    *calls, not_counted=record.events_of(process, "setup")[0], health=record.process_of(process).signals(kind.signals))
+                    *calls, not_counted=record.events_of(process, "setup")[0], health=record.process_of(process).signals(kind.health_signals))
             for kind in KINDS if kind.key in kinds_over
         ]
     return "\n\n".join(parts)

@@ -11,7 +11,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from ..budget import COMPILES, KINDS, plural
+from ..budget import COMPILES, KINDS, BudgetKind, plural
 
 if TYPE_CHECKING:  # at run time this module imports no event or record module
     from ..result import TestResult
@@ -53,13 +53,15 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
 
     def badness(item: tuple[str, TestResult]) -> tuple[object, ...]:
         nodeid, result = item
-        return (result.verdict is not Verdict.OVER, *(-result.counts[kind.key] for kind in worst_first), nodeid)
+        return (result.verdict is not Verdict.OVER, *(-result.counts.get(kind.key, 0) for kind in worst_first), nodeid)
 
     shown.sort(key=badness)
-    rows = [(*(kind.column for kind in KINDS), "budget", "verdict", "test")]
+    columns = _columns(shown)
+    rows = [(*(kind.column for kind in columns), "budget", "verdict", "test")]
     for nodeid, result in shown:
-        rows.append((*(str(result.counts[kind.key]) for kind in KINDS), result.budget_text(), result.verdict.value, nodeid))
-    counts = len(KINDS)
+        rows.append((*(kind.measure.cell(result.counts.get(kind.key, 0)) for kind in columns), result.budget_text(), result.verdict.value,
+                     nodeid))
+    counts = len(columns)
     widths = [max(len(row[column]) for row in rows) for column in range(counts + 2)]
     lines = [
         "  ".join(cell.rjust(width) if column < counts else cell.ljust(width) for column, (cell, width) in enumerate(zip(row, widths)))
@@ -71,6 +73,12 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
         lines.append(f"and {plural(hidden, 'more test')} that compiled within budget or without one, not listed: {why} "
                      "(--nocompile-table=all lists every one)")
     return lines + [f"{nodeid}: {result.cause}" for nodeid, result in shown if result.verdict is Verdict.OVER] + outside
+
+
+def _columns(shown: list[tuple[str, TestResult]]) -> list[BudgetKind]:
+    """The kinds the table shows: the counts of graphs always; a health signal's (compile time) where a listed test budgets it."""
+    return [kind for kind in KINDS
+            if kind.events != "health" or any(result.budgets.get(kind.key) is not None for _, result in shown)]
 
 
 def _outside_the_call(results: dict[str, TestResult], listed: set[str]) -> list[str]:

@@ -1,0 +1,29 @@
+"""Whether the installed torch gives what a budget kind counts, read from its metadata: never imports torch."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from .budget import BudgetKind
+
+
+def too_old_for(kind: BudgetKind, installed: str) -> Optional[str]:
+    """Why torch ``installed`` (a version string) cannot give what ``kind`` counts, or None when it can (or is not installed)."""
+    since = kind.since_torch
+    found = re.match(r"(\d+)\.(\d+)", installed)
+    if since is None or found is None:  # "not installed": the watch says so itself, once the test runs
+        return None
+    if (int(found[1]), int(found[2])) >= since:
+        return None
+    return (f"{kind.marker} needs torch >= {since[0]}.{since[1]}, the first whose dynamo counts {kind.noun}s; "
+            f"torch {installed} is installed")
+
+
+def installed_torch_lacks(kind: BudgetKind) -> Optional[str]:
+    """:func:`too_old_for` the torch installed in this environment."""
+    if kind.since_torch is None:
+        return None
+    from .settings import distribution_version
+
+    return too_old_for(kind, distribution_version("torch"))
