@@ -4,7 +4,8 @@ pytest loads it through its ``pytest11`` entry point (``-p nocompile`` only
 where plugin autoloading is off); budget a test with
 ``@pytest.mark.max_recompiles(N)``. The names below are the public API, for
 annotating fixtures and reading recorded recompiles, and for child processes
-the start-up hook cannot reach (:func:`watch_this_process`, :func:`child_env`).
+the start-up hook cannot reach (:func:`watch_this_process`, :func:`child_env`),
+and the ``nocompile_warm_start`` fixture's types (:class:`WarmStart`, :class:`CompileRun`).
 
 They are imported on first use (PEP 562): pytest imports this package at
 start-up to load the plugin, and a run that never compiles should not pay for
@@ -48,10 +49,12 @@ if TYPE_CHECKING:
         CompileTimeBudgetExceeded,
         GraphBreakBudgetExceeded,
         RecompileBudgetExceeded,
+        WarmStartFailed,
     )
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
+    from .warm_start import CompileRun, WarmStart, WarmStartRunner
     from .watch import CaptureLostWarning, InstructionCountWarning
 
 __version__ = "0.1.0"
@@ -73,6 +76,7 @@ _PUBLIC_MODULES = {
     "CompileBudgetExceeded": ".exceptions",
     "CompileInstructionBudgetExceeded": ".exceptions",
     "CompileTimeBudgetExceeded": ".exceptions",
+    "WarmStartFailed": ".exceptions",
     "CodeLocation": ".events",
     "CompileEvent": ".events",
     "GraphBreakEvent": ".events",
@@ -88,6 +92,9 @@ _PUBLIC_MODULES = {
     "Verdict": ".result",
     "CaptureLostWarning": ".watch",
     "InstructionCountWarning": ".watch",
+    "CompileRun": ".warm_start",
+    "WarmStart": ".warm_start",
+    "WarmStartRunner": ".warm_start",
     "ChildReportWarning": ".child_lines",
 }
 
@@ -104,6 +111,7 @@ __all__ = [
     "CompileEvent",
     "CompileInstructionBudgetExceeded",
     "CompileTimeBudgetExceeded",
+    "CompileRun",
     "GraphBreakBudgetExceeded",
     "GraphBreakEvent",
     "GuardFailure",
@@ -116,6 +124,9 @@ __all__ = [
     "RecompileLog",
     "TestResult",
     "Verdict",
+    "WarmStart",
+    "WarmStartFailed",
+    "WarmStartRunner",
     "__version__",
     "assert_max_compile_instructions",
     "assert_max_compile_seconds",

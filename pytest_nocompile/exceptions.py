@@ -1,12 +1,16 @@
-"""What a failed block assertion raises: one exception per budget kind, under one base. Pure code.
+"""The plugin's exceptions. Pure code.
 
-Each kind names its own in :data:`~.budget.KINDS` (``BudgetKind.exceeded``).
+What a failed block assertion raises: one exception per budget kind, under
+one base; each kind names its own in :data:`~.budget.KINDS`
+(``BudgetKind.exceeded``). And what a warm-start run that did not happen as
+asked raises (:class:`WarmStartFailed`).
 """
 
 from __future__ import annotations
 
 __all__ = ["BudgetExceeded", "CompileBudgetExceeded", "CompileInstructionBudgetExceeded", "CompileTimeBudgetExceeded",
-           "GraphBreakBudgetExceeded", "RecompileBudgetExceeded"]
+           "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
+           "WarmStartFailed"]
 
 
 class BudgetExceeded(AssertionError):
@@ -42,3 +46,11 @@ class CompileTimeBudgetExceeded(BudgetExceeded):
 
 class CompileInstructionBudgetExceeded(BudgetExceeded):
     """A block's compiles took more CPU instructions than its budget (``assert_max_compile_instructions``)."""
+
+
+class WarmStartFailed(Exception):
+    """A run of ``nocompile_warm_start`` failed, did not end in time, or could not be watched.
+
+    Its message says which run (cold or warm) of what, and ends with the end
+    of that run's output (the traceback, when the code raised).
+    """
