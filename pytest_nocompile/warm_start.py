@@ -8,7 +8,8 @@ watched the way a test's child processes are (its own report folder,
 :mod:`.observe.event_files`), and its counts are what the plugin saw it
 compile (compile events, recompiles, graph breaks, the health events of
 cache hits, misses and bypasses, and compile seconds), summed over the
-process and any it started. Nothing is read from torch's counters at the end.
+process and any it started. The runs report the caches' counters whether or
+not a budget kind names them (:data:`~.observe.event_files.SIGNALS_VAR`). Nothing is read from torch's counters at the end.
 
 A run that fails, does not end in time, or could not be watched raises
 :class:`~.exceptions.WarmStartFailed`, with the end of its output: counts of
@@ -30,12 +31,14 @@ from .budget import COMPILES, GRAPH_BREAKS, RECOMPILES
 from .compile_cost import COMPILE_SECONDS
 from .exceptions import WarmStartFailed
 from .observe.compile_caches import private_process_env
-from .observe.event_files import ENV_VAR, EventDirectory
+from .observe.event_files import ENV_VAR, SIGNALS_VAR, EventDirectory
 from .record import RecompileRecord
 
 Target = Union[Callable[[], Any], str, "os.PathLike[str]"]
 
 _CACHE_OUTCOMES = ("hit", "miss", "bypass")  # torch's counters end in _cache_hit, _cache_miss, _cache_bypass
+# torch's counters of the FX-graph and AOT-autograd caches, reported by the runs whether or not a budget kind names them.
+CACHE_SIGNALS = tuple(f"{group}_cache_{outcome}" for group in ("inductor.fxgraph", "aot_autograd.autograd") for outcome in _CACHE_OUTCOMES)
 _OUTPUT_LINES = 30  # of a failed run's output, in the failure
 
 
@@ -135,8 +138,8 @@ def _run_once(name: str, spec: dict[str, Any], shown: str, caches: dict[str, str
     command = [sys.executable, "-m", "pytest_nocompile.observe.run_target", json.dumps({**spec, "events": str(events)})]
     started = time.perf_counter()
     try:
-        done = subprocess.run(command, env={**os.environ, **caches, ENV_VAR: str(events)}, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout)
+        done = subprocess.run(command, env=_run_env(caches, events), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, timeout=timeout)
     except subprocess.TimeoutExpired as expired:
         raise WarmStartFailed(_failure(f"the {name} run of {shown} did not end within {timeout:g} s", _text(expired.output))) from None
     seconds = time.perf_counter() - started
@@ -150,6 +153,11 @@ def _run_once(name: str, spec: dict[str, Any], shown: str, caches: dict[str, str
         raise WarmStartFailed(f"nocompile_warm_start: the {name} run of {shown} could not be watched, so its counts "
                               "would be wrong:\n" + "\n".join(f"    {problem}" for problem in problems))
     return _counted(name, record, seconds, output)
+
+
+def _run_env(caches: dict[str, str], events: Path) -> dict[str, str]:
+    """The test's environment, with the private caches, and reporting (cache outcomes included) to this run's folder."""
+    return {**os.environ, **caches, ENV_VAR: str(events), SIGNALS_VAR: ",".join(CACHE_SIGNALS)}
 
 
 def _counted(name: str, record: RecompileRecord, seconds: float, output: str) -> CompileRun:

@@ -9,6 +9,7 @@ time but keeps no cache.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,36 @@ pytest.importorskip("torch")
 def passed(result: pytest.RunResult, count: int = 1) -> None:
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed") == count and not {"failed", "errors", "error"} & outcomes.keys(), result.stdout.str()
+
+
+def test_the_cold_run_misses_the_cache_and_the_warm_run_hits_it_and_misses_nothing(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_warm='''
+        import json, os
+        from pathlib import Path
+        import torch
+
+        def add_one():
+            torch.compile(lambda x: x + 1)(torch.ones(2))  # inductor: the FX-graph and AOT-autograd caches
+
+        def test_warm_start(nocompile_warm_start):
+            cold, warm = nocompile_warm_start(add_one)
+            Path("runs.json").write_text(json.dumps({run.name: vars(run) for run in (cold, warm)}))
+            Path("user_cache.txt").write_text(os.environ.get("TORCHINDUCTOR_CACHE_DIR", ""))
+    ''')
+    passed(run(f"--basetemp={pytester.path / 'basetemp'}"))
+    runs = json.loads((pytester.path / "runs.json").read_text())
+    cold, warm = runs["cold"], runs["warm"]
+    print({name: {key: value for key, value in run.items() if key != "output"} for name, run in runs.items()})  # figures, with -s
+    assert (cold["compiles"], cold["recompiles"], warm["compiles"], warm["recompiles"]) == (1, 0, 1, 0)
+    assert cold["cache_misses"] >= 2 and cold["cache_hits"] == 0  # an FX graph and its AOT-autograd entry, at least
+    assert warm["cache_misses"] == 0 and warm["cache_hits"] == cold["cache_misses"] and warm["cache_bypasses"] == 0
+    assert {"inductor.fxgraph_cache_miss", "aot_autograd.autograd_cache_miss"} <= cold["signals"].keys()
+    assert {"inductor.fxgraph_cache_hit", "aot_autograd.autograd_cache_hit"} <= warm["signals"].keys()
+    assert 0 < warm["compile_seconds"] < cold["compile_seconds"] < cold["seconds"]
+    # The cache the two runs shared is the call's own folder, and it was used; the test's environment is untouched.
+    folder = pytester.path / "basetemp" / "nocompile-warm-start0"  # pytest numbers the folders of mktemp
+    assert any((folder / "caches" / "inductor").rglob("*"))
+    assert (pytester.path / "user_cache.txt").read_text() == os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
 
 
 WHAT_RUNS_SEE = '''
