@@ -147,7 +147,9 @@ def _run_once(name: str, spec: dict[str, Any], shown: str, caches: dict[str, str
     record.end_call()
     output = _text(done.stdout)
     if done.returncode != 0:
-        raise WarmStartFailed(_failure(f"the {name} run of {shown} failed (exit status {done.returncode})", output))
+        # A negative status is the signal that killed it (the OOM killer's 9, an abort's 6).
+        status = f"killed by signal {-done.returncode}" if done.returncode < 0 else f"exit status {done.returncode}"
+        raise WarmStartFailed(_failure(f"the {name} run of {shown} failed ({status})", output))
     problems = record.child_problems() + [str(warning) for warning in record.child_warnings()]
     if problems:
         raise WarmStartFailed(f"nocompile_warm_start: the {name} run of {shown} could not be watched, so its counts "

@@ -150,6 +150,27 @@ def test_a_failing_run_fails_the_test_with_the_end_of_its_traceback(pytester: py
     ])
 
 
+def test_a_run_past_its_timeout_is_stopped_and_fails_the_test_with_what_it_wrote(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_slow='''
+        import time
+
+        def wait():
+            print("loading the dataset", flush=True)
+            time.sleep(30)
+
+        def test_slow(nocompile_warm_start):
+            nocompile_warm_start(wait, timeout=2)
+    ''')
+    result = run()
+    result.assert_outcomes(failed=1)
+    expect_lines(result, [
+        "E       pytest_nocompile.exceptions.WarmStartFailed: nocompile_warm_start: the cold run of test_slow.wait did not end "
+        "within 2 s; its output ends:",
+        "E           loading the dataset",
+    ])
+    assert result.duration < 25
+
+
 def test_what_a_fresh_process_cannot_find_is_refused_before_anything_runs(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_refused='''
         import pytest
