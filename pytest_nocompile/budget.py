@@ -66,6 +66,7 @@ class BudgetKind:
     shown_signals: tuple[str, ...] = ()
     # How the shown signals' call-phase totals read in a failure, after its headline (default: "name total, ...").
     describe_shown: Optional[Callable[[Mapping[str, float]], str]] = None
+    column_needs_budget: bool = False  # its table column only where a listed test budgets it (every compile has some)
     shown_label: str = "shown"  # the word before the shown signals' totals, e.g. "breakdown"
     measure: Measure = COUNT  # how N is given and amounts are shown: whole counts, or seconds
     # The first torch whose dynamo gives what this kind counts; an older torch makes its marker a usage error.
@@ -162,6 +163,7 @@ COMPILE_SECONDS_KIND = BudgetKind(
     shown_signals=PART_SIGNALS,
     describe_shown=breakdown_text,
     shown_label="breakdown",
+    column_needs_budget=True,
     measure=SECONDS,
 )
 COMPILE_INSTRUCTIONS_KIND = BudgetKind(

@@ -40,7 +40,7 @@ def over_budget(kind: BudgetKind, count: Amount, allowed: Optional[Amount], *, e
 RESULT_ATTRIBUTE = "nocompile_entry"  # on teardown reports: a result's to_dict(), JSON-able, so xdist carries it
 
 # The event lists a result carries, as JSON keys.
-DETAIL_KEYS = ("recompile_events", "recompile_limit_hits", "graph_break_events")
+DETAIL_KEYS = ("recompile_events", "recompile_limit_hits", "graph_break_events", "health_events")
 _NO_DETAILS: dict[str, list[dict[str, Any]]] = {key: [] for key in DETAIL_KEYS}  # shared, never changed
 
 
@@ -85,12 +85,12 @@ class TestResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TestResult:
         return cls(
-            counts={kind.key: kind.measure.for_json(data[kind.key]) for kind in KINDS},
+            counts={kind.key: data[kind.key] for kind in KINDS},  # JSON keeps an int an int, and seconds a float
             budgets={kind.key: data[kind.marker] for kind in KINDS},
             verdict=Verdict(data["verdict"]),
             over=tuple(data["over_budget"]),
             cause=data["cause"],
-            details={key: list(data[key]) for key in DETAIL_KEYS},
+            details={key: list(data.get(key, ())) for key in DETAIL_KEYS},
             processes=tuple(data.get("processes", ())),
             shown={kind.key: dict(data[_shown_key(kind)]) for kind in _KINDS_WITH_SHOWN if data.get(_shown_key(kind))},
         )
@@ -164,7 +164,7 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
         verdict=Verdict.OVER if over else Verdict.WITHIN if budget.limits else Verdict.NO_BUDGET,
         over=over,
         cause=cause,
-        details=_details(record) if record.events or record.limit_hits or record.graph_breaks or record.children else _NO_DETAILS,
+        details=_details(record) if not record.empty() else _NO_DETAILS,
         processes=processes,
         shown=_shown_totals(record) if _KINDS_WITH_SHOWN and not record.empty() else {},
     )
@@ -287,5 +287,10 @@ def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
                 "process": _process(event.process),
             }
             for event in record.all_graph_breaks()
+        ],
+        "health_events": [
+            {"what": event.what, "amount": event.amount, "reason": event.reason, "phase": event.phase, "compile_id": event.compile_id,
+             "thread": event.thread, "user_code": _where(event.user_code), "process": _process(event.process)}
+            for process in record.processes() for event in process.health
         ],
     }

@@ -144,3 +144,18 @@ def test_a_block_counts_a_health_kind_and_its_failure_lists_each_signal_with_its
     assert [line for line in lines if not line.startswith("    triggered by: ")] == [
         "2 graphs > assert_max_graphs(1)", "[1/2] stats.unique_graphs", "    reason: first", "[2/2] stats.unique_graphs"]
     assert sum(line.startswith("    triggered by: ") and "test_health_events.py:" in line for line in lines) == 2, lines
+
+
+def test_a_results_json_holds_each_health_event_and_xdist_carries_it_back_unchanged() -> None:
+    from pytest_nocompile.result import TestResult, judge
+
+    record = RecompileRecord()
+    record.start_call()
+    record.add_health("inductor.fxgraph_cache_miss", 1, "cold", "0/0", None, None)
+    record.end_call()
+    data = judge(record).to_dict()
+    assert data["health_events"] == [{"what": "inductor.fxgraph_cache_miss", "amount": 1, "reason": "cold", "phase": "call",
+                                      "compile_id": "0/0", "thread": None, "user_code": None, "process": None}]
+    assert TestResult.from_dict(data).to_dict() == data
+    older = {key: value for key, value in data.items() if key != "health_events"}  # a worker of an older version
+    assert TestResult.from_dict(older).details["health_events"] == []

@@ -127,9 +127,10 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
     result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
-        "budget", "exceptions", "fixtures", "observe", "observe.arrival", "observe.capture", "observe.children",
-        "observe.dynamo_state", "observe.event_files", "observe.run_folders", "observe.startup", "observe.user_code", "output", "output.summary",
-        "output.trace_records", "planning", "plugin", "process_events", "record", "result", "results", "settings", "watch", "watching")]
+        "budget", "compile_cost", "exceptions", "fixtures", "measures", "observe", "observe.arrival", "observe.capture", "observe.children",
+        "observe.compile_metrics", "observe.counter_increments", "observe.dynamo_state", "observe.event_files", "observe.instruction_counter",
+        "observe.run_folders", "observe.startup", "observe.user_code", "output", "output.summary", "output.trace_records", "planning",
+        "plugin", "process_events", "record", "result", "results", "settings", "torch_support", "watch", "watching")]
     tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {
         "test_passes": ("passed", 0, 0, "within budget"),

@@ -43,8 +43,8 @@ class CounterIncrements:
 
     def __init__(self, emit: Callable[[str, float], None], wanted: Callable[[], Collection[str]]) -> None:
         self._emit = emit
-        self._wanted_names = wanted  # asked at arming: the kinds' table may be extended after import
-        self._wanted: frozenset[tuple[str, str]] = frozenset()
+        self._wanted_names = wanted  # asked at the first arming: the kinds' table is complete by then
+        self._wanted: Optional[frozenset[tuple[str, str]]] = None
         self._counters: Any = None
         self._factory: Any = None
 
@@ -54,9 +54,10 @@ class CounterIncrements:
         counters = getattr(utils, "counters", None)
         if not isinstance(counters, collections.defaultdict) or _ARMED is self:
             return  # dynamo without its counters (a future torch): the kinds that need them say so themselves
-        self._wanted = frozenset(tuple(name.split(".", 1)) for name in self._wanted_names() if "." in name)  # type: ignore[misc]
+        if self._wanted is None:
+            self._wanted = frozenset(tuple(name.split(".", 1)) for name in self._wanted_names() if "." in name)  # type: ignore[misc]
         if not self._wanted:
-            return
+            return  # no kind counts a counter of torch's: nothing to swap, in every watched test
         self._counters, self._factory = counters, counters.default_factory
         if counters.default_factory is collections.Counter:
             counters.default_factory = _ReportingCounter
@@ -88,7 +89,7 @@ class CounterIncrements:
                 if group is None:
                     return  # a copy torch made for itself, not in ``counters``
                 vars(counter)[_GROUP] = group
-            if (group, key) not in self._wanted:
+            if (group, key) not in (self._wanted or ()):
                 return
             if isinstance(after, (int, float)) and isinstance(before, (int, float)) and after > before:
                 self._emit(f"{group}.{key}", after - before)

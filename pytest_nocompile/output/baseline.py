@@ -125,12 +125,14 @@ def compare(baseline: dict[str, dict[str, int]], results: dict[str, TestResult])
 def explain_rise(result: TestResult, rose: list[str]) -> list[str]:
     """The call-phase events behind the kinds that rose, a line or two each: function, guard and the user's line."""
     sources = {source for key in rose for source in KINDS_BY_KEY[key].explained_by}
+    signals = {signal for key in rose for signal in KINDS_BY_KEY[key].signals}
     events = [("recompiles", event) for event in result.details["recompile_events"] if "recompiles" in sources] + \
-             [("graph_breaks", event) for event in result.details["graph_break_events"] if "graph_breaks" in sources]
+             [("graph_breaks", event) for event in result.details["graph_break_events"] if "graph_breaks" in sources] + \
+             [("health", event) for event in result.details["health_events"] if event["what"] in signals]
     called = [(source, event) for source, event in events if event.get("phase") == "call"]  # what the counts count
     lines: list[str] = []
     for source, event in called[:EVENTS_SHOWN]:
-        lines += _recompile_lines(event) if source == "recompiles" else _graph_break_lines(event)
+        lines += _LINES[source](event)
     if len(called) > EVENTS_SHOWN:
         lines.append(f"    and {len(called) - EVENTS_SHOWN} more (--nocompile-json=PATH writes every one)")
     return lines
@@ -160,6 +162,18 @@ def _graph_break_lines(event: dict[str, Any]) -> list[str]:
     if event.get("user_code"):
         lines.append(f"        user code: {event['user_code']}")
     return lines
+
+
+def _health_lines(event: dict[str, Any]) -> list[str]:
+    amount = "" if event["amount"] == 1 else f" ({event['amount']:g})"
+    reason = f": {event['reason']}" if event.get("reason") else ""
+    lines = [f"    {_process_prefix(event)}{event['what']}{amount}{reason}"]
+    if event.get("user_code"):
+        lines.append(f"        triggered by: {event['user_code']}")
+    return lines
+
+
+_LINES = {"recompiles": _recompile_lines, "graph_breaks": _graph_break_lines, "health": _health_lines}
 
 
 def _process_prefix(event: dict[str, Any]) -> str:

@@ -76,9 +76,13 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
 
 
 def _columns(shown: list[tuple[str, TestResult]]) -> list[BudgetKind]:
-    """The kinds the table shows: the counts of graphs always; a health signal's (compile time) where a listed test budgets it."""
-    return [kind for kind in KINDS
-            if kind.events != "health" or any(result.budgets.get(kind.key) is not None for _, result in shown)]
+    """The counts every test has, then a compile-health kind's only where a listed test has one or a budget for it.
+
+    A kind every compile has (compile time) shows only where a listed test budgets it.
+    """
+    return [kind for kind in KINDS if kind.events != "health" or any(
+        result.budgets.get(kind.key) is not None or (result.counts.get(kind.key, 0) and not kind.column_needs_budget)
+        for _, result in shown)]
 
 
 def _outside_the_call(results: dict[str, TestResult], listed: set[str]) -> list[str]:
