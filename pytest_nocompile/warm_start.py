@@ -9,7 +9,8 @@ watched the way a test's child processes are (its own report folder,
 compile (compile events, recompiles, graph breaks, the health events of
 cache hits, misses and bypasses, and compile seconds), summed over the
 process and any it started. The runs report the caches' counters whether or
-not a budget kind names them (:data:`~.observe.event_files.SIGNALS_VAR`). Nothing is read from torch's counters at the end.
+not a budget kind names them (:data:`~.observe.event_files.SIGNALS_VAR`).
+Nothing is read from torch's counters at the end.
 
 A run that fails, does not end in time, or could not be watched raises
 :class:`~.exceptions.WarmStartFailed`, with the end of its output: counts of

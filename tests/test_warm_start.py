@@ -24,7 +24,11 @@ def passed(result: pytest.RunResult, count: int = 1) -> None:
     assert outcomes.get("passed") == count and not {"failed", "errors", "error"} & outcomes.keys(), result.stdout.str()
 
 
-def test_the_cold_run_misses_the_cache_and_the_warm_run_hits_it_and_misses_nothing(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_the_cold_run_misses_the_cache_and_the_warm_run_hits_it_and_misses_nothing(
+        pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The temp folder where torch keeps the user's own cache (torchinductor_<user>) unless told otherwise.
+    users_temp = tmp_path_factory.mktemp("users-temp")
+    monkeypatch.setenv("TMPDIR", str(users_temp))
     pytester.makepyfile(test_warm='''
         import json, os
         from pathlib import Path
@@ -52,6 +56,7 @@ def test_the_cold_run_misses_the_cache_and_the_warm_run_hits_it_and_misses_nothi
     folder = pytester.path / "basetemp" / "nocompile-warm-start0"  # pytest numbers the folders of mktemp
     assert any((folder / "caches" / "inductor").rglob("*"))
     assert (pytester.path / "user_cache.txt").read_text() == os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
+    assert list(users_temp.glob("torchinductor_*")) == []
 
 
 WHAT_RUNS_SEE = '''
