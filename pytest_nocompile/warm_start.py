@@ -48,6 +48,7 @@ class CompileRun:
     """What one fresh process compiled, as the plugin watched it.
 
     ``compiles``, ``recompiles`` and ``graph_breaks`` count as the budgets do;
+    ``recompile_limit_hits`` the frames dynamo stopped compiling (they ran eagerly after);
     ``cache_hits``, ``cache_misses`` and ``cache_bypasses`` add up torch's
     FX-graph and AOT-autograd cache outcomes (``signals`` has them one by
     one, e.g. ``"inductor.fxgraph_cache_miss"``); ``compile_seconds`` is
@@ -59,6 +60,7 @@ class CompileRun:
     compiles: int
     recompiles: int
     graph_breaks: int
+    recompile_limit_hits: int
     cache_hits: int
     cache_misses: int
     cache_bypasses: int
@@ -177,6 +179,7 @@ def _counted(name: str, record: RecompileRecord, seconds: float, output: str) ->
         compiles=int(sum(process.count(COMPILES) for process in processes)),
         recompiles=int(sum(process.count(RECOMPILES) for process in processes)),
         graph_breaks=int(sum(process.count(GRAPH_BREAKS) for process in processes)),
+        recompile_limit_hits=sum(1 for process in processes for hit in process.limit_hits if hit.phase == "call"),
         cache_hits=caches["hit"],
         cache_misses=caches["miss"],
         cache_bypasses=caches["bypass"],

@@ -99,7 +99,7 @@ def test_each_run_counts_what_its_process_compiled_and_each_call_has_caches_of_i
             assert [run.name for run in first] == ["cold", "warm"]
             for run in first:
                 # scale: a compile and a recompile; broken: 2 graphs around its graph break
-                assert (run.compiles, run.recompiles, run.graph_breaks) == (4, 1, 1)
+                assert (run.compiles, run.recompiles, run.graph_breaks, run.recompile_limit_hits) == (4, 1, 1, 0)
                 assert (run.cache_hits, run.cache_misses, run.cache_bypasses) == (0, 0, 0)  # the eager backend caches nothing
                 assert run.seconds > 0 and "a graph break" in run.output
             second = nocompile_warm_start("steps:step")
@@ -115,6 +115,26 @@ def test_each_run_counts_what_its_process_compiled_and_each_call_has_caches_of_i
         for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR"):
             assert Path(seen[name]).is_relative_to(basetemp.resolve())
         assert seen["TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE"] == "0"
+
+
+def test_a_run_that_hits_the_recompile_limit_says_so(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_limit='''
+        import torch
+
+        def scale(x, n):
+            return x * n
+
+        def every_int():
+            f = torch.compile(scale, backend="eager", dynamic=False)  # a recompile for each new int
+            for n in range(12):
+                f(torch.ones(2), n)
+
+        def test_limit(nocompile_warm_start):
+            cold, warm = nocompile_warm_start(every_int)
+            assert cold.recompile_limit_hits >= 1 and warm.recompile_limit_hits >= 1
+            assert cold.compiles < 12  # past the limit, scale ran without compiling
+    ''')
+    passed(run())
 
 
 def test_a_script_runs_as_python_runs_it(pytester: pytest.Pytester, run: RunPytest) -> None:
