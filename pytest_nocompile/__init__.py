@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from .record import RecompileLog
     from .result import TestResult, Verdict
     from .warm_start import CompileRun, WarmStart, WarmStartRunner
-    from .watch import CaptureLostWarning, InstructionCountWarning
+    from .watch import CaptureLostWarning, CompileTimeWarning
 
 __version__ = "0.1.0"
 
@@ -91,7 +91,7 @@ _PUBLIC_MODULES = {
     "TestResult": ".result",
     "Verdict": ".result",
     "CaptureLostWarning": ".watch",
-    "InstructionCountWarning": ".watch",
+    "CompileTimeWarning": ".watch",
     "CompileRun": ".warm_start",
     "WarmStart": ".warm_start",
     "WarmStartRunner": ".warm_start",
@@ -115,7 +115,7 @@ __all__ = [
     "GraphBreakBudgetExceeded",
     "GraphBreakEvent",
     "GuardFailure",
-    "InstructionCountWarning",
+    "CompileTimeWarning",
     "ProcessInfo",
     "RecompileBudget",
     "RecompileBudgetExceeded",

@@ -66,7 +66,8 @@ class BudgetKind:
     shown_signals: tuple[str, ...] = ()
     # How the shown signals' call-phase totals read in a failure, after its headline (default: "name total, ...").
     describe_shown: Optional[Callable[[Mapping[str, float]], str]] = None
-    column_needs_budget: bool = False  # its table column only where a listed test budgets it (every compile has some)
+    # Every compile has some (seconds, instructions): its table column and junit properties only where a test budgets it.
+    shown_only_where_budgeted: bool = False
     shown_label: str = "shown"  # the word before the shown signals' totals, e.g. "breakdown"
     measure: Measure = COUNT  # how N is given and amounts are shown: whole counts, or seconds
     # The first torch whose dynamo gives what this kind counts; an older torch makes its marker a usage error.
@@ -163,7 +164,7 @@ COMPILE_SECONDS_KIND = BudgetKind(
     shown_signals=PART_SIGNALS,
     describe_shown=breakdown_text,
     shown_label="breakdown",
-    column_needs_budget=True,
+    shown_only_where_budgeted=True,
     measure=SECONDS,
 )
 COMPILE_INSTRUCTIONS_KIND = BudgetKind(
@@ -179,6 +180,7 @@ COMPILE_INSTRUCTIONS_KIND = BudgetKind(
     signals=(COMPILE_INSTRUCTIONS,),
     measure=INSTRUCTIONS,
     since_torch=(2, 5),
+    shown_only_where_budgeted=True,
 )
 
 # In the summary table's column order.

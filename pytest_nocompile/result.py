@@ -202,9 +202,10 @@ def idle_result(budget: RecompileBudget) -> TestResult:
 
 def count_properties(result: TestResult) -> list[tuple[str, object]]:
     """The counts as ``user_properties`` (and so junit XML ``<property>`` elements), and each process's when children reported."""
-    properties: list[tuple[str, object]] = [(f"nocompile_{kind.key}", kind.measure.for_json(result.counts[kind.key])) for kind in KINDS]
+    kinds = [kind for kind in KINDS if not kind.shown_only_where_budgeted or result.budgets.get(kind.key) is not None]
+    properties: list[tuple[str, object]] = [(f"nocompile_{kind.key}", kind.measure.for_json(result.counts[kind.key])) for kind in kinds]
     for process in result.processes:
-        counts = " ".join(f"{kind.key}={process[kind.key]}" for kind in KINDS)
+        counts = " ".join(f"{kind.key}={process[kind.key]}" for kind in kinds)
         properties.append(("nocompile_process", f"{process_label(process)}: {counts}"))
     return properties
 

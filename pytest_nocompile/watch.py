@@ -26,8 +26,8 @@ class CaptureLostWarning(pytest.PytestWarning):
     """pytest-nocompile could no longer see recompiles: something switched its capture off."""
 
 
-class InstructionCountWarning(pytest.PytestWarning):
-    """A ``max_compile_instructions`` budget could not be checked: torch's instruction counter does not work here."""
+class CompileTimeWarning(pytest.PytestWarning):
+    """A compile-time or compile-instruction budget could not be checked here (no perf events; a torch that moved its metrics)."""
 
 
 class Watch:
@@ -53,18 +53,24 @@ class Watch:
         self.item: Optional[pytest.Item] = None  # the test, once opened
 
 
-def said_if_instructions_not_counted(item: pytest.Item, budget: RecompileBudget) -> bool:
-    """Warn that the test's instruction budget cannot be checked here, if so (its other budgets still judge it); whether it did."""
-    from .budget import COMPILE_INSTRUCTIONS_KIND
+def said_if_compile_time_not_measured(item: pytest.Item, budget: RecompileBudget) -> bool:
+    """Warn that the test's compile-time or instruction budget cannot be checked here, if so (its other budgets
+    still judge it); whether it did."""
+    from .budget import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND
+
+    if budget.allowed(COMPILE_SECONDS_KIND) is None and budget.allowed(COMPILE_INSTRUCTIONS_KIND) is None:
+        return False
+    from .observe.compile_metrics import compile_time_not_measured
     from .observe.instruction_counter import instructions_not_counted
 
-    why = instructions_not_counted()
-    if why is None:
-        return False
-    item.warn(InstructionCountWarning(
-        f"{item.nodeid}: {budget.describe(COMPILE_INSTRUCTIONS_KIND)} is not checked: {why}. Tests are judged on their "
-        "other budgets (max_compile_seconds measures compile time everywhere); said once per run"))
-    return True
+    for kind, why, advice in ((COMPILE_SECONDS_KIND, compile_time_not_measured(), ""),
+                              (COMPILE_INSTRUCTIONS_KIND, instructions_not_counted(),
+                               " (max_compile_seconds measures compile time everywhere)")):
+        if why is not None and budget.allowed(kind) is not None:
+            item.warn(CompileTimeWarning(f"{item.nodeid}: {budget.describe(kind)} is not checked: {why}. Tests are judged "
+                                         f"on their other budgets{advice}; said once per run"))
+            return True
+    return False
 
 
 # Every open watch in this process, latest last (pytester runs nest).

@@ -24,13 +24,12 @@ from typing import TYPE_CHECKING, Generator, Hashable, Optional
 
 import pytest
 
-from .budget import COMPILE_INSTRUCTIONS_KIND
 from .observe import arrival, dynamo_state
 from .observe.capture import DYNAMO_LOGS
 from .planning import Plan, any_asks_to_be_watched, plan_key, plan_test, uses_a_nocompile_fixture
 from .record import RecompileRecord
 from .result import RESULT_ATTRIBUTE, TestResult, count_properties, judge, kinds_over_budget
-from .watch import WATCHES_KEY, CaptureLostWarning, Watch, closed, opened, said_if_instructions_not_counted
+from .watch import WATCHES_KEY, CaptureLostWarning, Watch, closed, opened, said_if_compile_time_not_measured
 
 if TYPE_CHECKING:
     from .observe.children import ChildReports
@@ -106,7 +105,7 @@ class Watcher:
         self.last_closed: Optional[Watch] = None  # its teardown report comes next
         self.gathers = not settings.is_worker  # results are gathered here (not on an xdist worker)
         self.dynamo_arrived_here = False  # the import hook saw dynamo arrive during this run
-        self.said_instructions_not_counted = False  # a max_compile_instructions budget was found uncheckable, and said
+        self.said_compile_time_not_measured = False  # a compile-time budget was found uncheckable, and said
         # Tests whose fixtures started processes that reported: (node id, record, what each child had reported by its end).
         self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
         # By planning.plan_key: the plan its tests share (parents live as long as the run).
@@ -224,8 +223,8 @@ class Watcher:
         watch.record.end_call()
         if watch.strict_patch is not None:
             self._exit_strict(watch)
-        if not self.said_instructions_not_counted and watch.budget.allowed(COMPILE_INSTRUCTIONS_KIND) is not None:
-            self.said_instructions_not_counted = said_if_instructions_not_counted(item, watch.budget)
+        if not self.said_compile_time_not_measured and watch.budget.limits:
+            self.said_compile_time_not_measured = said_if_compile_time_not_measured(item, watch.budget)
         if watch.attached and not DYNAMO_LOGS.check():
             item.warn(CaptureLostWarning(
                 f"recompile capture was switched off during {item.nodeid} (torch's log state was replaced "

@@ -131,6 +131,21 @@ def test_the_source_reports_each_frame_as_torch_records_it_and_puts_torchs_deque
     assert len(parts) == 2 and abs(sum(args[1] for args in parts) - sum(args[1] for args in totals)) < 0.01
 
 
+def test_a_torch_without_the_metrics_record_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    import torch._dynamo.utils as dynamo_utils
+
+    from pytest_nocompile.observe.compile_metrics import CompileMetricsSource, compile_time_not_measured
+
+    assert compile_time_not_measured() is None
+    monkeypatch.delattr(dynamo_utils, "_compilation_metrics")
+    assert "keeps no torch._dynamo.utils._compilation_metrics, where the plugin reads each compile's time" in str(compile_time_not_measured())
+    source = CompileMetricsSource(lambda *args: None)
+    source.arm()  # nothing to hook: arms nothing, and disarming puts nothing back
+    source.disarm()
+    assert not hasattr(dynamo_utils, "_compilation_metrics")
+
+
 def test_the_instruction_probe_prints_nothing_and_switches_torch_on_only_while_armed(capfd: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torch")
     if TORCH < (2, 5):
@@ -149,6 +164,32 @@ def test_the_instruction_probe_prints_nothing_and_switches_torch_on_only_while_a
     assert capfd.readouterr() == ("", "")  # torch's C code says its failure on fd 2: captured, not shown
     if not works:
         assert "could not open a perf event to count instructions" in str(instruction_counter_problem())
+
+
+def test_instructions_are_read_as_deltas_that_survive_a_clear_and_the_counter_is_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where perf events work, torch adds each compile's count to a class attribute; here it is added by hand.
+    pytest.importorskip("torch")
+    if TORCH < (2, 5):
+        pytest.skip("torch < 2.5 has no compile instruction counter")
+    import torch._dynamo.config as dynamo_config
+    from torch._dynamo.utils import CompileTimeInstructionCounter as counter
+
+    from pytest_nocompile.observe import instruction_counter
+
+    monkeypatch.setattr(instruction_counter, "instruction_counter_problem", lambda: None)
+    monkeypatch.setattr(counter, "_counter", 7)  # what earlier user code counted
+    counting = instruction_counter.InstructionCounting()
+    counting.arm()
+    assert dynamo_config.record_compile_time_instruction_count is True
+    counter._counter += 500
+    assert counting.take() == 500 and counting.take() == 0
+    counter.clear()  # as torch's benchmarks do
+    counter._counter += 100
+    assert counting.take() == 100
+    counter._counter += 2**64 - 1  # torch's end(-1) after a failed start: not a count
+    assert counting.take() is None
+    counting.disarm()
+    assert dynamo_config.record_compile_time_instruction_count is False and counter._counter == 7
 
 
 # -- what users see -----------------------------------------------------------
@@ -206,6 +247,22 @@ def test_run_wide():
     assert "test_time.py::test_block PASSED" in result.stdout.str()
 
 
+def test_a_child_processs_compile_time_counts_for_it(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_child='''
+import subprocess, sys, pytest
+
+CHILD = "import torch; torch.compile(lambda x: x + 1, backend='eager')(torch.ones(2))"
+
+@pytest.mark.max_compile_seconds(0)
+def test_child_compiles():
+    subprocess.run([sys.executable, "-c", CHILD], check=True)
+''')
+    result = run()
+    result.assert_outcomes(failed=1)
+    result.stdout.re_match_lines([r"pid \d+ \(python -c 'import torch; .*\): .* of compile time > max_compile_seconds\(0\) \(marker on the test\)",
+                                  r"    breakdown: dynamo .*"])
+
+
 def test_bad_seconds_markers_are_usage_errors_naming_the_test_and_the_form(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_bad='''
 import pytest
@@ -253,7 +310,7 @@ def test_second():
         return
     result.assert_outcomes(passed=2, warnings=1)  # judged on what is counted; said once
     result.stdout.fnmatch_lines([
-        "*InstructionCountWarning: test_instructions.py::test_first: max_compile_instructions(0) (marker on the test) is not checked: "
+        "*CompileTimeWarning: test_instructions.py::test_first: max_compile_instructions(0) (marker on the test) is not checked: "
         "torch * could not open a perf event to count instructions (*). Tests are judged on their other budgets*said once per run",
     ])
 

@@ -105,8 +105,7 @@ def test_results_travel_as_json_and_come_back_equal() -> None:
     assert [event["phase"] for event in carried["recompile_events"]] == ["setup", "call", "call"]
     assert carried["recompile_limit_hits"] == [{"limit_name": "recompile_limit", "limit": 8, "function": "'step' (adam.py:214)", "phase": "call",
                                              "process": None, "refused_attempt": None}]
-    assert count_properties(result) == [("nocompile_compiles", 3), ("nocompile_recompiles", 2), ("nocompile_graph_breaks", 1),
-                                        ("nocompile_compile_seconds", 0.0), ("nocompile_compile_instructions", 0)]
+    assert count_properties(result) == [("nocompile_compiles", 3), ("nocompile_recompiles", 2), ("nocompile_graph_breaks", 1)]
 
 
 def test_idle_results() -> None:

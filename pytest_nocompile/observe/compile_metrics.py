@@ -104,6 +104,16 @@ class CompileMetricsSource:
                 self._emit(COMPILE_INSTRUCTIONS, float(counted), getattr(entry, "co_name", None))
 
 
+def compile_time_not_measured() -> Optional[str]:
+    """Why compile times cannot be read in this process (a torch that moved its metrics); None when they can, or dynamo never came."""
+    utils = sys.modules.get(UTILS)
+    if utils is None or isinstance(getattr(utils, METRICS_DEQUE, None), collections.deque):
+        return None
+    torch = sys.modules.get("torch")
+    return (f"torch {getattr(torch, '__version__', '?')} keeps no {UTILS}.{METRICS_DEQUE}, where the plugin reads each compile's "
+            "time (torch 2.4 to 2.14 do)")
+
+
 def compile_seconds(entry: Any) -> Optional[tuple[float, dict[str, float], str]]:
     """An entry's total seconds, its parts (``{part signal: seconds}``) and what compiled; None when it holds no compile time."""
     if getattr(entry, "is_runtime", False):

@@ -96,6 +96,7 @@ class InstructionCounting:
     def __init__(self) -> None:
         self._switched_on = False  # we set the config: ours to put back
         self._last = 0  # the counter's value at our last read
+        self._before = 0  # its value when we switched it on
 
     def arm(self) -> None:
         if instruction_counter_problem() is not None:
@@ -103,16 +104,20 @@ class InstructionCounting:
         import torch._dynamo.config as dynamo_config
         from torch._dynamo.utils import CompileTimeInstructionCounter
 
+        self._last = CompileTimeInstructionCounter.value()
         if not dynamo_config.record_compile_time_instruction_count:
             dynamo_config.record_compile_time_instruction_count = True
             self._switched_on = True
-        self._last = CompileTimeInstructionCounter.value()
+            self._before = self._last
 
     def disarm(self) -> None:
         if self._switched_on:
             import torch._dynamo.config as dynamo_config
+            from torch._dynamo.utils import CompileTimeInstructionCounter
 
             dynamo_config.record_compile_time_instruction_count = False
+            # What we counted is ours: torch's counter reads as if it had never run.
+            CompileTimeInstructionCounter._counter = self._before
             self._switched_on = False
 
     @property

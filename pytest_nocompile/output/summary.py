@@ -81,7 +81,7 @@ def _columns(shown: list[tuple[str, TestResult]]) -> list[BudgetKind]:
     A kind every compile has (compile time) shows only where a listed test budgets it.
     """
     return [kind for kind in KINDS if kind.events != "health" or any(
-        result.budgets.get(kind.key) is not None or (result.counts.get(kind.key, 0) and not kind.column_needs_budget)
+        result.budgets.get(kind.key) is not None or (result.counts.get(kind.key, 0) and not kind.shown_only_where_budgeted)
         for _, result in shown)]
 
 
