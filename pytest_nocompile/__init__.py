@@ -4,7 +4,8 @@ pytest loads it through its ``pytest11`` entry point (``-p nocompile`` only
 where plugin autoloading is off); budget a test with
 ``@pytest.mark.max_recompiles(N)``. The names below are the public API, for
 annotating fixtures and reading recorded recompiles, and for child processes
-the start-up hook cannot reach (:func:`watch_this_process`, :func:`child_env`).
+the start-up hook cannot reach (:func:`watch_this_process`, :func:`child_env`),
+and the ``nocompile_warm_start`` fixture's types (:class:`WarmStart`, :class:`CompileRun`).
 
 They are imported on first use (PEP 562): pytest imports this package at
 start-up to load the plugin, and a run that never compiles should not pay for
@@ -54,10 +55,12 @@ if TYPE_CHECKING:
         GraphBreakBudgetExceeded,
         RecompileBudgetExceeded,
         TooFewCompiles,
+        WarmStartFailed,
     )
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
+    from .warm_start import CompileRun, WarmStart, WarmStartRunner
     from .watch import CaptureLostWarning, CompileTimeWarning
 
 __version__ = "0.1.0"
@@ -85,6 +88,7 @@ _PUBLIC_MODULES = {
     "TooFewCompiles": ".exceptions",
     "CudagraphRerecordBudgetExceeded": ".exceptions",
     "CudagraphSkipBudgetExceeded": ".exceptions",
+    "WarmStartFailed": ".exceptions",
     "CodeLocation": ".events",
     "CompileEvent": ".events",
     "GraphBreakEvent": ".events",
@@ -101,6 +105,9 @@ _PUBLIC_MODULES = {
     "CaptureLostWarning": ".watch",
     "CompileTimeWarning": ".watch",
     "SwallowedCompileErrorWarning": ".swallowed",
+    "CompileRun": ".warm_start",
+    "WarmStart": ".warm_start",
+    "WarmStartRunner": ".warm_start",
     "ChildReportWarning": ".child_lines",
 }
 
@@ -120,6 +127,7 @@ __all__ = [
     "CompileTimeBudgetExceeded",
     "CudagraphRerecordBudgetExceeded",
     "CudagraphSkipBudgetExceeded",
+    "CompileRun",
     "GraphBreakBudgetExceeded",
     "GraphBreakEvent",
     "GuardFailure",
@@ -134,6 +142,9 @@ __all__ = [
     "TestResult",
     "TooFewCompiles",
     "Verdict",
+    "WarmStart",
+    "WarmStartFailed",
+    "WarmStartRunner",
     "__version__",
     "assert_max_compile_instructions",
     "assert_max_compile_seconds",

@@ -1,13 +1,16 @@
-"""What a failed block assertion raises: one exception per budget kind, under one base. Pure code.
+"""The plugin's exceptions. Pure code.
 
-Each kind names its own in :data:`~.budget.KINDS` (``BudgetKind.exceeded``).
+What a failed block assertion raises: one exception per budget kind, under
+one base; each kind names its own in :data:`~.budget.KINDS`
+(``BudgetKind.exceeded``). And what a warm-start run that did not happen as
+asked raises (:class:`WarmStartFailed`).
 """
 
 from __future__ import annotations
 
 __all__ = ["BudgetExceeded", "CacheMissBudgetExceeded", "CompileBudgetExceeded", "CompileInstructionBudgetExceeded", "CompileTimeBudgetExceeded",
            "CudagraphRerecordBudgetExceeded", "CudagraphSkipBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
-           "TooFewCompiles"]
+           "TooFewCompiles", "WarmStartFailed"]
 
 
 class BudgetExceeded(AssertionError):
@@ -60,3 +63,11 @@ class CudagraphRerecordBudgetExceeded(BudgetExceeded):
 
 class CudagraphSkipBudgetExceeded(BudgetExceeded):
     """A block went over its CUDA-graph skip budget."""
+
+
+class WarmStartFailed(Exception):
+    """A run of ``nocompile_warm_start`` failed, did not end in time, or could not be watched.
+
+    Its message says which run (cold or warm) of what, and ends with the end
+    of that run's output (the traceback, when the code raised).
+    """

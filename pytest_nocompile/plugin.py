@@ -4,7 +4,8 @@
 - :mod:`.watching` decides whether a run needs per-test hooks, and watches each test one way;
 - :mod:`.planning` works out each test's budget from markers, options and ini keys, once per shared plan;
 - :mod:`.results` gathers each test's result and writes the table, JSON and baseline;
-- :mod:`.fixtures` holds the fixtures.
+- :mod:`.fixtures` holds the fixtures;
+- :mod:`.private_caches` gives each process that runs tests compile caches of its own, when asked.
 
 Every budget kind (recompiles, graph breaks, compiles) comes from the table in
 :mod:`.budget`: its marker, option and ini key are made here by looping over it.
@@ -59,6 +60,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write a baseline of per-test recompile, graph-break and compile counts")
     group.addoption("--nocompile-compare", metavar="PATH", default=None,
                     help="fail the run when a test's recompiles, graph breaks or compiles rose against this baseline")
+    group.addoption("--nocompile-private-caches", action="store_true", default=None,
+                    help="give each process that runs tests (each xdist worker) its own torch compile caches, under "
+                    "pytest's base temp folder, for the session (ini: nocompile_private_caches)")
+    parser.addini("nocompile_private_caches", type="bool", default=False,
+                  help="own torch compile caches for each xdist worker (default: false) [pytest-nocompile]")
     group.addoption("--nocompile-check-hook", action="store_true", default=False,
                     help="start a Python as a test's child process would start, say whether pytest-nocompile's start-up hook "
                     "answered in it, and exit (0: live, 1: not live); runs no tests")
@@ -86,6 +92,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(Watching(config, settings, results), "nocompile-watching")
     config.pluginmanager.register(fixtures, "nocompile-fixtures")
     config.pluginmanager.register(cudagraph_tests, "nocompile-cudagraph-tests")
+    if settings.private_caches and not settings.is_xdist_controller:
+        from . import private_caches
+
+        config.pluginmanager.register(private_caches, "nocompile-private-caches")
     if settings.is_xdist_controller:  # never collects: gathers, from the start, what its workers send
         config.pluginmanager.register(ControllerReports(results), "nocompile-reports")
 

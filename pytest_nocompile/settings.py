@@ -119,6 +119,7 @@ class RunSettings:
         # The option turns strict mode on for the run; so does the ini key (a marker's strict= still wins).
         self.strict_by_default = bool(config.getoption("nocompile_strict") or config.getini("nocompile_strict"))
         self.watch_children = WATCH_CHILDREN.is_on(config)
+        self.private_caches = bool(config.getoption("nocompile_private_caches") or config.getini("nocompile_private_caches"))
         self.default_budget = _default_budget(config)
         self.json_path: Optional[str] = config.getoption("nocompile_json")
         self.save_path: Optional[str] = config.getoption("nocompile_save")

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 import threading
 from functools import cache
@@ -416,9 +417,12 @@ class DynamoLogs:
 
 
 def _wanted_signals() -> set[str]:
+    """The signals the kinds name, and those this process was started to report (a warm-start run's cache outcomes)."""
     from ..budget import KINDS
+    from .event_files import SIGNALS_VAR
 
-    return {signal for kind in KINDS for signal in (*kind.signals, *kind.shown_signals)}
+    asked = os.environ.get(SIGNALS_VAR, "").split(",")
+    return {signal for kind in KINDS for signal in (*kind.signals, *kind.shown_signals)} | {name for name in asked if name}
 
 
 DYNAMO_LOGS = DynamoLogs()
