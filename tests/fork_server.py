@@ -30,7 +30,7 @@ while the server imported torch would not be raised in the inner run, where
 Protocol, one JSON object a line: the server says ``{"ready": {"modules": NAMES,
 "user_site": BOOL}}`` (the top-level names it has imported, and whether a user
 site-packages is on) or ``{"refused": REASON}``; then for each
-request ``{"argv", "env", "cwd", "stdout", "stderr"}`` it answers
+request ``{"argv", "env", "cwd", "umask", "stdout", "stderr"}`` it answers
 ``{"pid": PID}`` at once and ``{"status": WAIT_STATUS}`` when the run ended. A
 ``{"kill": true}`` line in between kills the run (pytester's timeout). The end
 of the request pipe ends the server, killing a run still going.
@@ -158,6 +158,7 @@ def become_python_m_pytest(request: dict[str, Any]) -> None:
     """
     argv: list[str] = request["argv"]  # [sys.executable, "-mpytest", *args]
     os.chdir(request["cwd"])
+    os.umask(request["umask"])  # a subprocess inherits the tests' process's, which a test may have changed
     os.environ.clear()
     os.environ.update(request["env"])
     # stdin: a pipe whose writing end is closed, as pytester's CLOSE_STDIN leaves it.

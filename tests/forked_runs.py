@@ -174,7 +174,9 @@ class ForkServer:
 
     def popen(self, cmdargs: Sequence[str], env: Mapping[str, str], cwd: str, stdout: Path, stderr: Path) -> ForkedProcess:
         """Fork ``python -mpytest ARGS`` as a child of the server, writing into the files ``stdout`` and ``stderr``."""
-        self._send({"argv": list(cmdargs), "env": dict(env), "cwd": cwd, "stdout": str(stdout), "stderr": str(stderr)})
+        umask = os.umask(0)  # read by setting it: put back at once
+        os.umask(umask)
+        self._send({"argv": list(cmdargs), "env": dict(env), "cwd": cwd, "umask": umask, "stdout": str(stdout), "stderr": str(stderr)})
         started = self._read()
         if started is None:
             raise RuntimeError(f"the fork server exited; see {self.log}")

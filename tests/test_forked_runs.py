@@ -33,6 +33,7 @@ def pytest_configure(config):
         "fds_0_to_2": [os.readlink(f"/proc/self/fd/{fd}").startswith(("pipe:", "{path}")) for fd in (0, 1, 2)],
         "other_fds": [os.readlink(f"/proc/self/fd/{fd}") for fd in fds if fd > 2 and os.path.exists(f"/proc/self/fd/{fd}")],
         "signals": [repr(signal.getsignal(number)) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD)],
+        "umask": os.umask(0o022),
         "dynamo": "torch._dynamo" in sys.modules,
         "torch_before_the_tests": "torch" in sys.modules,
     }
@@ -74,13 +75,18 @@ def test_a_forked_run_starts_as_its_subprocess_would(pytester: pytest.Pytester, 
     pytester.makepyfile(test_probe=PROBE_TESTS)
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setenv("PYTEST_PROBE", "value")  # pytest-only, so forkable, and not in the server's environment
-    subprocess_result, subprocess_state = _probe(pytester)
-    with forking(pytester, fork_server):
-        forked_result, forked_state = _probe(pytester)
+    umask = os.umask(0o027)  # not the server's: a subprocess inherits this process's
+    try:
+        subprocess_result, subprocess_state = _probe(pytester)
+        with forking(pytester, fork_server):
+            forked_result, forked_state = _probe(pytester)
+    finally:
+        os.umask(umask)
     assert fork_server.refusal is None
     assert (subprocess_state.pop("torch_before_the_tests"), forked_state.pop("torch_before_the_tests")) == (False, True)  # it was forked
     assert forked_state == subprocess_state
     assert forked_state["dynamo"] is False
+    assert forked_state["umask"] == 0o027
     assert forked_state["environ"]["PYTEST_PROBE"] == "value"
     assert forked_state["stdin"] == ""
     # Nothing of the server's pipes, the outer run's capture or xdist's channel.
