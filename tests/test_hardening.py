@@ -305,6 +305,7 @@ def test_reset_is_skipped_only_when_nothing_compiled_since(pytester: pytest.Pyte
     assert resets == (1 if compiled_before else 0) + 2
 
 
+@pytest.mark.fresh_interpreter("checks that the inner run never imports torch: a forked run finds it imported")
 def test_tests_that_never_import_torch_do_not_import_it(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_plain='''
         import sys

@@ -118,6 +118,7 @@ def pytest_unconfigure(config):
 '''
 
 
+@pytest.mark.fresh_interpreter("lists every torch module the inner run imported: a forked run finds torch imported")
 def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester: pytest.Pytester, run: RunPytest) -> None:
     # What a suite of tests that never compile pays for: the modules below, no torch,
     # and one shared entry per budget, which must still carry each test's own outcome.
