@@ -70,6 +70,15 @@ def _comparable(result: pytest.RunResult) -> list[str]:
     return [re.sub(r"^=+ (.*) in [\d.]+s(?: \(.*\))? =+$", r"\1 in Ns", line) for line in result.outlines]
 
 
+@pytest.fixture
+def fork_server(fork_server: ForkServer) -> ForkServer:
+    """The conftest's server, for tests of the fork path itself: skipped, saying why, where it cannot fork (on torch 2.6,
+    importing what the server preloads imports torch._dynamo, so it refuses and every inner run is a subprocess)."""
+    if not fork_server.available():
+        pytest.skip(f"no fork path here: {fork_server.refusal}")
+    return fork_server
+
+
 def test_a_forked_run_starts_as_its_subprocess_would(pytester: pytest.Pytester, fork_server: ForkServer, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makeconftest(PROBE_CONFTEST.replace("{path}", str(pytester.path)))
     pytester.makepyfile(test_probe=PROBE_TESTS)
