@@ -74,7 +74,7 @@ class BudgetKind:
     shown_only_where_budgeted: bool = False
     shown_label: str = "shown"  # the word before the shown signals' totals, e.g. "breakdown"
     shown_key: str = ""  # the JSON report's key for those totals by signal (none without), e.g. "compile_seconds_breakdown"
-    shown_column: str = ""  # a summary table column for the shown signals' total, where a listed test has any
+    shown_column: str = ""  # a summary table column for the shown signals' total (from the totals under shown_key), where a listed test has any
     measure: Measure = COUNT  # how N is given and amounts are shown: whole counts, or seconds
     # The first torch whose dynamo gives what this kind counts; an older torch makes its marker a usage error.
     since_torch: Optional[tuple[int, int]] = None

@@ -8,8 +8,8 @@ watched the way a test's child processes are (its own report folder,
 :mod:`.observe.event_files`), and its counts are what the plugin saw it
 compile (compile events, recompiles, graph breaks, the health events of
 cache hits, misses and bypasses, and compile seconds), summed over the
-process and any it started. The runs report the caches' counters whether or
-not a budget kind names them (:data:`~.observe.event_files.SIGNALS_VAR`).
+process and any it started. Every process reports the caches' counters: the
+``max_cache_misses`` kind names them all (misses and bypasses counted, hits shown).
 Nothing is read from torch's counters at the end.
 
 A run that fails, does not end in time, or could not be watched raises
@@ -32,14 +32,12 @@ from .budget import COMPILES, GRAPH_BREAKS, RECOMPILES
 from .compile_cost import COMPILE_SECONDS
 from .exceptions import WarmStartFailed
 from .observe.compile_caches import private_process_env
-from .observe.event_files import ENV_VAR, SIGNALS_VAR, EventDirectory
+from .observe.event_files import ENV_VAR, EventDirectory
 from .record import RecompileRecord
 
 Target = Union[Callable[[], Any], str, "os.PathLike[str]"]
 
 _CACHE_OUTCOMES = ("hit", "miss", "bypass")  # torch's counters end in _cache_hit, _cache_miss, _cache_bypass
-# torch's counters of the FX-graph and AOT-autograd caches, reported by the runs whether or not a budget kind names them.
-CACHE_SIGNALS = tuple(f"{group}_cache_{outcome}" for group in ("inductor.fxgraph", "aot_autograd.autograd") for outcome in _CACHE_OUTCOMES)
 _OUTPUT_LINES = 30  # of a failed run's output, in the failure
 
 
@@ -161,8 +159,8 @@ def _run_once(name: str, spec: dict[str, Any], shown: str, caches: dict[str, str
 
 
 def _run_env(caches: dict[str, str], events: Path) -> dict[str, str]:
-    """The test's environment, with the private caches, and reporting (cache outcomes included) to this run's folder."""
-    return {**os.environ, **caches, ENV_VAR: str(events), SIGNALS_VAR: ",".join(CACHE_SIGNALS)}
+    """The test's environment, with the private caches, and reporting to this run's folder."""
+    return {**os.environ, **caches, ENV_VAR: str(events)}
 
 
 def _counted(name: str, record: RecompileRecord, seconds: float, output: str) -> CompileRun:

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import sys
 import threading
 from functools import cache
@@ -417,12 +416,10 @@ class DynamoLogs:
 
 
 def _wanted_signals() -> set[str]:
-    """The signals the kinds name, and those this process was started to report (a warm-start run's cache outcomes)."""
+    """The signals the kinds name (counted or shown): the cache kind's include every cache outcome a warm start reads."""
     from ..budget import KINDS
-    from .event_files import SIGNALS_VAR
 
-    asked = os.environ.get(SIGNALS_VAR, "").split(",")
-    return {signal for kind in KINDS for signal in (*kind.signals, *kind.shown_signals)} | {name for name in asked if name}
+    return {signal for kind in KINDS for signal in kind.health_signals}
 
 
 DYNAMO_LOGS = DynamoLogs()

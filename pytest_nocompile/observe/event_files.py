@@ -41,9 +41,6 @@ if TYPE_CHECKING:
     from typing import Any, Optional
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"
-# Health signals a process reports besides those the budget kinds name ("group.name,..."): set by whoever starts it
-# for counts of its own (the warm start's cache outcomes), inherited by the processes it starts.
-SIGNALS_VAR = "PYTEST_NOCOMPILE_SIGNALS"
 SUFFIX = ".jsonl"
 UNREPORTED = ".unreported"  # <token>.<ERRNO>.unreported: that process could not write its lines
 MAX_MESSAGE = 20_000  # characters of a logged message a child writes (and a test shows)

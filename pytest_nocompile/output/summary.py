@@ -96,9 +96,8 @@ def _shown_cell(kind: BudgetKind) -> Callable[[TestResult], str]:
 
 
 def _shown_total(kind: BudgetKind, result: TestResult) -> float:
-    """The call phase's total of the signals a kind shows beside its count, in every process (from the result's events)."""
-    return sum(event["amount"] for event in result.details.get("health_events", ())
-               if event["phase"] == "call" and event["what"] in kind.shown_signals)
+    """The call phase's total of the signals a kind shows beside its count, in every process (the result's, by signal)."""
+    return sum(result.shown.get(kind.key, {}).values())
 
 
 def _outside_the_call(results: dict[str, TestResult], listed: set[str]) -> list[str]:
