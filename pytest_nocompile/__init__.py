@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from .events import (
         CodeLocation,
         CompileEvent,
-        GraphBreakEvent,
         GuardFailure,
         ProcessInfo,
         RecompileEvent,
@@ -57,6 +56,7 @@ if TYPE_CHECKING:
         TooFewCompiles,
         WarmStartFailed,
     )
+    from .graph_break_events import GraphBreakEvent
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
@@ -91,7 +91,7 @@ _PUBLIC_MODULES = {
     "WarmStartFailed": ".exceptions",
     "CodeLocation": ".events",
     "CompileEvent": ".events",
-    "GraphBreakEvent": ".events",
+    "GraphBreakEvent": ".graph_break_events",
     "GuardFailure": ".events",
     "ProcessInfo": ".events",
     "RecompileEvent": ".events",

@@ -26,8 +26,9 @@ from .budget import (
     RecompileBudget,
     validate_count,
 )
-from .events import GraphBreakEvent, ProcessInfo
+from .events import ProcessInfo
 from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded, TooFewCompiles
+from .graph_break_events import GraphBreakEvent
 from .measures import Amount
 from .output.report import explain
 from .record import ProcessEvents, RecompileLog, RecompileRecord
@@ -93,6 +94,10 @@ class _BudgetBlock(ContextDecorator):
         return _BudgetBlock(self._kind, self._given_record, self._allowed, self._exact, self._name)
 
     def __enter__(self) -> BlockLog:
+        if self._kind.health_signals:
+            from .observe.capture import DYNAMO_LOGS
+
+            DYNAMO_LOGS.want(self._kind.health_signals)  # before its own capture arms: the sources it reads arm with it
         record = self._given_record or _recording_now()
         if record is None:
             self._own = _OwnCapture()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Hashable, Optional, Sequence
 import pytest
 
 from .budget import (
+    KINDS,
     KINDS_BY_MARKER,
     RECOMPILES,
     BudgetUsageError,
@@ -87,7 +88,7 @@ def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
 class Plan:
     """How a test is watched, worked out once for the tests that share it (see :func:`plan_key`)."""
 
-    __slots__ = ("budget", "watched", "strict", "isolate", "idle")
+    __slots__ = ("budget", "watched", "strict", "isolate", "idle", "health_signals")
 
     def __init__(self, budget: RecompileBudget, watched: bool, settings: RunSettings) -> None:
         self.budget = budget
@@ -97,6 +98,8 @@ class Plan:
             budget.strict if budget.strict is not None else settings.strict_by_default)
         self.isolate = budget.isolate if budget.isolate is not None else settings.isolate_by_default
         self.idle: Optional[tuple[TestResult, list[tuple[str, object]]]] = None  # the result of its tests that recorded nothing
+        # The health signals its budgets read: the capture's sources must report them (DynamoLogs.want).
+        self.health_signals = frozenset(signal for kind in KINDS if budget.allowed(kind) is not None for signal in kind.health_signals)
 
 
 def plan_key(item: pytest.Item) -> Optional[Hashable]:

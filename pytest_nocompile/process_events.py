@@ -9,7 +9,8 @@ from .budget import COUNTED_KINDS, BudgetKind
 from .measures import Amount
 
 if TYPE_CHECKING:
-    from .events import CompileEvent, GraphBreakEvent, HealthEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
+    from .events import CompileEvent, HealthEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
+    from .graph_break_events import GraphBreakEvent
 
 
 class ProcessEvents:

@@ -33,7 +33,8 @@ from .process_events import ProcessEvents
 
 if TYPE_CHECKING:
     from .child_lines import ChildLine, ChildReportWarning
-    from .events import CodeLocation, CompileEvent, GraphBreakEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
+    from .events import CodeLocation, CompileEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
+    from .graph_break_events import GraphBreakEvent
     from .observe.children import TestReports
     from .observe.event_files import EventDirectory, Reading
 
@@ -383,7 +384,8 @@ def _recompile_event(message: str, phase: Phase, compile_id: str | None, user_co
 
 
 def _graph_break_event(message: str, phase: Phase) -> GraphBreakEvent:
-    from .events import GraphBreakEvent, UnrecognisedMessage, parse_graph_break_message
+    from .events import UnrecognisedMessage
+    from .graph_break_events import GraphBreakEvent, parse_graph_break_message
 
     try:
         return parse_graph_break_message(message, phase)

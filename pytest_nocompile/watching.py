@@ -19,6 +19,7 @@ torch is never imported here before something else imports it.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Generator, Hashable, Optional
 
@@ -26,6 +27,7 @@ import pytest
 
 from .observe import arrival, dynamo_state
 from .observe.capture import DYNAMO_LOGS
+from .observe.event_files import ENV_VAR
 from .planning import Plan, any_asks_to_be_watched, plan_key, plan_test, uses_a_nocompile_fixture
 from .record import RecompileRecord
 from .result import RESULT_ATTRIBUTE, TestResult, count_properties, judge, kinds_over_budget
@@ -51,6 +53,8 @@ class Watching:
 
             self.child_reports = ChildReports()
         self.watcher = Watcher(config, settings, results, self.child_reports)
+        self._narrowed = False
+        self._wanted_before: Optional[frozenset[str]] = None
 
     # Only a process that collects tests runs this (an xdist controller does not).
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -60,6 +64,10 @@ class Watching:
             self.config.pluginmanager.unregister(self.results)
             return
         self.config.pluginmanager.register(self.watcher, "nocompile-watcher")
+        if ENV_VAR not in os.environ:  # else this pytest is a child of a watched test, whose reads it cannot know
+            # The health sources this run's reports read; each budget or block assertion of another kind adds its own.
+            self._wanted_before = DYNAMO_LOGS.narrow(None if self.settings.watch_every_test else frozenset())
+            self._narrowed = True
         if not arrival.dynamo_imported():
             arrival.when_dynamo_arrives(self.watcher.dynamo_arrived)
 
@@ -68,6 +76,9 @@ class Watching:
 
     def pytest_unconfigure(self) -> None:
         self._stop()
+        if self._narrowed:  # an in-process run inside another (pytester) leaves the outer run's set as it found it
+            DYNAMO_LOGS.narrow(self._wanted_before)
+            self._narrowed = False
         if self.child_reports is not None:
             self.child_reports.close()
 
@@ -363,6 +374,8 @@ class Watcher:
             planned = plan_test(item, self.settings)
             if isinstance(planned, str):
                 return Watch(self.settings.default_budget, None, usage_error=planned)
+            if planned.health_signals:
+                DYNAMO_LOGS.want(planned.health_signals)
             if key is not None:
                 self._plans[key] = planned
             plan = planned

@@ -113,7 +113,7 @@ def test_the_source_reports_each_frame_as_torch_records_it_and_puts_torchs_deque
 
     seen: list[tuple[Any, ...]] = []
     torchs = dynamo_utils._compilation_metrics
-    source = CompileMetricsSource(lambda *args: seen.append(args))
+    source = CompileMetricsSource(lambda *args: seen.append(args), lambda: CompileMetricsSource.signals)
     source.arm()
     try:
         torch._dynamo.reset()
@@ -142,7 +142,7 @@ def test_a_torch_without_the_metrics_record_is_said(monkeypatch: pytest.MonkeyPa
     assert compile_time_not_measured() is None
     monkeypatch.delattr(dynamo_utils, "_compilation_metrics")
     assert "keeps no torch._dynamo.utils._compilation_metrics, where the plugin reads each compile's time" in str(compile_time_not_measured())
-    source = CompileMetricsSource(lambda *args: None)
+    source = CompileMetricsSource(lambda *args: None, lambda: CompileMetricsSource.signals)
     source.arm()  # nothing to hook: arms nothing, and disarming puts nothing back
     source.disarm()
     assert not hasattr(dynamo_utils, "_compilation_metrics")

@@ -21,13 +21,8 @@ import pytest
 
 from nocompile_testing import DATA, recorded_messages
 from pytest_nocompile import GuardFailure, parse_recompile_message
-from pytest_nocompile.events import (
-    NO_GRAPH_BREAK_REASON,
-    UnrecognisedMessage,
-    event_from_message,
-    parse_graph_break_message,
-    parse_limit_warning,
-)
+from pytest_nocompile.events import UnrecognisedMessage, event_from_message, parse_limit_warning
+from pytest_nocompile.graph_break_events import NO_GRAPH_BREAK_REASON, parse_graph_break_message
 
 
 def _load_recorder() -> ModuleType:

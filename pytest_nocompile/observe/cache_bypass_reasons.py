@@ -71,27 +71,33 @@ _METHODS = ("info", "warning")
 class CacheBypassReasons:
     """The source: while armed, each cache logger's ``info`` and ``warning`` wrapped; disarmed, torch's again."""
 
+    signals = frozenset(signal for _, signal in BYPASS_RECORDS.values())
+
     def __init__(self, emit: Callable[[str, float, Optional[str]], None], wanted: Callable[[], Collection[str]]) -> None:
         self._emit = emit
-        self._wanted_names = wanted
-        # Each logger's instance __dict__ and our wrappers for it, made at the first arming: arming runs in every
-        # watched test, so it only puts the wrappers in (instance attributes: the class's methods stay as they are).
-        self._wrappers: Optional[list[tuple[dict[str, Any], dict[str, Callable[..., Any]]]]] = None
+        self._wanted = wanted  # the signals the process reports now (see DynamoLogs.narrow)
+        # By logger name: its instance __dict__ and our wrappers for it, made at the first arming that wants its
+        # signal: arming runs in every watched test, so it only puts the wrappers in (instance attributes: the
+        # class's methods stay as they are).
+        self._wrappers: dict[str, tuple[dict[str, Any], dict[str, Callable[..., Any]]]] = {}
 
     def arm(self) -> None:
-        if self._wrappers is None:
-            wanted = set(self._wanted_names())
-            self._wrappers = []
-            for name, (template, signal) in BYPASS_RECORDS.items():
-                if signal in wanted:
-                    logger = logging.getLogger(name)
-                    wrappers = {method: _wrapped(getattr(logger, method), template, signal, self._emit) for method in _METHODS}
-                    self._wrappers.append((vars(logger), wrappers))
-        for attributes, wrappers in self._wrappers:
+        wanted = self._wanted()
+        if self.signals.isdisjoint(wanted):
+            return
+        for name, (template, signal) in BYPASS_RECORDS.items():
+            if signal not in wanted:
+                continue
+            made = self._wrappers.get(name)
+            if made is None:
+                logger = logging.getLogger(name)
+                made = self._wrappers[name] = (vars(logger), {method: _wrapped(getattr(logger, method), template, signal, self._emit)
+                                                              for method in _METHODS})
+            attributes, wrappers = made
             attributes.update(wrappers)
 
     def disarm(self) -> None:
-        for attributes, wrappers in self._wrappers or ():
+        for attributes, wrappers in self._wrappers.values():
             for method, wrapper in wrappers.items():
                 if attributes.get(method) is wrapper:  # else someone put their own there after us: theirs
                     del attributes[method]

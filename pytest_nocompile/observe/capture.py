@@ -1,4 +1,4 @@
-"""The one module that touches torch internals: dynamo's logs, its caches and its config.
+"""Dynamo's logs, captured once per process and fanned out to every sink (torch's internals are touched in this folder only).
 
 :data:`DYNAMO_LOGS` is this process's one capture of dynamo's logging. Every
 sink that wants dynamo's events (a watched test's record, a block
@@ -6,7 +6,7 @@ assertion's own record, the reporter of a child process) attaches to it, and
 each record dynamo logs goes to every attached sink: no sink can take a
 record from another. It switches torch's logging on when the first sink
 attaches and puts it back as it was when the last one detaches. A torch
-upgrade that moves these internals should need changes here and nowhere else.
+upgrade that moves these internals should need changes in ``observe/`` and nowhere else.
 
 What it listens to, one logging artifact each:
 
@@ -27,15 +27,10 @@ hear them. The sources: :mod:`.counter_increments`, :mod:`.compile_metrics`,
 :mod:`.cache_bypass_reasons` (torch's reason for each cache bypass counted) and
 :mod:`.swallowed_errors` (the compile errors dynamo swallows).
 
-Why not ``torch._logging.set_logs``: it clears all of torch's log state and is
-ignored when ``TORCH_LOGS`` is set. Instead the capture adds the artifact to
-``log_state`` directly, puts one filter first on each logger, and lets a
-record through to torch's handlers only when the user switched that artifact
-on (``TORCH_LOGS``, ``set_logs``): a user's own output stays intact, and ours
-never prints. When torch re-initialises its logging while armed
-(``_init_logs``, ``set_logs``, torch's ``log_settings`` test helper), the
-capture re-arms itself right after, telling its own switches apart from the
-user's.
+How each logger is tapped, and why not with ``set_logs``: :mod:`.log_taps`. When torch
+re-initialises its logging while armed (``_init_logs``, ``set_logs``, torch's
+``log_settings`` test helper), the capture re-arms itself right after,
+telling its own switches apart from the user's.
 """
 
 from __future__ import annotations
@@ -44,13 +39,12 @@ import functools
 import logging
 import sys
 import threading
-from functools import cache
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Collection, Optional
 
 from .cache_bypass_reasons import CacheBypassReasons
 from .compile_metrics import CompileMetricsSource
 from .counter_increments import CounterIncrements
-from .dynamo_state import torch_import_warnings_silenced
+from .log_taps import Tap, logging_internals
 from .swallowed_errors import SwallowedErrors
 from .user_code import find_user_code
 
@@ -94,144 +88,6 @@ GRAPH_CODE_LOGGER = "torch._dynamo.output_graph.__graph_code"
 LIMIT_LOGGER = "torch._dynamo.convert_frame"
 
 
-def set_level(logger: logging.Logger, level: int) -> None:
-    """``logger.setLevel`` without its cost where it is not needed.
-
-    setLevel clears the cache of every logger in the process (218 once torch is
-    imported), because children inherit levels. The artifact loggers have no
-    children, so clearing their own cache is enough; that was 75% of the
-    plugin's per-test work.
-    """
-    if logger.level == level:
-        return
-    if _has_children(logger.name):
-        logger.setLevel(level)
-        return
-    logger.level = level
-    logger._cache.clear()  # type: ignore[attr-defined]  # stdlib's per-logger isEnabledFor cache
-
-
-@cache
-def _has_children(name: str) -> bool:
-    # Cached: torch's artifact loggers ("...__recompiles") never get child loggers.
-    prefix = name + "."
-    return any(other.startswith(prefix) for other in list(logging.root.manager.loggerDict))
-
-
-@cache
-def _logging_internals():  # type: ignore[no-untyped-def]
-    """torch's logging internals, once the modules that own our artifact loggers are imported.
-
-    Those modules configure their artifact loggers on import and would reset
-    a level we had already set.
-    """
-    with torch_import_warnings_silenced():
-        import torch._dynamo.convert_frame
-        import torch._dynamo.exc
-        import torch._dynamo.guards
-        import torch._dynamo.output_graph
-        import torch._dynamo.symbolic_convert  # noqa: F401
-        import torch._logging._internal as torch_logging
-    return torch_logging
-
-
-class _Fanout(logging.Filter):
-    """The one filter a tap puts first on each of its loggers: every record to the hub, then on only if the user asked.
-
-    A filter rather than a handler: pytest (>= 9.1) attaches its log-capture
-    handler to every non-propagating logger, so only a filter that runs
-    before any handler keeps a record we switched on for ourselves out of
-    "Captured log" sections, and out of torch's own handlers.
-    """
-
-    def __init__(self, emit: Callable[[logging.LogRecord], None]) -> None:
-        super().__init__()
-        self._emit = emit
-        self.passes = False  # the user switched this artifact on: the record goes on to their handlers
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        self._emit(record)
-        return self.passes
-
-
-class _Tap:
-    """One artifact's loggers, switched on silently (unless the user switched them on) and restored."""
-
-    def __init__(self, artifacts: tuple[str, ...], loggers: tuple[str, ...], silenced: tuple[str, ...],
-                 emit: Callable[[logging.LogRecord], None], enable_in_state: bool = True) -> None:
-        self._artifacts = artifacts  # the first is the one we enable; any of them enabled by the user makes it theirs
-        self._logger_names = loggers
-        self._silenced_names = silenced  # those we set to DEBUG; the others only carry the filter
-        self._enable_in_state = enable_in_state  # dynamo builds the message only when enabled (recompiles)
-        self._loggers: tuple[logging.Logger, ...] = ()  # looked up once: getLogger takes logging's lock
-        self._silenced: tuple[logging.Logger, ...] = ()
-        self.filter = _Fanout(emit)
-        self._saved: dict[logging.Logger, tuple[int, bool]] = {}  # what to put back: (level, propagate)
-        self._ours: list[Any] = []  # the log states we enabled the artifact in
-
-    def arm(self, internals: Any, after_reinit: bool = False) -> None:
-        if not self._loggers:
-            self._loggers = tuple(map(logging.getLogger, self._logger_names))
-            self._silenced = tuple(logger for logger in self._loggers if logger.name in self._silenced_names)
-        state = internals.log_state  # read each time: torch rebinds it
-        for logger in self._loggers:
-            if logger.filters[:1] != [self.filter]:  # first, so that no other filter hides a record from us
-                if self.filter in logger.filters:
-                    logger.removeFilter(self.filter)
-                logger.filters.insert(0, self.filter)
-        ours = any(state is mine for mine in self._ours)
-        users = not ours and any(state.is_artifact_enabled(name) for name in self._artifacts)
-        self.filter.passes = users
-        if users:
-            self._saved.clear()  # the user's configuration stands: nothing of ours to put back
-            return
-        if self._enable_in_state and not state.is_artifact_enabled(self._artifacts[0]):
-            state.enable_artifact(self._artifacts[0])
-            self._ours.append(state)
-        for logger in self._silenced:
-            if after_reinit:
-                # torch just configured this logger, and configured it as switched on where the
-                # artifact it saw enabled was ours: put back what torch does without us.
-                self._saved[logger] = _torch_default(internals, self._artifacts[0]) if ours else (logger.level, logger.propagate)
-            else:
-                self._saved.setdefault(logger, (logger.level, logger.propagate))
-            set_level(logger, logging.DEBUG)
-
-    def forget_ours(self) -> None:
-        """``set_logs`` is about to clear the log state: whatever is enabled after it is the user's."""
-        for state in self._ours:
-            state.artifact_names.discard(self._artifacts[0])
-        self._ours.clear()
-
-    def capturing(self, internals: Any) -> bool:
-        """Whether torch still builds and routes these records to us."""
-        if not all(self.filter in logger.filters for logger in self._loggers):
-            return False
-        state = internals.log_state
-        if self.filter.passes:
-            return any(state.is_artifact_enabled(name) for name in self._artifacts)
-        enabled = not self._enable_in_state or state.is_artifact_enabled(self._artifacts[0])
-        return enabled and all(logger.getEffectiveLevel() <= logging.DEBUG for logger in self._silenced)
-
-    def disarm(self) -> None:
-        for logger in self._loggers:
-            logger.removeFilter(self.filter)
-        for logger, (level, propagate) in self._saved.items():
-            set_level(logger, level)
-            logger.propagate = propagate
-        self._saved.clear()
-        self.forget_ours()
-
-
-def _torch_default(internals: Any, artifact: str) -> tuple[int, bool]:
-    """An artifact logger's (level, propagate) as torch's ``_init_logs`` leaves it when the artifact is off."""
-    try:
-        off_by_default = bool(internals.log_registry.is_off_by_default(artifact))
-    except Exception:  # an older registry: torch let such loggers propagate
-        off_by_default = False
-    return logging.NOTSET, not off_by_default
-
-
 class _LimitHandler(logging.Handler):
     def __init__(self, emit: Callable[[logging.LogRecord], None]) -> None:
         super().__init__(logging.WARNING)
@@ -247,21 +103,52 @@ class DynamoLogs:
     def __init__(self) -> None:
         self._sinks: list[Sink] = []
         self._taps = (
-            _Tap((RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT), (RECOMPILES_LOGGER, VERBOSE_LOGGER), (RECOMPILES_LOGGER,), self._on_recompile),
-            _Tap((GRAPH_BREAKS_ARTIFACT,), GRAPH_BREAK_LOGGERS, GRAPH_BREAK_LOGGERS, self._on_graph_break),
+            Tap((RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT), (RECOMPILES_LOGGER, VERBOSE_LOGGER), (RECOMPILES_LOGGER,), self._on_recompile),
+            Tap((GRAPH_BREAKS_ARTIFACT,), GRAPH_BREAK_LOGGERS, GRAPH_BREAK_LOGGERS, self._on_graph_break),
             # The level alone switches graph_code on: nothing in torch asks log_state about it.
-            _Tap((GRAPH_CODE_ARTIFACT,), (GRAPH_CODE_LOGGER,), (GRAPH_CODE_LOGGER,), self._on_graph, enable_in_state=False),
+            Tap((GRAPH_CODE_ARTIFACT,), (GRAPH_CODE_LOGGER,), (GRAPH_CODE_LOGGER,), self._on_graph, enable_in_state=False),
         )
         self._limit_handler = _LimitHandler(self._on_limit)
         self._limit_logger: Optional[logging.Logger] = None  # looked up once: getLogger takes logging's lock
         self._patched: list[tuple[Any, str, Any, Any]] = []  # (module, name, torch's function, our wrapper)
         # Our wrapper of each torch function, made once per function (functools.wraps is most of arming's cost).
         self._wrappers: dict[tuple[Any, str], Callable[..., Any]] = {}
-        from .cudagraph_logs import CudagraphLogs  # here: it builds on this module's taps
+        from ..compile_cost import COMPILE_SECONDS
+        from .cudagraph_logs import CudagraphLogs
 
-        self._sources: list[Source] = [CounterIncrements(self.emit_health, _wanted_signals), CompileMetricsSource(self.emit_health),
-                                       CacheBypassReasons(self.emit_health, _wanted_signals), CudagraphLogs(self.emit_health)]
+        self._wanted: Optional[frozenset[str]] = None  # see narrow
+        wanted = self.wanted_signals
+        self._sources: list[Source] = [CounterIncrements(self.emit_health, wanted, not_counters=(COMPILE_SECONDS,)),
+                                       CompileMetricsSource(self.emit_health, wanted), CacheBypassReasons(self.emit_health, wanted),
+                                       CudagraphLogs(self.emit_health, wanted)]
         self.armed = False
+
+    def wanted_signals(self) -> frozenset[str]:
+        """The health signals the sources report now: every kind's, unless a run narrowed them (one object until it changes)."""
+        return _every_kinds_signals() if self._wanted is None else self._wanted
+
+    def narrow(self, signals: Optional[frozenset[str]]) -> Optional[frozenset[str]]:
+        """From the next arming on, sources report only ``signals`` (None: every kind's); returns what was wanted before.
+
+        A source arms only where some signal of its own is wanted: a pytest run
+        narrows to what its reports show, so that a watched test pays for no
+        source its run never reads, and a budget or block assertion that reads
+        one widens the set first (:meth:`want`). A process that reports to a
+        parent (a child of a watched test) never narrows: it does not know what
+        its test reads.
+        """
+        before = self._wanted
+        self._wanted = signals
+        return before
+
+    def want(self, signals: Collection[str]) -> None:
+        """Report ``signals`` too from now on; an armed capture arms the sources they need at once."""
+        if self._wanted is None or self._wanted.issuperset(signals):
+            return
+        self._wanted = self._wanted.union(signals)
+        if self.armed:
+            for source in self._sources:
+                source.arm()  # each arms once: one armed already stays as it is
 
     def add_source(self, source: Source) -> None:
         """Arm ``source`` with the capture from now on (at once, if the capture is armed)."""
@@ -306,7 +193,7 @@ class DynamoLogs:
         """Whether capture still works; if not (torch's log state swapped behind our back), re-arm and say False."""
         if not self.armed:
             return True
-        internals = _logging_internals()
+        internals = logging_internals()
         if all(tap.capturing(internals) for tap in self._taps):
             return True
         self._rearm()
@@ -319,7 +206,7 @@ class DynamoLogs:
             self._disarm()
 
     def _arm(self) -> None:
-        internals = _logging_internals()
+        internals = logging_internals()
         for tap in self._taps:
             tap.arm(internals)
         if self._limit_logger is None:
@@ -345,7 +232,7 @@ class DynamoLogs:
 
     def _rearm(self) -> None:
         if self.armed:
-            internals = _logging_internals()
+            internals = logging_internals()
             for tap in self._taps:
                 tap.arm(internals, after_reinit=True)
 
@@ -415,11 +302,12 @@ class DynamoLogs:
             sink.add_limit_warning(message, compile_id, thread)
 
 
-def _wanted_signals() -> set[str]:
+@functools.cache
+def _every_kinds_signals() -> frozenset[str]:
     """The signals the kinds name (counted or shown): the cache kind's include every cache outcome a warm start reads."""
     from ..budget import KINDS
 
-    return {signal for kind in KINDS for signal in kind.health_signals}
+    return frozenset(signal for kind in KINDS for signal in kind.health_signals)
 
 
 DYNAMO_LOGS = DynamoLogs()

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import collections
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Collection, Optional
 
-from ..compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, breakdown_text
+from ..compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
 from .instruction_counter import InstructionCounting
 
 UTILS = "torch._dynamo.utils"
@@ -58,13 +58,21 @@ class _ReportingDeque(collections.deque):
 class CompileMetricsSource:
     """A health source: for each compilation-metrics entry, its seconds, their parts, and the instructions counted."""
 
-    def __init__(self, emit: Callable[..., None]) -> None:
+    signals = frozenset((COMPILE_SECONDS, *PART_SIGNALS, COMPILE_INSTRUCTIONS))
+
+    def __init__(self, emit: Callable[..., None], wanted: Callable[[], Collection[str]]) -> None:
         self._emit = emit  # DYNAMO_LOGS.emit_health
+        self._wanted = wanted  # the signals the process reports now (see DynamoLogs.narrow)
         self._ours: Optional[collections.deque[Any]] = None
         self._torchs: Optional[collections.deque[Any]] = None
         self.instructions = InstructionCounting()
 
     def arm(self) -> None:
+        wanted = self._wanted()
+        if self.signals.isdisjoint(wanted):
+            return
+        if COMPILE_INSTRUCTIONS in wanted:  # dynamo counts instructions only when asked: a cost in every compile
+            self.instructions.arm()
         utils = sys.modules.get(UTILS)
         current = getattr(utils, METRICS_DEQUE, None)
         if not isinstance(current, collections.deque) or isinstance(current, _ReportingDeque):
@@ -72,7 +80,6 @@ class CompileMetricsSource:
         self._torchs = current
         self._ours = _ReportingDeque(current, current.maxlen, self.on_entry)
         setattr(utils, METRICS_DEQUE, self._ours)
-        self.instructions.arm()
 
     def disarm(self) -> None:
         self.instructions.disarm()

@@ -10,8 +10,10 @@ the counters then loses nothing already reported. Disarming puts back torch's
 own class on every counter and the original ``default_factory``: nothing of
 ours is left behind.
 
-Only the names asked for (``"group.name"``, from :attr:`~..budget.BudgetKind.signals`)
-are reported; torch bumps dozens of others during each compile.
+Only the names the process wants (``"group.name"``, from
+:attr:`~..budget.BudgetKind.signals`, see :meth:`~.capture.DynamoLogs.narrow`)
+are reported; torch bumps dozens of others during each compile. Where none
+is wanted, arming swaps nothing.
 """
 
 from __future__ import annotations
@@ -41,23 +43,29 @@ _ARMED: Optional[CounterIncrements] = None
 class CounterIncrements:
     """The source: reports ``(what, amount)`` for each rise of a wanted counter while armed."""
 
-    def __init__(self, emit: Callable[[str, float], None], wanted: Callable[[], Collection[str]]) -> None:
+    def __init__(self, emit: Callable[[str, float], None], wanted: Callable[[], Collection[str]],
+                 not_counters: Collection[str] = ()) -> None:
         self._emit = emit
-        self._wanted_names = wanted  # asked at the first arming: the kinds' table is complete by then
-        self._wanted: Optional[frozenset[tuple[str, str]]] = None
+        self._wanted_names = wanted  # the signals the process reports now (see DynamoLogs.narrow)
+        self._not_counters = tuple(f"{group}." for group in not_counters)  # other sources' dotted signals ("compile_seconds.dynamo")
+        self._wanted_from: Optional[Collection[str]] = None  # the signals self._wanted was made from
+        self._wanted: frozenset[tuple[str, str]] = frozenset()
         self._counters: Any = None
         self._factory: Any = None
 
     def arm(self) -> None:
         global _ARMED
+        names = self._wanted_names()
+        if names is not self._wanted_from:  # the process wants other signals now: a new set, made once
+            self._wanted_from = names
+            self._wanted = frozenset(tuple(name.split(".", 1)) for name in names  # type: ignore[misc]
+                                     if "." in name and not name.startswith(self._not_counters))
         utils = sys.modules.get("torch._dynamo.utils")
         counters = getattr(utils, "counters", None)
         if not isinstance(counters, collections.defaultdict) or _ARMED is self:
             return  # dynamo without its counters (a future torch): the kinds that need them say so themselves
-        if self._wanted is None:
-            self._wanted = frozenset(tuple(name.split(".", 1)) for name in self._wanted_names() if "." in name)  # type: ignore[misc]
         if not self._wanted:
-            return  # no kind counts a counter of torch's: nothing to swap, in every watched test
+            return  # no wanted signal is a counter of torch's: nothing to swap, in every watched test
         self._counters, self._factory = counters, counters.default_factory
         if counters.default_factory is collections.Counter:
             counters.default_factory = _ReportingCounter
@@ -89,7 +97,7 @@ class CounterIncrements:
                 if group is None:
                     return  # a copy torch made for itself, not in ``counters``
                 vars(counter)[_GROUP] = group
-            if (group, key) not in (self._wanted or ()):
+            if (group, key) not in self._wanted:
                 return
             if isinstance(after, (int, float)) and isinstance(before, (int, float)) and after > before:
                 self._emit(f"{group}.{key}", after - before)

@@ -21,9 +21,9 @@ makes them, and torch configures the same objects when it imports the module.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Collection, Optional
 
-from .capture import _Fanout, _logging_internals, _Tap
+from .log_taps import Fanout, Tap, logging_internals
 
 if TYPE_CHECKING:
     from ..cudagraph_messages import CudagraphTracker
@@ -37,7 +37,7 @@ SKIP_LOGGERS = (
 )
 
 
-class _KeepsWarnings(_Fanout):
+class _KeepsWarnings(Fanout):
     """The taps' filter, but a warning goes on to torch's handlers even where the user did not ask: torch prints skips by default."""
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -48,24 +48,25 @@ class _KeepsWarnings(_Fanout):
 class CudagraphLogs:
     """The source: arms a tap on the CUDA-graph loggers, reads each record, emits skips and re-records.
 
-    ``wanted`` (the class's, for the process): False makes arming a no-op. The
-    plugin sets it for a run by whether any test asks for these counts: arming
-    and disarming the tap costs some 13 µs per watched test. Child processes
-    keep the default, True: they arm once.
+    It arms only where the process wants its signals (see
+    :meth:`~.capture.DynamoLogs.narrow`): arming and disarming the tap costs
+    some 13 µs per watched test.
     """
 
-    wanted = True
+    # cudagraph_messages.RERECORD and SKIP, spelled out: a run that never records a CUDA graph loads no reader.
+    signals = frozenset(("cudagraph_rerecord", "cudagraph_skip"))
 
-    def __init__(self, emit: Callable[[str, float, Optional[str]], None]) -> None:
+    def __init__(self, emit: Callable[[str, float, Optional[str]], None], wanted: Callable[[], Collection[str]]) -> None:
         self._emit = emit
+        self._wanted = wanted
         self._tracker: Optional[CudagraphTracker] = None  # made at the first record: a run that never compiles loads no reader
-        self._tap = _Tap((ARTIFACT,), (TREES_LOGGER, *SKIP_LOGGERS), (TREES_LOGGER,), self._on_record, enable_in_state=False)
+        self._tap = Tap((ARTIFACT,), (TREES_LOGGER, *SKIP_LOGGERS), (TREES_LOGGER,), self._on_record, enable_in_state=False)
         self._tap.filter = _KeepsWarnings(self._on_record)
         self._armed = False
 
     def arm(self) -> None:
-        if CudagraphLogs.wanted and not self._armed:
-            self._tap.arm(_logging_internals())
+        if not self._armed and not self.signals.isdisjoint(self._wanted()):
+            self._tap.arm(logging_internals())
             self._armed = True
 
     def disarm(self) -> None:

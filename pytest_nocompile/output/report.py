@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 from ..budget import KINDS, BudgetKind, plural
 from ..compile_cost import sum_by_signal
-from ..events import GraphBreakEvent, GuardFailure, HealthEvent, RecompileEvent, RecompileLimitHit, display_path
+from ..events import GuardFailure, HealthEvent, RecompileEvent, RecompileLimitHit, display_path
+from ..graph_break_events import GraphBreakEvent
 from ..measures import COUNT, Measure
 
 if TYPE_CHECKING:

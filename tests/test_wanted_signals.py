@@ -1,0 +1,120 @@
+"""Which health sources arm: only those whose signals the run reads (a budget, a block assertion, a report), and all in a child.
+
+A watched test in a run that budgets no compile-health kind pays for no
+health source but the swallowed-error one (every watched test reports those).
+The inner tests look at torch's own objects while their test is watched: the
+class of ``counters``' default factory, the metrics deque, the CUDA-graph and
+cache loggers.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nocompile_testing import RunPytest
+
+pytest.importorskip("torch")
+
+SOURCES_SEEN = '''
+import collections, logging
+import pytest, torch, torch._dynamo
+import torch._dynamo.utils as dynamo_utils
+
+
+def armed_sources():
+    """The health sources armed now, by what they leave in torch while armed."""
+    armed = set()
+    if dynamo_utils.counters.default_factory is not collections.Counter:
+        armed.add("counters")
+    if type(dynamo_utils._compilation_metrics) is not collections.deque:
+        armed.add("compile metrics")
+    if "info" in vars(logging.getLogger("torch._inductor.codecache")):
+        armed.add("cache bypass reasons")
+    if logging.getLogger("torch._inductor.cudagraph_trees.__cudagraphs").filters:
+        armed.add("cudagraph logs")
+    if logging.getLogger("torch._dynamo.convert_frame").handlers:
+        armed.add("swallowed errors")
+    return armed
+
+
+def scale(x, n):
+    return x * n
+'''
+
+
+def test_a_run_that_budgets_no_health_kind_arms_only_the_swallowed_error_source(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_sources=SOURCES_SEEN + '''
+def test_recompile_budget_only():
+    assert armed_sources() == {"swallowed errors"}
+    torch.compile(scale, backend="eager")(torch.ones(2), 2)
+
+@pytest.mark.max_compile_seconds(100)
+def test_compile_time_budget():
+    assert armed_sources() == {"compile metrics", "swallowed errors"}
+
+@pytest.mark.max_cache_misses(5)
+def test_cache_budget():
+    assert armed_sources() == {"counters", "compile metrics", "cache bypass reasons", "swallowed errors"}
+''')
+    # One process, in this order: a budget of a later test arms its sources from that test on.
+    result = run("-p", "no:randomly", "--max-recompiles=0", "test_sources.py::test_recompile_budget_only",
+                 "test_sources.py::test_compile_time_budget", "test_sources.py::test_cache_budget")
+    result.assert_outcomes(passed=3)
+
+
+def test_a_report_arms_every_source_and_holds_every_tests_compile_time(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_sources=SOURCES_SEEN + '''
+def test_compiles():
+    assert armed_sources() == {"counters", "compile metrics", "cache bypass reasons", "cudagraph logs", "swallowed errors"}
+    torch.compile(scale, backend="eager")(torch.ones(2), 2)
+''')
+    result = run("--nocompile-json=report.json")
+    result.assert_outcomes(passed=1)
+    (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert "compile_seconds" in {event["what"] for event in test["health_events"]}
+
+
+def test_a_block_assertion_of_a_health_kind_arms_its_source_in_a_run_that_budgets_none(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_sources=SOURCES_SEEN + '''
+from pytest_nocompile import CompileTimeBudgetExceeded, assert_max_compile_seconds
+
+def test_block():
+    assert armed_sources() == {"swallowed errors"}
+    with pytest.raises(CompileTimeBudgetExceeded, match=r"of compile time > assert_max_compile_seconds\\(0\\.0\\)"):
+        with assert_max_compile_seconds(0.0):
+            assert "compile metrics" in armed_sources()
+            torch.compile(scale, backend="eager")(torch.ones(2), 2)
+
+def test_fixture(nocompile_assert_max_compile_seconds):
+    with pytest.raises(CompileTimeBudgetExceeded):
+        with nocompile_assert_max_compile_seconds(0.0):
+            torch.compile(scale, backend="eager")(torch.ones(2), 3)
+''')
+    result = run("-p", "no:randomly", "--max-recompiles=5")
+    result.assert_outcomes(passed=2)
+
+
+def test_a_pytest_run_started_by_a_watched_test_reports_every_signal_its_test_reads(pytester: pytest.Pytester, run: RunPytest) -> None:
+    # The inner run budgets recompiles only; its parent test budgets compile time. The inner run
+    # imports dynamo in its test's call, after its collection: only a capture that kept every
+    # source reports the compile's time to the parent.
+    pytester.makepyfile(test_inner='''
+def test_compiles():
+    import torch
+    torch.compile(lambda x: x * 2, backend="eager")(torch.ones(2))
+''')
+    pytester.makepyfile(test_outer='''
+import os, subprocess, sys
+import pytest
+
+@pytest.mark.max_compile_seconds(0)
+def test_outer():
+    inner = subprocess.run([sys.executable, "-m", "pytest", "-p", "nocompile", "-p", "no:cacheprovider", "-q",
+                            "--max-recompiles=0", "test_inner.py"], capture_output=True, text=True)
+    assert inner.returncode == 0, inner.stdout + inner.stderr
+''')
+    result = run("test_outer.py")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*of compile time > max_compile_seconds(0)*"])
