@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         assert_max_recompiles,
         assert_min_compiles,
     )
-    from .budget import KINDS, BudgetKind, RecompileBudget
+    from .budget import RecompileBudget
     from .child_lines import ChildReportWarning
     from .events import (
         CodeLocation,
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         WarmStartFailed,
     )
     from .graph_break_events import GraphBreakEvent
+    from .kinds import KINDS, BudgetKind
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
@@ -75,8 +76,8 @@ _PUBLIC_MODULES = {
     "assert_max_graph_breaks": ".assertions",
     "assert_max_recompiles": ".assertions",
     "assert_min_compiles": ".assertions",
-    "KINDS": ".budget",
-    "BudgetKind": ".budget",
+    "KINDS": ".kinds",
+    "BudgetKind": ".kinds",
     "RecompileBudget": ".budget",
     "BudgetExceeded": ".exceptions",
     "RecompileBudgetExceeded": ".exceptions",

@@ -14,21 +14,11 @@ from __future__ import annotations
 from contextlib import ContextDecorator
 from typing import Callable, ContextManager, Optional, Protocol
 
-from .budget import (
-    CACHE_MISSES,
-    COMPILE_INSTRUCTIONS_KIND,
-    COMPILE_SECONDS_KIND,
-    COMPILES,
-    GRAPH_BREAKS,
-    MIN_COMPILES,
-    RECOMPILES,
-    BudgetKind,
-    RecompileBudget,
-    validate_count,
-)
+from .budget import RecompileBudget, validate_count
 from .events import ProcessInfo
 from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded, TooFewCompiles
 from .graph_break_events import GraphBreakEvent
+from .kinds import CACHE_MISSES, COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND, COMPILES, GRAPH_BREAKS, MIN_COMPILES, RECOMPILES, BudgetKind
 from .measures import Amount
 from .output.report import explain
 from .record import ProcessEvents, RecompileLog, RecompileRecord

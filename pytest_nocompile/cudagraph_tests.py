@@ -16,7 +16,8 @@ from typing import Optional
 
 import pytest
 
-from .budget import CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS, BudgetUsageError, budget_from_marker
+from .budget import BudgetUsageError, budget_from_marker
+from .kinds import CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS
 
 CUDA_GRAPH_KINDS = (CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
-from .budget import KINDS, BudgetKind
+from .kinds import KINDS, BudgetKind
 
 if TYPE_CHECKING:
     from .assertions import AssertMaxRecompiles

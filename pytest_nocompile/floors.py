@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Optional
 
-from .budget import KINDS_BY_KEY, BudgetKind
+from .kinds import KINDS_BY_KEY, BudgetKind
 from .observe.swallowed_errors import COMPILE_ERROR
 
 if TYPE_CHECKING:

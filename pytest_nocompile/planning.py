@@ -12,17 +12,9 @@ from typing import TYPE_CHECKING, Hashable, Optional, Sequence
 
 import pytest
 
-from .budget import (
-    KINDS,
-    KINDS_BY_MARKER,
-    RECOMPILES,
-    BudgetUsageError,
-    MarkerBudget,
-    RecompileBudget,
-    budget_from_marker,
-    with_markers,
-)
+from .budget import BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
 from .fixtures import FIXTURE_NAMES
+from .kinds import KINDS, KINDS_BY_MARKER, RECOMPILES
 from .torch_support import installed_torch_lacks
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@
 - :mod:`.private_caches` gives each process that runs tests compile caches of its own, when asked.
 
 Every budget kind (recompiles, graph breaks, compiles) comes from the table in
-:mod:`.budget`: its marker, option and ini key are made here by looping over it.
+:mod:`.kinds`: its marker, option and ini key are made here by looping over it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from . import cudagraph_tests, fixtures
-from .budget import KINDS
+from .kinds import KINDS
 from .output.summary import LONG_TABLE, TABLE_CHOICES
 from .results import ControllerReports, Results
 from .settings import DROP_TRACE_LOGS, SWITCHES, RunSettings, count_argument, distribution_version

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
-from .budget import COUNTED_KINDS, BudgetKind
+from .kinds import COUNTED_KINDS, BudgetKind
 from .measures import Amount
 
 if TYPE_CHECKING:

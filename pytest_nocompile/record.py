@@ -6,7 +6,7 @@ that was not refused, one :class:`~.events.GraphBreakEvent` per graph break.
 Nothing is read from torch's shared counters, which user code (and
 ``torch._dynamo.test_case.TestCase``) clears. Each event carries the phase it
 happened in, so "only the call phase counts" is decided here and nowhere
-else: a kind's count is its call-phase events (:attr:`~.budget.BudgetKind.events`
+else: a kind's count is its call-phase events (:attr:`~.kinds.BudgetKind.events`
 names the list).
 
 Child processes the test started report through files (:mod:`.observe.event_files`):
@@ -27,7 +27,8 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence, overload
 
-from .budget import BudgetKind, RecompileBudget
+from .budget import RecompileBudget
+from .kinds import BudgetKind
 from .measures import Amount
 from .process_events import ProcessEvents
 

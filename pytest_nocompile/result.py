@@ -14,7 +14,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from .budget import COUNTED_KINDS, KINDS, KINDS_BY_KEY, BudgetKind, RecompileBudget
+from .budget import RecompileBudget
+from .kinds import COUNTED_KINDS, KINDS, KINDS_BY_KEY, BudgetKind
 from .measures import Amount
 
 if TYPE_CHECKING:

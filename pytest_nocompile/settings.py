@@ -9,7 +9,8 @@ from typing import Callable, Optional
 
 import pytest
 
-from .budget import KINDS, BudgetKind, BudgetUsageError, RecompileBudget, parse_option_count, resolve
+from .budget import BudgetUsageError, RecompileBudget, parse_option_count, resolve
+from .kinds import KINDS, BudgetKind
 from .measures import COUNT, Amount, Measure
 from .output.summary import TABLE_CHOICES, check_writable
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from .budget import BudgetKind
+from .kinds import BudgetKind
 from .measures import plural_noun
 
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
 
-from .budget import COMPILES, GRAPH_BREAKS, RECOMPILES
 from .compile_cost import COMPILE_SECONDS
 from .exceptions import WarmStartFailed
+from .kinds import COMPILES, GRAPH_BREAKS, RECOMPILES
 from .observe.compile_caches import private_process_env
 from .observe.event_files import ENV_VAR, EventDirectory
 from .record import RecompileRecord

@@ -56,7 +56,7 @@ class Watch:
 def said_if_compile_time_not_measured(item: pytest.Item, budget: RecompileBudget) -> bool:
     """Warn that the test's compile-time or instruction budget cannot be checked here, if so (its other budgets
     still judge it); whether it did."""
-    from .budget import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND
+    from .kinds import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND
 
     if budget.allowed(COMPILE_SECONDS_KIND) is None and budget.allowed(COMPILE_INSTRUCTIONS_KIND) is None:
         return False
@@ -96,3 +96,21 @@ def watch_of(config: pytest.Config, nodeid: str) -> Optional[Watch]:
     """The open watch of a test now running, or None."""
     watches = config.stash.get(WATCHES_KEY, None)
     return None if watches is None else watches.get(nodeid)
+
+
+def end_warnings(record: RecompileRecord) -> list[pytest.PytestWarning]:
+    """The warnings a test ends with: its processes' report problems, and each compile error dynamo swallowed."""
+    from .swallowed import swallowed_error_warnings
+
+    return [] if record.empty() else [*record.child_warnings(), *swallowed_error_warnings(record)]
+
+
+def warn_if_compiled_unwatched(item: pytest.Item) -> None:
+    """Warn when dynamo arrived unseen by the import hook and compiled: capture could not start before that."""
+    from .observe import dynamo_state
+
+    if dynamo_state.compiled_anything():
+        item.warn(CaptureLostWarning(
+            f"torch._dynamo was first imported inside {item.nodeid} past pytest-nocompile's import hook, "
+            "so its compiles were not watched; import torch._dynamo at module level (or in a conftest) to watch it"
+        ))

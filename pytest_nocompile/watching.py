@@ -31,8 +31,7 @@ from .observe.event_files import ENV_VAR
 from .planning import Plan, any_asks_to_be_watched, plan_key, plan_test, uses_a_nocompile_fixture
 from .record import RecompileRecord
 from .result import RESULT_ATTRIBUTE, TestResult, count_properties, judge, kinds_over_budget
-from .swallowed import swallowed_error_warnings
-from .watch import WATCHES_KEY, CaptureLostWarning, Watch, closed, opened, said_if_compile_time_not_measured
+from .watch import WATCHES_KEY, CaptureLostWarning, Watch, closed, end_warnings, opened, said_if_compile_time_not_measured, warn_if_compiled_unwatched
 
 if TYPE_CHECKING:
     from .observe.children import ChildReports
@@ -280,12 +279,12 @@ class Watcher:
         finally:
             if watch is not None:
                 self._close(watch)
-                for warning in _warnings(watch.record) if watch.record is not None else ():
+                for warning in end_warnings(watch.record) if watch.record is not None else ():
                     item.warn(warning)  # after the close: as an error (-W error), it finds everything cleaned up
                 if not (watch.attached or self.dynamo_arrived_here) and arrival.DYNAMO in sys.modules:
                     # Imported past the import hook (something bypassed sys.meta_path): the
                     # next test attaches at its setup; say what this one missed.
-                    _warn_if_compiled_unwatched(item)
+                    warn_if_compiled_unwatched(item)
 
     def _close(self, watch: Watch) -> None:
         """The test ended: dynamo's logs and its children stop reaching its record."""
@@ -331,7 +330,9 @@ class Watcher:
             elif watch.over is None and (when == "setup" or report.failed):  # a budget failure's text shows them already
                 record = watch.record
                 if record is not None and not record.empty():
-                    _add_section(report, record, when)
+                    from .output.report import add_recompile_section
+
+                    add_recompile_section(report, record, when)
         # A worker's controller gathers, from the reports it sends; a plain pass of setup or call
         # changes nothing there (Results.gather's first check, made here to spare the call).
         if self.gathers and (when == "teardown" or report.outcome != "passed" or "wasxfail" in report.__dict__):
@@ -345,7 +346,9 @@ class Watcher:
             return None
         empty = record.empty()
         if not (watch.over or empty):
-            _add_section(report, record, "teardown")
+            from .output.report import add_recompile_section
+
+            add_recompile_section(report, record, "teardown")
         properties = report.user_properties
         if properties:  # an earlier attempt's (pytest-rerunfailures) are on the same list: this attempt's replace them
             properties[:] = [prop for prop in properties if not str(prop[0]).startswith("nocompile_")]
@@ -383,35 +386,3 @@ class Watcher:
             budget = plan.budget
             return Watch(budget, RecompileRecord(budget), plan=plan)
         return None
-
-def _warnings(record: RecompileRecord) -> list[pytest.PytestWarning]:
-    """The warnings a test ends with: its processes' report problems, and each compile error dynamo swallowed."""
-    return [] if record.empty() else [*record.child_warnings(), *swallowed_error_warnings(record)]
-
-
-def _warn_if_compiled_unwatched(item: pytest.Item) -> None:
-    """Warn when dynamo arrived unseen by the import hook and compiled: capture could not start before that."""
-    if dynamo_state.compiled_anything():
-        item.warn(CaptureLostWarning(
-            f"torch._dynamo was first imported inside {item.nodeid} past pytest-nocompile's import hook, "
-            "so its compiles were not watched; import torch._dynamo at module level (or in a conftest) to watch it"
-        ))
-
-
-def _add_section(report: pytest.TestReport, record: RecompileRecord, when: str) -> None:
-    """Show recompiles beside a test's own failure, or those of setup/teardown."""
-    if when == "call":
-        events = [event for event in record.all_events() if event.phase != "teardown"]
-        limit_hits, suffix = record.all_limit_hits(), ""
-        shown = report.failed and bool(events or limit_hits)
-    else:
-        events = record.in_phase(when)  # type: ignore[arg-type]  # "setup" or "teardown"
-        if when == "teardown" and record.children:  # a process a fixture started in setup reports whenever it compiles
-            events = [event for child in record.children.values() for event in child.recompiles if event.phase == "setup"] + events
-        phases = ", ".join(dict.fromkeys(event.phase for event in events))
-        limit_hits, suffix = [], f" ({phases}, not counted)"
-        shown = bool(events)
-    if shown:
-        from .output.report import SECTION_TITLE, format_section
-
-        report.sections.append((SECTION_TITLE + suffix, format_section(events, limit_hits)))

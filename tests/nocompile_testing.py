@@ -146,7 +146,7 @@ def with_health_counts(counts: dict[str, int], prefix: str = "", as_text: bool =
     junit properties (``prefix="nocompile_"``, ``as_text=True``: values as text) a compile-health kind only where
     the test budgets it or has some, so none of them here.
     """
-    from pytest_nocompile.budget import COUNTED_KINDS
+    from pytest_nocompile.kinds import COUNTED_KINDS
 
     health = [kind for kind in COUNTED_KINDS if kind.events == "health" and (kind.gated_by_baseline or not baseline)]
     zeros = {} if prefix else {kind.key: 0 for kind in health}

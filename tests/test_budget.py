@@ -4,23 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_nocompile.budget import (
-    COMPILES,
-    COUNTED_KINDS,
-    GRAPH_BREAKS,
-    KINDS,
-    KINDS_BY_KEY,
-    KINDS_BY_MARKER,
-    RECOMPILES,
-    BudgetKind,
-    BudgetUsageError,
-    MarkerBudget,
-    RecompileBudget,
-    budget_from_marker,
-    parse_option_count,
-    resolve,
-    with_markers,
-)
+from pytest_nocompile.budget import BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, parse_option_count, resolve, with_markers
+from pytest_nocompile.kinds import COMPILES, COUNTED_KINDS, GRAPH_BREAKS, KINDS, KINDS_BY_KEY, KINDS_BY_MARKER, RECOMPILES, BudgetKind
 
 
 def test_every_kind_has_distinct_names() -> None:

@@ -15,8 +15,8 @@ import pytest
 from test_readme import Block, block_containing
 
 from nocompile_testing import TORCH, RunPytest, expect_lines
-from pytest_nocompile.budget import CACHE_MISSES
 from pytest_nocompile.events import HealthEvent
+from pytest_nocompile.kinds import CACHE_MISSES
 from pytest_nocompile.observe.cache_bypass_reasons import AUTOGRAD_BYPASS, FX_GRAPH_BYPASS, CacheBypassReasons, short_reason
 from pytest_nocompile.process_events import ProcessEvents
 

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from nocompile_testing import RunPytest, recorded_messages
-from pytest_nocompile.budget import COMPILES, RECOMPILES, RecompileBudget
+from pytest_nocompile.budget import RecompileBudget
 from pytest_nocompile.child_lines import ChildReportWarning
+from pytest_nocompile.kinds import COMPILES, RECOMPILES
 from pytest_nocompile.observe.event_files import MAX_LINE, MAX_MESSAGE, EventDirectory, EventWriter
 from pytest_nocompile.output.report import format_budget_failure
 from pytest_nocompile.record import RecompileRecord

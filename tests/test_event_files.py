@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 from nocompile_testing import recorded_messages, with_health_counts
-from pytest_nocompile.budget import GRAPH_BREAKS, RECOMPILES, RecompileBudget
+from pytest_nocompile.budget import RecompileBudget
+from pytest_nocompile.kinds import GRAPH_BREAKS, RECOMPILES
 from pytest_nocompile.observe.event_files import EventDirectory, EventWriter
 from pytest_nocompile.output.report import format_budget_failure
 from pytest_nocompile.record import RecompileRecord

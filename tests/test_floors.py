@@ -5,7 +5,8 @@ from __future__ import annotations
 from test_result import recorded
 
 from nocompile_testing import with_health_counts
-from pytest_nocompile.budget import COMPILES, MIN_COMPILES, RecompileBudget
+from pytest_nocompile.budget import RecompileBudget
+from pytest_nocompile.kinds import COMPILES, MIN_COMPILES
 from pytest_nocompile.output.report import format_budget_failure
 from pytest_nocompile.result import TestResult, Verdict, count_properties, idle_result, judge, over_budget
 

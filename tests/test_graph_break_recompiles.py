@@ -16,7 +16,8 @@ import sys
 import pytest
 
 from nocompile_testing import HAS_COMPILE_IDS, LIMIT_CONFIG, RunPytest, expect_lines, recorded_messages
-from pytest_nocompile.budget import GRAPH_BREAKS, RecompileBudget
+from pytest_nocompile.budget import RecompileBudget
+from pytest_nocompile.kinds import GRAPH_BREAKS
 from pytest_nocompile.record import RecompileRecord
 
 TRAINLIB = '''

@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 from test_child_lines import entry, watched, write
 
-from pytest_nocompile.budget import BudgetKind
+from pytest_nocompile.kinds import BudgetKind
 from pytest_nocompile.observe.counter_increments import CounterIncrements
 from pytest_nocompile.record import RecompileRecord
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from nocompile_testing import recorded_messages
-from pytest_nocompile.budget import RECOMPILES
 from pytest_nocompile.events import event_from_message
+from pytest_nocompile.kinds import RECOMPILES
 from pytest_nocompile.output.report import explain
 
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from nocompile_testing import recorded_messages, with_health_counts
-from pytest_nocompile.budget import COMPILES, GRAPH_BREAKS, RECOMPILES, RecompileBudget
+from pytest_nocompile.budget import RecompileBudget
+from pytest_nocompile.kinds import COMPILES, GRAPH_BREAKS, RECOMPILES
 from pytest_nocompile.output.report import format_budget_failure
 from pytest_nocompile.record import RecompileRecord
 from pytest_nocompile.result import TestResult, Verdict, count_properties, idle_result, judge, over_budget

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from pytest_nocompile.budget import RECOMPILES
 from pytest_nocompile.events import CodeLocation, RecompileLimitHit, event_from_message, resumed_function
+from pytest_nocompile.kinds import RECOMPILES
 from pytest_nocompile.observe.user_code import find_user_code
 from pytest_nocompile.output.baseline import explain_rise
 from pytest_nocompile.output.report import explain

@@ -305,7 +305,7 @@ class DynamoLogs:
 @functools.cache
 def _every_kinds_signals() -> frozenset[str]:
     """The signals the kinds name (counted or shown): the cache kind's include every cache outcome a warm start reads."""
-    from ..budget import KINDS
+    from ..kinds import KINDS
 
     return frozenset(signal for kind in KINDS for signal in kind.health_signals)
 

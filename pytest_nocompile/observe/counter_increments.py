@@ -11,7 +11,7 @@ own class on every counter and the original ``default_factory``: nothing of
 ours is left behind.
 
 Only the names the process wants (``"group.name"``, from
-:attr:`~..budget.BudgetKind.signals`, see :meth:`~.capture.DynamoLogs.narrow`)
+:attr:`~..kinds.BudgetKind.signals`, see :meth:`~.capture.DynamoLogs.narrow`)
 are reported; torch bumps dozens of others during each compile. Where none
 is wanted, arming swaps nothing.
 """

@@ -15,7 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..budget import KINDS, KINDS_BY_KEY, plural
+from ..kinds import KINDS, KINDS_BY_KEY
+from ..measures import plural
 
 if TYPE_CHECKING:
     from ..result import TestResult

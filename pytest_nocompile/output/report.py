@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
-from ..budget import KINDS, BudgetKind, plural
 from ..compile_cost import sum_by_signal
 from ..events import GuardFailure, HealthEvent, RecompileEvent, RecompileLimitHit, display_path
 from ..graph_break_events import GraphBreakEvent
-from ..measures import COUNT, Measure
+from ..kinds import KINDS, BudgetKind
+from ..measures import COUNT, Measure, plural
 
 if TYPE_CHECKING:
+    import pytest
+
     from ..record import RecompileRecord
 
 SECTION_TITLE = "nocompile recompiles"
@@ -221,3 +223,20 @@ def fixture_processes_after_their_test(tests: list[tuple[str, RecompileRecord, d
                 lines.append(f"{child.info} (started in the {phase} of {nodeid}): {plural(late, 'recompile')} "
                              "after that test ended, not counted")
     return lines
+
+
+def add_recompile_section(report: pytest.TestReport, record: RecompileRecord, when: str) -> None:
+    """Show recompiles beside a test's own failure, or those of setup/teardown."""
+    if when == "call":
+        events = [event for event in record.all_events() if event.phase != "teardown"]
+        limit_hits, suffix = record.all_limit_hits(), ""
+        shown = report.failed and bool(events or limit_hits)
+    else:
+        events = record.in_phase(when)  # type: ignore[arg-type]  # "setup" or "teardown"
+        if when == "teardown" and record.children:  # a process a fixture started in setup reports whenever it compiles
+            events = [event for child in record.children.values() for event in child.recompiles if event.phase == "setup"] + events
+        phases = ", ".join(dict.fromkeys(event.phase for event in events))
+        limit_hits, suffix = [], f" ({phases}, not counted)"
+        shown = bool(events)
+    if shown:
+        report.sections.append((SECTION_TITLE + suffix, format_section(events, limit_hits)))

@@ -11,7 +11,8 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
-from ..budget import COMPILES, COUNTED_KINDS, KINDS, BudgetKind, plural
+from ..kinds import COMPILES, COUNTED_KINDS, KINDS, BudgetKind
+from ..measures import plural
 
 if TYPE_CHECKING:  # at run time this module imports no event or record module
     from ..result import TestResult
