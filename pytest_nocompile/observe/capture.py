@@ -20,12 +20,14 @@ What it listens to, one logging artifact each:
 - the ``torch._dynamo.convert_frame`` warning that a frame hit the recompile limit.
 
 Compile-health signals (cache misses, CUDA-graph re-records, compile times)
-come from *sources* (:meth:`DynamoLogs.add_source`), armed and disarmed with
-the capture, which report through :meth:`DynamoLogs.emit_health`: the same
-fan-out, so a test's record, a block assertion and a child's reporter all
-hear them. The sources: :mod:`.counter_increments`, :mod:`.compile_metrics`,
-:mod:`.cache_bypass_reasons` (torch's reason for each cache bypass counted) and
-:mod:`.swallowed_errors` (the compile errors dynamo swallows).
+come from *sources*, armed and disarmed with the capture where some signal of
+theirs is wanted (:meth:`DynamoLogs.narrow`), which report through
+:meth:`DynamoLogs.emit_health`: the same fan-out, so a test's record, a block
+assertion and a child's reporter all hear them. The sources:
+:mod:`.counter_increments`, :mod:`.compile_metrics`, :mod:`.cache_bypass_reasons`
+(torch's reason for each cache bypass counted), :mod:`.cudagraph_logs`, and
+:mod:`.swallowed_errors` (the compile errors dynamo swallows, read in every
+armed capture from the warnings the limit handler also reads).
 
 How each logger is tapped, and why not with ``set_logs``: :mod:`.log_taps`. When torch
 re-initialises its logging while armed (``_init_logs``, ``set_logs``, torch's
@@ -65,6 +67,10 @@ if TYPE_CHECKING:
 
     class Source(Protocol):
         """A source of health events besides the logs: hooked into torch while the capture is armed."""
+
+        @property
+        def signals(self) -> frozenset[str]:
+            """Those it reports: it arms only where one of them is wanted."""
 
         def arm(self) -> None: ...
         def disarm(self) -> None: ...
@@ -108,7 +114,8 @@ class DynamoLogs:
             # The level alone switches graph_code on: nothing in torch asks log_state about it.
             Tap((GRAPH_CODE_ARTIFACT,), (GRAPH_CODE_LOGGER,), (GRAPH_CODE_LOGGER,), self._on_graph, enable_in_state=False),
         )
-        self._limit_handler = _LimitHandler(self._on_limit)
+        self._limit_handler = _LimitHandler(self._on_convert_frame_warning)
+        self._swallowed = SwallowedErrors(self.emit_health)  # read from the same warnings: one handler for both
         self._limit_logger: Optional[logging.Logger] = None  # looked up once: getLogger takes logging's lock
         self._patched: list[tuple[Any, str, Any, Any]] = []  # (module, name, torch's function, our wrapper)
         # Our wrapper of each torch function, made once per function (functools.wraps is most of arming's cost).
@@ -118,9 +125,12 @@ class DynamoLogs:
 
         self._wanted: Optional[frozenset[str]] = None  # see narrow
         wanted = self.wanted_signals
-        self._sources: list[Source] = [CounterIncrements(self.emit_health, wanted, not_counters=(COMPILE_SECONDS,)),
+        self._sources: list[Source] = [CounterIncrements(self.emit_health, wanted, _every_kinds_signals, not_counters=(COMPILE_SECONDS,)),
                                        CompileMetricsSource(self.emit_health, wanted), CacheBypassReasons(self.emit_health, wanted),
                                        CudagraphLogs(self.emit_health, wanted)]
+        self._active: list[Source] = []  # the sources some wanted signal needs, for the set of signals below
+        self._active_for: Optional[frozenset[str]] = None
+        self._armed_sources: list[Source] = []
         self.armed = False
 
     def wanted_signals(self) -> frozenset[str]:
@@ -147,15 +157,18 @@ class DynamoLogs:
             return
         self._wanted = self._wanted.union(signals)
         if self.armed:
-            for source in self._sources:
-                source.arm()  # each arms once: one armed already stays as it is
+            self._arm_sources()
 
-    def add_source(self, source: Source) -> None:
-        """Arm ``source`` with the capture from now on (at once, if the capture is armed)."""
-        if source not in self._sources:
-            self._sources.append(source)
-            if self.armed:
+    def _arm_sources(self) -> None:
+        """Arm the sources the wanted signals need (each once): a watched test that reads none arms none."""
+        wanted = self.wanted_signals()
+        if wanted is not self._active_for:
+            self._active_for = wanted
+            self._active = [source for source in self._sources if not source.signals.isdisjoint(wanted)]
+        for source in self._active:
+            if source not in self._armed_sources:
                 source.arm()
+                self._armed_sources.append(source)
 
     def emit_health(self, what: str, amount: float = 1, reason: Optional[str] = None, compile_id: Optional[str] = None) -> None:
         """A source's signal, to every sink, with the user code and thread of the moment, and the compile id
@@ -214,13 +227,15 @@ class DynamoLogs:
         self._limit_logger.addHandler(self._limit_handler)
         self._wrap_reinitialisers(internals)
         self.armed = True
-        for source in self._sources:
-            source.arm()
+        if self._active or self._active_for is not self.wanted_signals():
+            self._arm_sources()
 
     def _disarm(self) -> None:
         self.armed = False
-        for source in reversed(self._sources):
-            source.disarm()
+        if self._armed_sources:
+            for source in reversed(self._armed_sources):
+                source.disarm()
+            self._armed_sources = []
         for module, name, original, wrapper in self._patched:
             if getattr(module, name, None) is wrapper:  # else someone patched it after us: theirs to undo
                 setattr(module, name, original)
@@ -294,10 +309,12 @@ class DynamoLogs:
         for sink in self._sinks:
             sink.add_graph_break(message)
 
-    def _on_limit(self, record: logging.LogRecord) -> None:
-        message, compile_id, thread = record.getMessage(), _current_compile_id(), _thread(record)
+    def _on_convert_frame_warning(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
         if "hit config." not in message:
-            return  # another warning of convert_frame
+            self._swallowed.read(record, message)  # a swallowed compile error, or another warning of convert_frame
+            return
+        compile_id, thread = _current_compile_id(), _thread(record)
         for sink in self._sinks:
             sink.add_limit_warning(message, compile_id, thread)
 
@@ -311,7 +328,6 @@ def _every_kinds_signals() -> frozenset[str]:
 
 
 DYNAMO_LOGS = DynamoLogs()
-DYNAMO_LOGS.add_source(SwallowedErrors(DYNAMO_LOGS.emit_health))
 
 
 def _thread(record: logging.LogRecord) -> Optional[str]:

@@ -44,22 +44,30 @@ class CounterIncrements:
     """The source: reports ``(what, amount)`` for each rise of a wanted counter while armed."""
 
     def __init__(self, emit: Callable[[str, float], None], wanted: Callable[[], Collection[str]],
-                 not_counters: Collection[str] = ()) -> None:
+                 every: Optional[Callable[[], Collection[str]]] = None, not_counters: Collection[str] = ()) -> None:
         self._emit = emit
         self._wanted_names = wanted  # the signals the process reports now (see DynamoLogs.narrow)
+        self._every = every or wanted  # every signal it could be asked for
         self._not_counters = tuple(f"{group}." for group in not_counters)  # other sources' dotted signals ("compile_seconds.dynamo")
+        self._signals: Optional[frozenset[str]] = None
         self._wanted_from: Optional[Collection[str]] = None  # the signals self._wanted was made from
         self._wanted: frozenset[tuple[str, str]] = frozenset()
         self._counters: Any = None
         self._factory: Any = None
+
+    @property
+    def signals(self) -> frozenset[str]:
+        """The counters it may report (``"group.name"``): every dotted signal it could be asked for but other sources' own."""
+        if self._signals is None:
+            self._signals = frozenset(name for name in self._every() if "." in name and not name.startswith(self._not_counters))
+        return self._signals
 
     def arm(self) -> None:
         global _ARMED
         names = self._wanted_names()
         if names is not self._wanted_from:  # the process wants other signals now: a new set, made once
             self._wanted_from = names
-            self._wanted = frozenset(tuple(name.split(".", 1)) for name in names  # type: ignore[misc]
-                                     if "." in name and not name.startswith(self._not_counters))
+            self._wanted = frozenset(tuple(name.split(".", 1)) for name in self.signals.intersection(names))  # type: ignore[misc]
         utils = sys.modules.get("torch._dynamo.utils")
         counters = getattr(utils, "counters", None)
         if not isinstance(counters, collections.defaultdict) or _ARMED is self:

@@ -51,38 +51,23 @@ def compile_error_reason(message: str, error: Optional[BaseException]) -> Option
     return f"{where}: {type(error).__name__}: {summary}" if summary else f"{where}: {type(error).__name__}"
 
 
-class _Handler(logging.Handler):
-    def __init__(self, on_record: Callable[[logging.LogRecord], None]) -> None:
-        super().__init__(logging.WARNING)
-        self._on_record = on_record
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self._on_record(record)
-
-
 class SwallowedErrors:
-    """The source: one ``compile_error`` health event per compile error dynamo swallowed while armed."""
+    """One ``compile_error`` health event per compile error dynamo swallowed, read from ``convert_frame``'s warnings.
+
+    The capture's handler on that logger (which also reads recompile-limit
+    warnings) hands each warning here while the capture is armed.
+    """
 
     def __init__(self, emit: Callable[..., None]) -> None:
         self._emit = emit  # DynamoLogs.emit_health
-        self._handler = _Handler(self._on_record)
-        self._logger: Optional[logging.Logger] = None
 
-    def arm(self) -> None:
-        if self._logger is None:
-            self._logger = logging.getLogger(CONVERT_FRAME_LOGGER)
-        self._logger.addHandler(self._handler)
-
-    def disarm(self) -> None:
-        if self._logger is not None:
-            self._logger.removeHandler(self._handler)
-
-    def _on_record(self, record: logging.LogRecord) -> None:
+    def read(self, record: logging.LogRecord, message: str) -> None:
+        """Emit the record's swallowed error, if it tells of one (``message``: the record's, formatted)."""
         try:
             error = record.exc_info[1] if record.exc_info else None
-            reason = compile_error_reason(record.getMessage(), error)
+            reason = compile_error_reason(message, error)
             if reason is None:
-                return  # another warning of convert_frame (a recompile-limit hit has its own capture)
+                return  # another warning of convert_frame
             self._emit(COMPILE_ERROR, 1, reason, compile_id=_compile_id(error))
         except Exception:  # a record we cannot read is a signal we lack, not an error in the user's code
             pass
