@@ -118,3 +118,30 @@ def test_outer():
     result = run("test_outer.py")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*of compile time > max_compile_seconds(0)*"])
+
+
+def test_a_forked_child_reports_every_signal_for_a_block_opened_after_the_fork(pytester: pytest.Pytester, run: RunPytest) -> None:
+    # The child is forked from a run that reads no health signal, before the parent opens a compile-time
+    # block: only a child that reads every source reports the compile it makes while the block is open.
+    pytester.makepyfile(test_fork='''
+import multiprocessing
+import pytest, torch, torch._dynamo
+from pytest_nocompile import CompileTimeBudgetExceeded, assert_max_compile_seconds
+
+def compile_when_told(go):
+    go.wait()
+    torch.compile(lambda x: x * 2, backend="eager")(torch.ones(2))
+
+def test_block_over_a_forked_child():
+    context = multiprocessing.get_context("fork")
+    go = context.Event()
+    child = context.Process(target=compile_when_told, args=(go,))
+    child.start()
+    with pytest.raises(CompileTimeBudgetExceeded, match=r"of compile time > assert_max_compile_seconds\\(0\\.0\\)"):
+        with assert_max_compile_seconds(0.0):
+            go.set()
+            child.join(60)
+    assert child.exitcode == 0
+''')
+    result = run("--max-recompiles=0")
+    result.assert_outcomes(passed=1)

@@ -213,8 +213,12 @@ class DynamoLogs:
         return False
 
     def forget_after_fork(self) -> None:
-        """In a forked child: the parent's sinks are not this process's; stop capturing for them."""
+        """In a forked child: the parent's sinks are not this process's; stop capturing for them.
+
+        The child reports every signal, as any child does: it cannot know what its test reads.
+        """
         self._sinks = []
+        self._wanted = None
         if self.armed:
             self._disarm()
 
