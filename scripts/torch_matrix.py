@@ -2,6 +2,7 @@
 """Run this project's tests and examples against several torch versions, one fresh venv each.
 
     python scripts/torch_matrix.py [--versions 2.6,2.13] [--keep-going] [--out FILE]
+                                   [--tests PATH,PATH] [--skip-examples]
 
 For each torch version (default: every minor release 2.4 .. 2.15) this script
 
@@ -12,8 +13,9 @@ For each torch version (default: every minor release 2.4 .. 2.15) this script
    file so pip cannot change it (the project's own ``torch>=`` floor is left
    out where the pinned torch is older, so that old torch can be tried at all),
 3. runs (a) the test suite, ``python -m pytest -p nocompile -n 2 -q -p
-   no:randomly tests``, and (b) the examples, ``python -m pytest -p nocompile
-   -q -p no:randomly examples``, from the repository root,
+   no:randomly tests`` (``--tests``: those files or folders instead), and
+   (b) the examples, ``python -m pytest -p nocompile -q -p no:randomly
+   examples`` (not with ``--skip-examples``), from the repository root,
 4. reads pytest's final summary line of each (passed, failed, errors, skipped,
    xfailed, ...), and
 5. deletes the venv, also when a step failed.
@@ -42,7 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_VERSIONS = tuple(f"2.{minor}" for minor in range(4, 16))
-SUITE = ("-m", "pytest", "-p", "nocompile", "-n", "2", "-q", "-p", "no:randomly", "tests")
+SUITE = ("-m", "pytest", "-p", "nocompile", "-n", "2", "-q", "-p", "no:randomly")  # then the tests to run: "tests" unless --tests
 EXAMPLES = ("-m", "pytest", "-p", "nocompile", "-q", "-p", "no:randomly", "examples")
 # The words of pytest's summary line, in the order the table shows them.
 OUTCOMES = ("passed", "failed", "errors", "skipped", "xfailed", "xpassed")
@@ -144,7 +146,7 @@ def clean_env(venv: Path) -> dict[str, str]:
     return env
 
 
-def run_version(version: str, log: Path, python: str) -> VersionResult:
+def run_version(version: str, log: Path, python: str, tests: tuple[str, ...] = ("tests",), examples: bool = True) -> VersionResult:
     """Install torch ``version`` and this project into a fresh venv, run both pytest runs, delete the venv."""
     result = VersionResult(version)
     venv = Path(tempfile.mkdtemp(prefix=f"torch-matrix-{version}-", dir="/tmp"))
@@ -163,7 +165,7 @@ def run_version(version: str, log: Path, python: str) -> VersionResult:
         run([*pip, "install", "-q", "--no-deps", "-e", "."], log)
         run([*pip, "install", "-q", "-c", str(constraints), *project_requirements(ROOT / "pyproject.toml", "test")], log)
         env = clean_env(venv)
-        for name, arguments in (("suite", SUITE), ("examples", EXAMPLES)):
+        for name, arguments in (("suite", (*SUITE, *tests)), ("examples", EXAMPLES))[: 2 if examples else 1]:
             completed = run([vpython, *arguments], log, env=env, check=False)
             counts = parse_summary(completed.stdout)
             counts.returncode = completed.returncode
@@ -175,8 +177,9 @@ def run_version(version: str, log: Path, python: str) -> VersionResult:
     return result
 
 
-def markdown_table(results: list[VersionResult]) -> str:
-    rows = ["| torch | test suite | examples | date |", "| --- | --- | --- | --- |"]
+def markdown_table(results: list[VersionResult], tests: tuple[str, ...] = ("tests",)) -> str:
+    suite = "test suite" if tests == ("tests",) else f"tests ({', '.join(path.removeprefix('tests/') for path in tests)})"
+    rows = [f"| torch | {suite} | examples | date |", "| --- | --- | --- | --- |"]
     for r in results:
         torch = r.installed or f"{r.requested} (not installed)"
         if r.error and r.suite is None:
@@ -189,8 +192,9 @@ def markdown_table(results: list[VersionResult]) -> str:
     return "\n".join(rows) + "\n"
 
 
-def usable(result: VersionResult) -> bool:
-    return result.error is None and all(counts is not None and counts.summary is not None for counts in (result.suite, result.examples))
+def usable(result: VersionResult, examples: bool = True) -> bool:
+    runs = (result.suite, result.examples) if examples else (result.suite,)
+    return result.error is None and all(counts is not None and counts.summary is not None for counts in runs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,7 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the Markdown table to this file")
     parser.add_argument("--log", type=Path, help="where pip's and pytest's output goes (default: a file under /tmp)")
     parser.add_argument("--python", default=sys.executable, help="the Python that creates each venv (default: this one)")
+    parser.add_argument("--tests", default="tests", help="comma-separated test files or folders for the suite run (default: tests)")
+    parser.add_argument("--skip-examples", action="store_true", help="run no examples (a sweep of a few test files)")
     arguments = parser.parse_args(argv)
+    tests = tuple(path.strip() for path in arguments.tests.split(",") if path.strip())
+    examples = not arguments.skip_examples
     versions = [v.strip() for v in arguments.versions.split(",") if v.strip()]
     for version in versions:
         try:
@@ -213,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[VersionResult] = []
     for version in versions:
         print(f"torch {version}: installing and testing ...", file=sys.stderr, flush=True)
-        result = run_version(version, log, arguments.python)
+        result = run_version(version, log, arguments.python, tests, examples)
         results.append(result)
         for name in ("suite", "examples"):
             counts: RunCounts | None = getattr(result, name)
@@ -221,15 +229,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"torch {result.installed}: {name}: {counts.summary or counts.cell()}", file=sys.stderr, flush=True)
         if result.error:
             print(f"torch {version}: {result.error}", file=sys.stderr, flush=True)
-        if not usable(result) and not arguments.keep_going:
+        if not usable(result, examples) and not arguments.keep_going:
             print(f"stopping after torch {version} (use --keep-going to go on)", file=sys.stderr)
             break
 
-    table = markdown_table(results)
+    table = markdown_table(results, tests)
     print(table, end="")
     if arguments.out:
         arguments.out.write_text(table)
-    return 0 if all(usable(r) for r in results) and len(results) == len(versions) else 1
+    return 0 if all(usable(r, examples) for r in results) and len(results) == len(versions) else 1
 
 
 if __name__ == "__main__":
