@@ -23,6 +23,7 @@ from .measures import Amount
 from .output.report import explain
 from .record import ProcessEvents, RecompileLog, RecompileRecord
 from .result import over_budget
+from .torch_support import installed_torch_lacks
 
 __all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
     "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
@@ -64,6 +65,7 @@ class _BudgetBlock(ContextDecorator):
 
     def __init__(self, kind: BudgetKind, record: Optional[RecompileRecord], allowed: int, exact: bool,
                  name: str) -> None:
+        __tracebackhide__ = True  # a bad argument's error points at the user's line
         self._shown = f"{name}({allowed!r}{', exact=True' if exact else ''})"
         symbol = kind.measure.symbol
         validate_count(allowed, self._shown, f"{name}({symbol}) or {name}({symbol}, exact=True), {symbol} {kind.measure.accepts}",
@@ -71,6 +73,9 @@ class _BudgetBlock(ContextDecorator):
         if not isinstance(exact, bool) or exact and kind.is_floor:
             accepted = "False (a floor has no exact form)" if kind.is_floor else "True or False"
             raise TypeError(f"{self._shown}: exact must be {accepted}, got {exact!r}")
+        lacking = installed_torch_lacks(kind, name)
+        if lacking is not None:  # it would count nothing, and pass
+            raise RuntimeError(f"pytest-nocompile cannot count: {lacking}")
         self._kind = kind
         self._given_record = record
         self._allowed = allowed
@@ -156,6 +161,7 @@ def block_assertion(kind: BudgetKind, record: RecompileRecord) -> AssertMaxRecom
     """Make a fixture's callable for one kind and one test's record."""
 
     def assert_within(allowed: int, /, *, exact: bool = False) -> _BudgetBlock:
+        __tracebackhide__ = True
         return _BudgetBlock(kind, record, allowed, exact, kind.assertion)
 
     assert_within.__name__ = kind.assertion
@@ -166,6 +172,7 @@ def _standalone(kind: BudgetKind) -> Callable[..., _BudgetBlock]:
     name = kind.assertion.removeprefix("nocompile_")
 
     def assert_within(allowed: int, /, *, exact: bool = False) -> _BudgetBlock:
+        __tracebackhide__ = True
         return _BudgetBlock(kind, None, allowed, exact, name)
 
     assert_within.__name__ = assert_within.__qualname__ = name

@@ -9,8 +9,11 @@ from .kinds import BudgetKind
 from .measures import plural_noun
 
 
-def too_old_for(kind: BudgetKind, installed: str) -> Optional[str]:
-    """Why torch ``installed`` (a version string) cannot give what ``kind`` counts, or None when it can (or is not installed)."""
+def too_old_for(kind: BudgetKind, installed: str, what: Optional[str] = None) -> Optional[str]:
+    """Why torch ``installed`` (a version string) cannot give what ``kind`` counts, or None when it can (or is not installed).
+
+    ``what`` names what needs it (default: the kind's marker), e.g. a block assertion or a fixture.
+    """
     since = kind.since_torch
     found = re.match(r"(\d+)\.(\d+)", installed)
     if since is None or found is None:  # "not installed": the watch says so itself, once the test runs
@@ -18,13 +21,13 @@ def too_old_for(kind: BudgetKind, installed: str) -> Optional[str]:
     if (int(found[1]), int(found[2])) >= since:
         return None
     first = kind.since_torch_has or f"whose dynamo counts {plural_noun(2, kind.noun)}"
-    return f"{kind.marker} needs torch >= {since[0]}.{since[1]}, the first {first}; torch {installed} is installed"
+    return f"{what or kind.marker} needs torch >= {since[0]}.{since[1]}, the first {first}; torch {installed} is installed"
 
 
-def installed_torch_lacks(kind: BudgetKind) -> Optional[str]:
+def installed_torch_lacks(kind: BudgetKind, what: Optional[str] = None) -> Optional[str]:
     """:func:`too_old_for` the torch installed in this environment."""
     if kind.since_torch is None:
         return None
     from .settings import distribution_version
 
-    return too_old_for(kind, distribution_version("torch"))
+    return too_old_for(kind, distribution_version("torch"), what)

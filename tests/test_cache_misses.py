@@ -148,6 +148,29 @@ def test_a_torch_without_the_counters_is_a_usage_error_naming_the_first_torch_wi
     result.stderr.fnmatch_lines([f"ERROR: ini key max_cache_misses: {needs}"])
 
 
+def test_a_torch_without_the_counters_refuses_the_block_assertions_and_the_warm_start(pytester: pytest.Pytester, run: RunPytest) -> None:
+    # Each would count nothing there, and pass: a warm start would seem to miss nothing.
+    pytester.makeconftest(OLD_TORCH)
+    pytester.makepyfile(test_old="""
+import pytest
+from pytest_nocompile import assert_max_cache_misses
+
+def test_block():
+    assert_max_cache_misses(0)
+
+def test_fixture(nocompile_assert_max_cache_misses):
+    nocompile_assert_max_cache_misses(0)
+
+def test_warm_start(nocompile_warm_start):
+    nocompile_warm_start("os:getcwd")
+""")
+    result = run("-p", "no:randomly")
+    result.assert_outcomes(failed=3)
+    needs = "needs torch >= 2.5, the first with the AOTAutograd cache's counters; torch 2.4.1 is installed"
+    result.stdout.fnmatch_lines([f"E *RuntimeError: pytest-nocompile cannot count: {what} {needs}"
+                                 for what in ("assert_max_cache_misses", "nocompile_assert_max_cache_misses", "nocompile_warm_start")])
+
+
 def test_torchs_reason_joins_the_bypass_just_counted_and_counts_nothing_itself() -> None:
     events = ProcessEvents()
     events.add_health(HealthEvent(AUTOGRAD_BYPASS, 1))
@@ -213,6 +236,7 @@ def test_in_a_child():
 """
 
 
+@pytest.mark.skipif(TORCH < (2, 5), reason="max_cache_misses needs torch >= 2.5")
 def test_a_miss_names_the_function_compiled_in_this_process_and_in_a_child(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_signals=SIGNALLING_BACKEND)
     result = run()

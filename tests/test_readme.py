@@ -23,14 +23,15 @@ from pathlib import Path
 import pytest
 
 import pytest_nocompile
-from nocompile_testing import RunPytest, expect_lines
+from nocompile_testing import TORCH, RunPytest, expect_lines
 
 ROOT = Path(__file__).parent.parent
 README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 _FENCE = re.compile(r"(?:^<!-- snippet: (?P<note>[^>]*?) -->\n)?^```(?P<language>\w*)\n(?P<text>.*?)^```$", re.M | re.S)
-_NOTE = re.compile(r"fragment|(?:passed|failed)=\d+")
+# What a block's tests must end as, and the first torch its page's feature needs ("passed=1 torch>=2.5"; skipped before).
+_NOTE = re.compile(r"(?:fragment|(?P<word>passed|failed)=(?P<count>\d+))(?: torch>=(?P<major>\d+)\.(?P<minor>\d+))?")
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,12 @@ class Block:
     @property
     def name(self) -> str:
         return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+    @property
+    def needs_torch(self) -> tuple[int, int]:
+        """The first torch the block's note says it needs, (0, 0) if it names none."""
+        match = _NOTE.fullmatch(self.note or "")
+        return (int(match["major"]), int(match["minor"])) if match and match["major"] else (0, 0)
 
     @property
     def file_name(self) -> str:
@@ -82,14 +89,16 @@ def test_every_python_block_is_run_or_marked_a_fragment() -> None:
 
 @pytest.mark.parametrize("block", PYTHON_SNIPPETS, ids=lambda block: block.name)
 def test_python_snippet_runs_as_written(block: Block, pytester: pytest.Pytester, run: RunPytest) -> None:
+    if TORCH < block.needs_torch:
+        pytest.skip(f"{block.name} needs torch >= {'.'.join(map(str, block.needs_torch))}")
     pytester.makepyfile(**{block.file_name[:-3]: block.text})
     result = run("--strict-markers", "--nocompile-json=nocompile.json")
-    if block.note is None:
+    note = _NOTE.fullmatch(block.note or "")
+    if note is None:
         outcomes = result.parseoutcomes()
         assert outcomes.get("passed", 0) >= 1 and not outcomes.keys() - {"passed", "warnings", "warning"}, result.stdout.str()
     else:
-        word, count = block.note.split("=")
-        result.assert_outcomes(**{word: int(count)})
+        result.assert_outcomes(**{note["word"]: int(note["count"])})
     shown = shown_output_after(block)
     if shown:  # the output the page shows for it
         expect_lines(result, shown)
