@@ -29,7 +29,7 @@ ROOT = Path(__file__).parent.parent
 README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
-_FENCE = re.compile(r"(?:^<!-- snippet: (?P<note>[^>]*?) -->\n)?^```(?P<language>\w*)\n(?P<text>.*?)^```$", re.M | re.S)
+_FENCE = re.compile(r"(?:^<!-- snippet: (?P<note>[^\n]*?) -->\n)?^```(?P<language>\w*)\n(?P<text>.*?)^```$", re.M | re.S)
 # What a block's tests must end as, and the first torch its page's feature needs ("passed=1 torch>=2.5"; skipped before).
 _NOTE = re.compile(r"(?:fragment|(?P<word>passed|failed)=(?P<count>\d+))(?: torch>=(?P<major>\d+)\.(?P<minor>\d+))?")
 
@@ -84,6 +84,9 @@ PYTHON_SNIPPETS = [block for block in blocks("python") if block.note != "fragmen
 def test_every_python_block_is_run_or_marked_a_fragment() -> None:
     notes = {block.name: block.note for block in blocks("python") if block.note is not None}
     assert all(_NOTE.fullmatch(note) for note in notes.values()), notes
+    # Every note is read as one: a note the pattern misses would leave its block run as if it had none.
+    written = sum(len(re.findall(r"^<!-- snippet: ", page.read_text(), re.M)) for page in DOCS)
+    assert written == sum(block.note is not None for block in blocks()), written
     assert len(PYTHON_SNIPPETS) >= 5  # the README's first test, budgets, fixtures, unittest, ranks, child_env
 
 
