@@ -20,7 +20,7 @@ from pytest_nocompile.kinds import CACHE_MISSES
 from pytest_nocompile.observe.cache_bypass_reasons import AUTOGRAD_BYPASS, FX_GRAPH_BYPASS, CacheBypassReasons, short_reason
 from pytest_nocompile.process_events import ProcessEvents
 
-LOGS_LOOKUP_BYPASS_REASON = TORCH >= (2, 7)  # 2.5 and 2.6 count a bypass found at lookup without logging why
+LOGS_LOOKUP_BYPASS_REASON = TORCH >= (2, 8)  # 2.5 to 2.7 count a bypass found at lookup without logging why
 
 CLEARED = """
 import pytest

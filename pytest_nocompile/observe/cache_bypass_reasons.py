@@ -7,8 +7,9 @@ module's own logger (read in torch's sources, 2.4 to 2.15):
 - ``torch._inductor.codecache``: ``"Bypassing FX Graph Cache because '%s'"``
   at INFO, from torch 2.5 (2.4 counts the bypass and logs nothing);
 - ``torch._functorch._aot_autograd.autograd_cache``: ``"Bypassing autograd
-  cache due to: %s"``, at INFO from 2.7 for a bypass found at lookup and at
-  save; 2.6 logs only the bypass found at save (at WARNING), 2.5 none.
+  cache due to: %s"``, at INFO from 2.8 for a bypass found at lookup and at
+  save; 2.7 logs only the bypass found at save (at INFO), 2.6 too (at
+  WARNING), 2.5 none.
 
 This source turns such a record into a health event of the same signal with
 amount 0 and the reason: the record joins it to the bypass just counted
