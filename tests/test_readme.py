@@ -30,8 +30,9 @@ README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 _FENCE = re.compile(r"(?:^<!-- snippet: (?P<note>[^\n]*?) -->\n)?^```(?P<language>\w*)\n(?P<text>.*?)^```$", re.M | re.S)
-# What a block's tests must end as, and the first torch its page's feature needs ("passed=1 torch>=2.5"; skipped before).
-_NOTE = re.compile(r"(?:fragment|(?P<word>passed|failed)=(?P<count>\d+))(?: torch>=(?P<major>\d+)\.(?P<minor>\d+))?")
+# What a block's tests must end as, and the torch it holds for ("passed=1 torch>=2.7 torch!=2.10"; skipped on others).
+_NOTE = re.compile(r"(?:fragment|(?P<word>passed|failed)=(?P<count>\d+))(?P<torch>(?: torch(?:>=|!=)\d+\.\d+)*)")
+_TORCH_CONDITION = re.compile(r"torch(>=|!=)(\d+)\.(\d+)")
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,12 @@ class Block:
     def name(self) -> str:
         return f"{self.page.relative_to(ROOT)}:{self.line}"
 
-    @property
-    def needs_torch(self) -> tuple[int, int]:
-        """The first torch the block's note says it needs, (0, 0) if it names none."""
+    def holds_on(self, torch: tuple[int, int]) -> bool:
+        """Whether the block's note lets it run on this torch (every condition it names holds)."""
         match = _NOTE.fullmatch(self.note or "")
-        return (int(match["major"]), int(match["minor"])) if match and match["major"] else (0, 0)
+        conditions = _TORCH_CONDITION.findall(match["torch"]) if match else []
+        return all(torch >= (int(major), int(minor)) if op == ">=" else torch[:2] != (int(major), int(minor))
+                   for op, major, minor in conditions)
 
     @property
     def file_name(self) -> str:
@@ -92,8 +94,8 @@ def test_every_python_block_is_run_or_marked_a_fragment() -> None:
 
 @pytest.mark.parametrize("block", PYTHON_SNIPPETS, ids=lambda block: block.name)
 def test_python_snippet_runs_as_written(block: Block, pytester: pytest.Pytester, run: RunPytest) -> None:
-    if TORCH < block.needs_torch:
-        pytest.skip(f"{block.name} needs torch >= {'.'.join(map(str, block.needs_torch))}")
+    if not block.holds_on(TORCH):
+        pytest.skip(f"{block.name} runs where its note says ({block.note})")
     pytester.makepyfile(**{block.file_name[:-3]: block.text})
     result = run("--strict-markers", "--nocompile-json=nocompile.json")
     note = _NOTE.fullmatch(block.note or "")
