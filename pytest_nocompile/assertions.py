@@ -23,7 +23,7 @@ from .measures import Amount
 from .output.report import explain
 from .record import ProcessEvents, RecompileLog, RecompileRecord
 from .result import over_budget
-from .torch_support import installed_torch_lacks
+from .torch_support import refuse_where_torch_lacks
 
 __all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
     "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
@@ -73,9 +73,7 @@ class _BudgetBlock(ContextDecorator):
         if not isinstance(exact, bool) or exact and kind.is_floor:
             accepted = "False (a floor has no exact form)" if kind.is_floor else "True or False"
             raise TypeError(f"{self._shown}: exact must be {accepted}, got {exact!r}")
-        lacking = installed_torch_lacks(kind, name)
-        if lacking is not None:  # it would count nothing, and pass
-            raise RuntimeError(f"pytest-nocompile cannot count: {lacking}")
+        refuse_where_torch_lacks(kind, name)
         self._kind = kind
         self._given_record = record
         self._allowed = allowed

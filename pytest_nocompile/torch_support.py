@@ -31,3 +31,12 @@ def installed_torch_lacks(kind: BudgetKind, what: Optional[str] = None) -> Optio
     from .settings import distribution_version
 
     return too_old_for(kind, distribution_version("torch"), what)
+
+
+def refuse_where_torch_lacks(kind: BudgetKind, what: str) -> None:
+    """Raise a ``RuntimeError`` naming the first torch that counts ``kind``, where the installed one does not:
+    ``what`` (a block assertion, a fixture) would count nothing there, and pass."""
+    __tracebackhide__ = True
+    lacking = installed_torch_lacks(kind, what)
+    if lacking is not None:
+        raise RuntimeError(f"pytest-nocompile cannot count: {lacking}")

@@ -34,7 +34,7 @@ from .kinds import CACHE_MISSES, COMPILES, GRAPH_BREAKS, RECOMPILES
 from .observe.compile_caches import private_process_env
 from .observe.event_files import ENV_VAR, EventDirectory
 from .record import RecompileRecord
-from .torch_support import installed_torch_lacks
+from .torch_support import refuse_where_torch_lacks
 
 Target = Union[Callable[[], Any], str, "os.PathLike[str]"]
 
@@ -91,9 +91,7 @@ class WarmStartRunner(Protocol):
 def cold_then_warm(target: Target, folder: Path, timeout: Optional[float] = None) -> WarmStart:
     """Run ``target`` cold, then warm, with their cache (and reports) in ``folder``, a new empty folder."""
     __tracebackhide__ = True  # a failure shows the test's line and the child's traceback, not this module
-    lacking = installed_torch_lacks(CACHE_MISSES, "nocompile_warm_start")
-    if lacking is not None:  # its caches' counts would be nothing, and a warm start would seem to miss nothing
-        raise RuntimeError(f"pytest-nocompile cannot count: {lacking}")
+    refuse_where_torch_lacks(CACHE_MISSES, "nocompile_warm_start")  # else a warm start would seem to miss nothing
     spec, shown = target_spec(target)
     caches = private_process_env(folder / "caches")
     cold = _run_once("cold", spec, shown, caches, folder / "cold", timeout)

@@ -83,9 +83,7 @@ class CacheBypassReasons:
         self._wrappers: dict[str, tuple[dict[str, Any], dict[str, Callable[..., Any]]]] = {}
 
     def arm(self) -> None:
-        wanted = self._wanted()
-        if self.signals.isdisjoint(wanted):
-            return
+        wanted = self._wanted()  # the capture arms this source only where one of its signals is wanted: wrap those loggers
         for name, (template, signal) in BYPASS_RECORDS.items():
             if signal not in wanted:
                 continue

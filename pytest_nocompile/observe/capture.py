@@ -127,7 +127,7 @@ class DynamoLogs:
         wanted = self.wanted_signals
         self._sources: list[Source] = [CounterIncrements(self.emit_health, wanted, _every_kinds_signals, not_counters=(COMPILE_SECONDS,)),
                                        CompileMetricsSource(self.emit_health, wanted), CacheBypassReasons(self.emit_health, wanted),
-                                       CudagraphLogs(self.emit_health, wanted)]
+                                       CudagraphLogs(self.emit_health)]
         self._active: list[Source] = []  # the sources some wanted signal needs, for the set of signals below
         self._active_for: Optional[frozenset[str]] = None
         self._armed_sources: list[Source] = []
@@ -231,8 +231,7 @@ class DynamoLogs:
         self._limit_logger.addHandler(self._limit_handler)
         self._wrap_reinitialisers(internals)
         self.armed = True
-        if self._active or self._active_for is not self.wanted_signals():
-            self._arm_sources()
+        self._arm_sources()
 
     def _disarm(self) -> None:
         self.armed = False

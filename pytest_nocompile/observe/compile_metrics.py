@@ -68,10 +68,8 @@ class CompileMetricsSource:
         self.instructions = InstructionCounting()
 
     def arm(self) -> None:
-        wanted = self._wanted()
-        if self.signals.isdisjoint(wanted):
-            return
-        if COMPILE_INSTRUCTIONS in wanted:  # dynamo counts instructions only when asked: a cost in every compile
+        # The capture arms this source only where one of its signals is wanted; instructions may not be.
+        if COMPILE_INSTRUCTIONS in self._wanted():  # dynamo counts instructions only when asked: a cost in every compile
             self.instructions.arm()
         utils = sys.modules.get(UTILS)
         current = getattr(utils, METRICS_DEQUE, None)

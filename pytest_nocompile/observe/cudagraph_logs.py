@@ -21,7 +21,7 @@ makes them, and torch configures the same objects when it imports the module.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable, Collection, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from .log_taps import Fanout, Tap, logging_internals
 
@@ -48,7 +48,7 @@ class _KeepsWarnings(Fanout):
 class CudagraphLogs:
     """The source: arms a tap on the CUDA-graph loggers, reads each record, emits skips and re-records.
 
-    It arms only where the process wants its signals (see
+    The capture arms it only where the process wants its signals (see
     :meth:`~.capture.DynamoLogs.narrow`): arming and disarming the tap costs
     some 13 µs per watched test.
     """
@@ -56,16 +56,15 @@ class CudagraphLogs:
     # cudagraph_messages.RERECORD and SKIP, spelled out: a run that never records a CUDA graph loads no reader.
     signals = frozenset(("cudagraph_rerecord", "cudagraph_skip"))
 
-    def __init__(self, emit: Callable[[str, float, Optional[str]], None], wanted: Callable[[], Collection[str]]) -> None:
+    def __init__(self, emit: Callable[[str, float, Optional[str]], None]) -> None:
         self._emit = emit
-        self._wanted = wanted
         self._tracker: Optional[CudagraphTracker] = None  # made at the first record: a run that never compiles loads no reader
         self._tap = Tap((ARTIFACT,), (TREES_LOGGER, *SKIP_LOGGERS), (TREES_LOGGER,), self._on_record, enable_in_state=False)
         self._tap.filter = _KeepsWarnings(self._on_record)
         self._armed = False
 
     def arm(self) -> None:
-        if not self._armed and not self.signals.isdisjoint(self._wanted()):
+        if not self._armed:
             self._tap.arm(logging_internals())
             self._armed = True
 
