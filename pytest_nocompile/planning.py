@@ -14,7 +14,7 @@ import pytest
 
 from .budget import BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
 from .fixtures import FIXTURE_NAMES
-from .kinds import KINDS, KINDS_BY_MARKER, RECOMPILES
+from .kinds import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND, KINDS, KINDS_BY_MARKER, RECOMPILES
 from .torch_support import installed_torch_lacks
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
 class Plan:
     """How a test is watched, worked out once for the tests that share it (see :func:`plan_key`)."""
 
-    __slots__ = ("budget", "watched", "strict", "isolate", "idle", "health_signals")
+    __slots__ = ("budget", "watched", "strict", "isolate", "idle", "health_signals", "times_compiles")
 
     def __init__(self, budget: RecompileBudget, watched: bool, settings: RunSettings) -> None:
         self.budget = budget
@@ -92,6 +92,8 @@ class Plan:
         self.idle: Optional[tuple[TestResult, list[tuple[str, object]]]] = None  # the result of its tests that recorded nothing
         # The health signals its budgets read: the capture's sources must report them (DynamoLogs.want).
         self.health_signals = frozenset(signal for kind in KINDS if budget.allowed(kind) is not None for signal in kind.health_signals)
+        # A compile-time or instruction budget, which some machines cannot check (said once per run).
+        self.times_compiles = any(budget.allowed(kind) is not None for kind in (COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND))
 
 
 def plan_key(item: pytest.Item) -> Optional[Hashable]:

@@ -17,7 +17,7 @@ class ProcessEvents:
     """One process's events in a test: the test's own (``info`` None) or a child's that reported."""
 
     __slots__ = ("info", "recompiles", "limit_hits", "graph_breaks", "compiles", "health", "problems", "call_counts", "_pending",
-                 "_break_places")
+                 "_break_places", "_counts")
 
     def __init__(self, info: Optional[ProcessInfo] = None) -> None:
         self.info = info
@@ -30,12 +30,15 @@ class ProcessEvents:
         self.call_counts: Optional[dict[str, Amount]] = None  # fixed when the test's call ended
         self._pending: Optional[RecompileEvent] = None  # the last recompile, until a graph compiles
         self._break_places: Optional[set[tuple[str, str, int, str]]] = None  # made at the first graph break
+        self._counts: Optional[dict[str, Amount]] = None  # counts() until the next event: judged and reported from one
 
     def add_recompile(self, event: RecompileEvent) -> None:
+        self._counts = None
         self.recompiles.append(event)
         self._pending = event
 
     def add_compile(self, event: CompileEvent) -> None:
+        self._counts = None
         self.compiles.append(event)
         self._pending = None
 
@@ -46,6 +49,7 @@ class ProcessEvents:
         user's code breaking the graph is one graph break, however often dynamo traced it. A break
         whose place could not be read (line 0) always counts.
         """
+        self._counts = None
         if event.line:
             place = (event.phase, event.filename, event.line, event.reason)
             places = self._break_places
@@ -58,6 +62,7 @@ class ProcessEvents:
 
     def add_limit_hit(self, hit: RecompileLimitHit, compile_id: Optional[str]) -> None:
         """A limit hit; the recompile dynamo logged just before it, for the same compile, was refused: it moves here."""
+        self._counts = None
         pending = self._pending
         if pending is not None and self.recompiles and self.recompiles[-1] is pending and _same_attempt(pending, hit, compile_id):
             self.recompiles.pop()
@@ -73,6 +78,7 @@ class ProcessEvents:
         event of its signal in its thread when that one has none yet; else it
         stays an event of its own, which counts nothing.
         """
+        self._counts = None
         if event.amount == 0 and event.reason is not None:
             for index in range(len(self.health) - 1, -1, -1):
                 earlier = self.health[index]
@@ -101,7 +107,10 @@ class ProcessEvents:
         """Every counted kind's call-phase count (as fixed when the call ended, once it has)."""
         if self.call_counts is not None:
             return self.call_counts
-        return {kind.key: self.count(kind) for kind in COUNTED_KINDS}
+        counts = self._counts
+        if counts is None:
+            counts = self._counts = {kind.key: self.count(kind) for kind in COUNTED_KINDS}
+        return counts
 
     def of_phase(self, phase: Optional[Phase]) -> tuple[list[RecompileEvent], list[RecompileLimitHit], list[GraphBreakEvent]]:
         """Recompiles, limit hits and graph breaks of one phase (None: every phase)."""

@@ -100,9 +100,13 @@ def watch_of(config: pytest.Config, nodeid: str) -> Optional[Watch]:
 
 def end_warnings(record: RecompileRecord) -> list[pytest.PytestWarning]:
     """The warnings a test ends with: its processes' report problems, and each compile error dynamo swallowed."""
+    if record.empty():
+        return []
+    if not (record.children or record.own.health):  # no child, no health event: no compile error was swallowed
+        return [*record.child_warnings()]
     from .swallowed import swallowed_error_warnings
 
-    return [] if record.empty() else [*record.child_warnings(), *swallowed_error_warnings(record)]
+    return [*record.child_warnings(), *swallowed_error_warnings(record)]
 
 
 def warn_if_compiled_unwatched(item: pytest.Item) -> None:

@@ -234,7 +234,7 @@ class Watcher:
         watch.record.end_call()
         if watch.strict_patch is not None:
             self._exit_strict(watch)
-        if not self.said_compile_time_not_measured and watch.budget.limits:
+        if not self.said_compile_time_not_measured and watch.plan is not None and watch.plan.times_compiles:
             self.said_compile_time_not_measured = said_if_compile_time_not_measured(item, watch.budget)
         if watch.attached and not DYNAMO_LOGS.check():
             item.warn(CaptureLostWarning(

@@ -51,6 +51,25 @@ def test_only_the_call_phase_counts_for_every_kind() -> None:
     assert [event.phase for event in record.compiles] == ["setup"] * 2 + ["call"] * 4 + ["teardown"] * 3
 
 
+def test_counts_read_during_the_call_follow_every_later_event() -> None:
+    # A fixture or block may read the counts mid-call; each kind's later events still count (the counts are kept
+    # between events, not fixed at the first read).
+    record = RecompileRecord(RecompileBudget.of({"recompiles": 0}))
+    record.start_call()
+    assert record.counts()[COMPILES.key] == 0
+    record.add_compile("0/0", None, None)
+    assert record.counts()[COMPILES.key] == 1
+    record.add_recompile(RECOMPILE, "0/1", None, None)
+    record.add_graph_break(GRAPH_BREAK.format(line=5))
+    record.add_health("inductor.fxgraph_cache_miss", 1, None, "0/1", None, None)
+    assert (record.counts()[RECOMPILES.key], record.counts()[GRAPH_BREAKS.key], record.counts()["cache_misses"]) == (1, 1, 1)
+    record.add_limit_warning(LIMIT, "0/1")  # the attempt just logged was refused: a limit hit, not a recompile
+    assert record.counts()[RECOMPILES.key] == 0
+    record.end_call()
+    record.add_compile("1/0", None, None)  # teardown's: the call's counts stay
+    assert record.counts()[COMPILES.key] == 1
+
+
 def test_a_test_whose_setup_failed_counts_nothing() -> None:
     record = RecompileRecord(RecompileBudget.of({"recompiles": 0}))
     record.add_recompile(RECOMPILE, None, None, None)

@@ -207,10 +207,11 @@ class DynamoLogs:
         if not self.armed:
             return True
         internals = logging_internals()
-        if all(tap.capturing(internals) for tap in self._taps):
-            return True
-        self._rearm()
-        return False
+        for tap in self._taps:  # a plain loop, not all() over a generator: asked at every watched call's end
+            if not tap.capturing(internals):
+                self._rearm()
+                return False
+        return True
 
     def forget_after_fork(self) -> None:
         """In a forked child: the parent's sinks are not this process's; stop capturing for them.

@@ -129,13 +129,21 @@ class Tap:
 
     def capturing(self, internals: Any) -> bool:
         """Whether torch still builds and routes these records to us."""
-        if not all(self.filter in logger.filters for logger in self._loggers):
-            return False
+        # Plain loops, not all() over generators: asked at every watched call's end.
+        ours = self.filter
+        for logger in self._loggers:
+            if ours not in logger.filters:
+                return False
         state = internals.log_state
-        if self.filter.passes:
+        if ours.passes:
             return any(state.is_artifact_enabled(name) for name in self._artifacts)
-        enabled = not self._enable_in_state or state.is_artifact_enabled(self._artifacts[0])
-        return enabled and all(logger.getEffectiveLevel() <= logging.DEBUG for logger in self._silenced)
+        if self._enable_in_state and not state.is_artifact_enabled(self._artifacts[0]):
+            return False
+        for logger in self._silenced:
+            level = logger.level  # ours (DEBUG) nearly always; else what it inherits
+            if (level or logger.getEffectiveLevel()) > logging.DEBUG:
+                return False
+        return True
 
     def disarm(self) -> None:
         for logger in self._loggers:
