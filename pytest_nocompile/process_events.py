@@ -109,7 +109,22 @@ class ProcessEvents:
             return self.call_counts
         counts = self._counts
         if counts is None:
-            counts = self._counts = {kind.key: self.count(kind) for kind in COUNTED_KINDS}
+            counts = self._counts = self._call_counts()
+        return counts
+
+    def _call_counts(self) -> dict[str, Amount]:
+        # Each list of events read once (two kinds count compiles); health kinds only where there are health events.
+        counts: dict[str, Amount] = {}
+        of_list: dict[str, int] = {}
+        for kind in COUNTED_KINDS:
+            if kind.events == "health":
+                counts[kind.key] = self.count(kind) if self.health else 0
+                continue
+            found = of_list.get(kind.events)
+            if found is None:
+                events = getattr(self, kind.events)
+                found = of_list[kind.events] = sum(1 for event in events if event.phase == "call") if events else 0
+            counts[kind.key] = found
         return counts
 
     def of_phase(self, phase: Optional[Phase]) -> tuple[list[RecompileEvent], list[RecompileLimitHit], list[GraphBreakEvent]]:

@@ -190,7 +190,7 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
         cause=cause,
         details=_details(record) if not record.empty() else _NO_DETAILS,
         processes=processes,
-        shown=_shown_totals(record) if _KINDS_WITH_SHOWN and not record.empty() else {},
+        shown=_shown_totals(record) if _KINDS_WITH_SHOWN and any(process.health for process in record.processes()) else {},
     )
 
 

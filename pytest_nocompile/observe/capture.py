@@ -120,6 +120,9 @@ class DynamoLogs:
         self._patched: list[tuple[Any, str, Any, Any]] = []  # (module, name, torch's function, our wrapper)
         # Our wrapper of each torch function, made once per function (functools.wraps is most of arming's cost).
         self._wrappers: dict[tuple[Any, str], Callable[..., Any]] = {}
+        # torch's functions that re-initialise its logging, and what to do before each (made once).
+        self._reinitialisers: tuple[tuple[str, Optional[Callable[[], None]]], ...] = (
+            ("_init_logs", None), ("set_logs", self._before_set_logs))
         from ..compile_cost import COMPILE_SECONDS
         from .cudagraph_logs import CudagraphLogs
 
@@ -262,8 +265,7 @@ class DynamoLogs:
 
     def _wrap_reinitialisers(self, internals: Any) -> None:
         """Re-arm right after torch re-initialises its logging: ``_init_logs`` (which ``set_logs`` calls) and ``set_logs``."""
-        import torch._logging as public
-
+        public = sys.modules["torch._logging"]  # internals' package, so imported with it: no import statement per test
         def reinitialising(original: Callable[..., Any], before: Optional[Callable[[], None]] = None) -> Callable[..., Any]:
             @functools.wraps(original)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -276,7 +278,7 @@ class DynamoLogs:
 
             return wrapper
 
-        for name, before in (("_init_logs", None), ("set_logs", self._before_set_logs)):
+        for name, before in self._reinitialisers:
             original = getattr(internals, name, None)
             if original is None:
                 continue

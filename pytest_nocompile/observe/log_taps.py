@@ -98,13 +98,24 @@ class Tap:
             self._loggers = tuple(map(logging.getLogger, self._logger_names))
             self._silenced = tuple(logger for logger in self._loggers if logger.name in self._silenced_names)
         state = internals.log_state  # read each time: torch rebinds it
+        ours_filter = self.filter
         for logger in self._loggers:
-            if logger.filters[:1] != [self.filter]:  # first, so that no other filter hides a record from us
-                if self.filter in logger.filters:
-                    logger.removeFilter(self.filter)
-                logger.filters.insert(0, self.filter)
-        ours = any(state is mine for mine in self._ours)
-        users = not ours and any(state.is_artifact_enabled(name) for name in self._artifacts)
+            filters = logger.filters
+            if not filters or filters[0] is not ours_filter:  # first, so that no other filter hides a record from us
+                if ours_filter in filters:
+                    logger.removeFilter(ours_filter)
+                filters.insert(0, ours_filter)
+        ours = False
+        for mine in self._ours:
+            if state is mine:
+                ours = True
+                break
+        users = False
+        if not ours:
+            for name in self._artifacts:
+                if state.is_artifact_enabled(name):
+                    users = True
+                    break
         self.filter.passes = users
         if users:
             self._saved.clear()  # the user's configuration stands: nothing of ours to put back
