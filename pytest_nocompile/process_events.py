@@ -17,7 +17,7 @@ class ProcessEvents:
     """One process's events in a test: the test's own (``info`` None) or a child's that reported."""
 
     __slots__ = ("info", "recompiles", "limit_hits", "graph_breaks", "compiles", "health", "problems", "call_counts", "_pending",
-                 "_break_places", "_counts")
+                 "_break_places", "_changes", "_counts")
 
     def __init__(self, info: Optional[ProcessInfo] = None) -> None:
         self.info = info
@@ -30,17 +30,20 @@ class ProcessEvents:
         self.call_counts: Optional[dict[str, Amount]] = None  # fixed when the test's call ended
         self._pending: Optional[RecompileEvent] = None  # the last recompile, until a graph compiles
         self._break_places: Optional[set[tuple[str, str, int, str]]] = None  # made at the first graph break
-        self._counts: Optional[dict[str, Amount]] = None  # counts() until the next event: judged and reported from one
+        # Events added so far, counted after each is in (a compiling thread may add one while counts() runs),
+        # and counts() as of that many: the judge, the result and the properties read one dict.
+        self._changes = 0
+        self._counts: Optional[tuple[int, dict[str, Amount]]] = None
 
     def add_recompile(self, event: RecompileEvent) -> None:
-        self._counts = None
         self.recompiles.append(event)
         self._pending = event
+        self._changes += 1
 
     def add_compile(self, event: CompileEvent) -> None:
-        self._counts = None
         self.compiles.append(event)
         self._pending = None
+        self._changes += 1
 
     def add_graph_break(self, event: GraphBreakEvent) -> None:
         """A graph break, unless the same one (phase, place in user code, reason) was recorded already.
@@ -49,7 +52,6 @@ class ProcessEvents:
         user's code breaking the graph is one graph break, however often dynamo traced it. A break
         whose place could not be read (line 0) always counts.
         """
-        self._counts = None
         if event.line:
             place = (event.phase, event.filename, event.line, event.reason)
             places = self._break_places
@@ -59,16 +61,17 @@ class ProcessEvents:
                 return
             places.add(place)
         self.graph_breaks.append(event)
+        self._changes += 1
 
     def add_limit_hit(self, hit: RecompileLimitHit, compile_id: Optional[str]) -> None:
         """A limit hit; the recompile dynamo logged just before it, for the same compile, was refused: it moves here."""
-        self._counts = None
         pending = self._pending
         if pending is not None and self.recompiles and self.recompiles[-1] is pending and _same_attempt(pending, hit, compile_id):
             self.recompiles.pop()
             hit = replace(hit, refused=pending)
         self._pending = None
         self.limit_hits.append(hit)
+        self._changes += 1
 
     def add_health(self, event: HealthEvent) -> None:
         """A health event; one of amount 0 with a reason gives torch's reason for the same signal just counted.
@@ -78,16 +81,17 @@ class ProcessEvents:
         event of its signal in its thread when that one has none yet; else it
         stays an event of its own, which counts nothing.
         """
-        self._counts = None
         if event.amount == 0 and event.reason is not None:
             for index in range(len(self.health) - 1, -1, -1):
                 earlier = self.health[index]
                 if earlier.what == event.what and earlier.thread == event.thread:
                     if earlier.reason is None and earlier.phase == event.phase:
                         self.health[index] = replace(earlier, reason=event.reason)
+                        self._changes += 1
                         return
                     break
         self.health.append(event)
+        self._changes += 1
 
     def count(self, kind: BudgetKind, phase: Optional[Phase] = "call") -> Amount:
         """How many of this kind happened in one phase (None: in every phase)."""
@@ -107,9 +111,11 @@ class ProcessEvents:
         """Every counted kind's call-phase count (as fixed when the call ended, once it has)."""
         if self.call_counts is not None:
             return self.call_counts
-        counts = self._counts
-        if counts is None:
-            counts = self._counts = self._call_counts()
+        changes, kept = self._changes, self._counts
+        if kept is not None and kept[0] == changes:
+            return kept[1]
+        counts = self._call_counts()
+        self._counts = (changes, counts)
         return counts
 
     def _call_counts(self) -> dict[str, Amount]:

@@ -70,6 +70,24 @@ def test_counts_read_during_the_call_follow_every_later_event() -> None:
     assert record.counts()[COMPILES.key] == 1
 
 
+def test_an_event_added_while_the_counts_are_worked_out_is_in_the_next_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A compile in another thread can land between reading the lists and keeping the counts: the kept counts
+    # must not hide it afterwards.
+    record = RecompileRecord(RecompileBudget.of({"recompiles": 0}))
+    record.start_call()
+    work_out = type(record.own)._call_counts
+
+    def with_a_compile_meanwhile(process):
+        counts = work_out(process)
+        monkeypatch.undo()
+        record.add_compile("1/0", None, None)  # the other thread's, after the lists were read
+        return counts
+
+    monkeypatch.setattr(type(record.own), "_call_counts", with_a_compile_meanwhile)
+    assert record.counts()[COMPILES.key] == 0
+    assert record.counts()[COMPILES.key] == 1
+
+
 def test_a_test_whose_setup_failed_counts_nothing() -> None:
     record = RecompileRecord(RecompileBudget.of({"recompiles": 0}))
     record.add_recompile(RECOMPILE, None, None, None)
