@@ -188,7 +188,7 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
         verdict=Verdict.OVER if over else Verdict.WITHIN if budget.limits else Verdict.NO_BUDGET,
         over=over,
         cause=cause,
-        details=_details(record) if not record.empty() else _NO_DETAILS,
+        details=_details(record) if _has_details(record) else _NO_DETAILS,
         processes=processes,
         shown=_shown_totals(record) if _KINDS_WITH_SHOWN and any(process.health for process in record.processes()) else {},
     )
@@ -297,6 +297,11 @@ def _refused(event: Optional[RecompileEvent]) -> Optional[dict[str, Any]]:
     if event is None:
         return None
     return {"compile_id": event.compile_id, "guards": [reason.guard for reason in event.reasons]}
+
+
+def _has_details(record: RecompileRecord) -> bool:
+    """Whether any process recorded something the details list (compiles alone are only counted)."""
+    return any(process.recompiles or process.limit_hits or process.graph_breaks or process.health for process in record.processes())
 
 
 def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:

@@ -342,12 +342,19 @@ def _thread(record: logging.LogRecord) -> Optional[str]:
 
 def _current_compile_id() -> str | None:
     try:
-        from torch._guards import CompileContext
-
-        compile_id = CompileContext.current_compile_id()
+        current = _compile_id_reader()
+        compile_id = current()
     except Exception:  # the API moved: the id is a nicety, the count is not
         return None
     return str(compile_id) if compile_id is not None else None
+
+
+@functools.cache
+def _compile_id_reader() -> Callable[[], Any]:
+    """torch's ``CompileContext.current_compile_id``, looked up once: read at every record dynamo logs."""
+    from torch._guards import CompileContext
+
+    return CompileContext.current_compile_id
 
 
 def stop_every_capture() -> None:
