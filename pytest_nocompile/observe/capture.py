@@ -266,6 +266,7 @@ class DynamoLogs:
     def _wrap_reinitialisers(self, internals: Any) -> None:
         """Re-arm right after torch re-initialises its logging: ``_init_logs`` (which ``set_logs`` calls) and ``set_logs``."""
         public = sys.modules["torch._logging"]  # internals' package, so imported with it: no import statement per test
+
         def reinitialising(original: Callable[..., Any], before: Optional[Callable[[], None]] = None) -> Callable[..., Any]:
             @functools.wraps(original)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
