@@ -214,6 +214,10 @@ class RecompileRecord:
     def all_compiles(self) -> list[CompileEvent]:
         return [event for process in self.processes() for event in process.compiles]
 
+    def any_health(self) -> bool:
+        """Whether any process of the test recorded a health event (most tests: none)."""
+        return any(process.health for process in self.processes())
+
     def sizes_by_child(self) -> dict[str, int]:
         """How many recompiles each child has reported so far, by its key."""
         return {key: len(child.recompiles) for key, child in self.children.items()}

@@ -190,7 +190,7 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
         cause=cause,
         details=_details(record) if _has_details(record) else _NO_DETAILS,
         processes=processes,
-        shown=_shown_totals(record) if _KINDS_WITH_SHOWN and any(process.health for process in record.processes()) else {},
+        shown=_shown_totals(record) if _KINDS_WITH_SHOWN and record.any_health() else {},
     )
 
 
@@ -301,7 +301,7 @@ def _refused(event: Optional[RecompileEvent]) -> Optional[dict[str, Any]]:
 
 def _has_details(record: RecompileRecord) -> bool:
     """Whether any process recorded something the details list (compiles alone are only counted)."""
-    return any(process.recompiles or process.limit_hits or process.graph_breaks or process.health for process in record.processes())
+    return record.any_health() or any(process.recompiles or process.limit_hits or process.graph_breaks for process in record.processes())
 
 
 def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:

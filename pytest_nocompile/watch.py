@@ -55,11 +55,8 @@ class Watch:
 
 def said_if_compile_time_not_measured(item: pytest.Item, budget: RecompileBudget) -> bool:
     """Warn that the test's compile-time or instruction budget cannot be checked here, if so (its other budgets
-    still judge it); whether it did."""
+    still judge it); whether it did. Asked of a test whose plan has such a budget (``Plan.times_compiles``)."""
     from .kinds import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND
-
-    if budget.allowed(COMPILE_SECONDS_KIND) is None and budget.allowed(COMPILE_INSTRUCTIONS_KIND) is None:
-        return False
     from .observe.compile_metrics import compile_time_not_measured
     from .observe.instruction_counter import instructions_not_counted
 
@@ -102,7 +99,7 @@ def end_warnings(record: RecompileRecord) -> list[pytest.PytestWarning]:
     """The warnings a test ends with: its processes' report problems, and each compile error dynamo swallowed."""
     if record.empty():
         return []
-    if not (record.children or record.own.health):  # no child, no health event: no compile error was swallowed
+    if not record.any_health():  # a swallowed compile error is a health event: none was swallowed
         return [*record.child_warnings()]
     from .swallowed import swallowed_error_warnings
 

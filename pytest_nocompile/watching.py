@@ -345,8 +345,7 @@ class Watcher:
         if record is None:  # a usage error: the test failed at setup for it
             return None
         empty = record.empty()
-        # Setup's and teardown's recompiles, if any (the section shows recompiles only: a compile alone adds none).
-        if not (watch.over or empty) and (record.own.recompiles or record.children):
+        if not (watch.over or empty):
             from .output.report import add_recompile_section
 
             add_recompile_section(report, record, "teardown")

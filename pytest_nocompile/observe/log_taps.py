@@ -110,12 +110,7 @@ class Tap:
             if state is mine:
                 ours = True
                 break
-        users = False
-        if not ours:
-            for name in self._artifacts:
-                if state.is_artifact_enabled(name):
-                    users = True
-                    break
+        users = not ours and self._switched_on(state)
         self.filter.passes = users
         if users:
             self._saved.clear()  # the user's configuration stands: nothing of ours to put back
@@ -132,6 +127,13 @@ class Tap:
                 self._saved.setdefault(logger, (logger.level, logger.propagate))
             set_level(logger, logging.DEBUG)
 
+    def _switched_on(self, state: Any) -> bool:
+        """Whether any of the tap's artifacts is on in torch's log state (the user's, where it is not ours)."""
+        for name in self._artifacts:  # a plain loop, not any() over a generator: asked at every arming and check
+            if state.is_artifact_enabled(name):
+                return True
+        return False
+
     def forget_ours(self) -> None:
         """``set_logs`` is about to clear the log state: whatever is enabled after it is the user's."""
         for state in self._ours:
@@ -147,7 +149,7 @@ class Tap:
                 return False
         state = internals.log_state
         if ours.passes:
-            return any(state.is_artifact_enabled(name) for name in self._artifacts)
+            return self._switched_on(state)
         if self._enable_in_state and not state.is_artifact_enabled(self._artifacts[0]):
             return False
         for logger in self._silenced:

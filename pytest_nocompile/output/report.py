@@ -232,6 +232,8 @@ def add_recompile_section(report: pytest.TestReport, record: RecompileRecord, wh
         limit_hits, suffix = record.all_limit_hits(), ""
         shown = report.failed and bool(events or limit_hits)
     else:
+        if not (record.own.recompiles or record.children):  # the section lists recompiles: a test that only compiled has none
+            return
         events = record.in_phase(when)  # type: ignore[arg-type]  # "setup" or "teardown"
         if when == "teardown" and record.children:  # a process a fixture started in setup reports whenever it compiles
             events = [event for child in record.children.values() for event in child.recompiles if event.phase == "setup"] + events
