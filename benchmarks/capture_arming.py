@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from revisions import extract, revision_list
 
 MEASURE = r'''
 import sys, time
@@ -51,22 +51,13 @@ print(min(cycle(5000) for _ in range(5)))
 '''
 
 
-def extract(revision: str, into: Path) -> Path:
-    """The plugin's package at ``revision``, in a folder of its own."""
-    folder = into / revision.replace("/", "_")
-    folder.mkdir()
-    archive = subprocess.run(["git", "archive", revision, "pytest_nocompile"], cwd=ROOT, check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
-    return folder
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--revisions", default="HEAD", help="comma-separated git revisions (default: HEAD)")
     parser.add_argument("--rounds", type=int, default=3, help="processes per revision, alternating (default 3)")
     parser.add_argument("--report", action="store_true", help="leave the run wide (every health source), as a report does")
     args = parser.parse_args()
-    revisions = [revision.strip() for revision in args.revisions.split(",") if revision.strip()]
+    revisions = revision_list(args.revisions)
     with tempfile.TemporaryDirectory() as temp:
         folders = {revision: extract(revision, Path(temp)) for revision in revisions}
         times: dict[str, list[float]] = {revision: [] for revision in revisions}

@@ -13,7 +13,7 @@ dynamo, and prints the least time per test over 7 batches. Two cases:
 - **idle**: a watched test (``max_recompiles(0)``) in which nothing compiles;
 - **compiling**: the same with one compile recorded during its call.
 
-Each git revision given is extracted with ``git archive`` and put first on
+Each git revision given is extracted with ``git archive`` (:mod:`revisions`) and put first on
 ``PYTHONPATH``; the revisions alternate, ``--rounds`` processes each. The
 loop keeps the plugin's code and data in the processor's caches, so the
 figures are lower than ``overhead.py``'s: compare revisions within one run.
@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from capture_arming import extract
+from revisions import extract, revision_list
 
 TEST_FILE = '''
 import pytest
@@ -111,7 +111,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="processes per revision and case, alternating (default 3)")
     parser.add_argument("--tests", type=int, default=300, help="driven tests per batch (default 300)")
     args = parser.parse_args()
-    revisions = [revision.strip() for revision in args.revisions.split(",") if revision.strip()]
+    revisions = revision_list(args.revisions)
     with tempfile.TemporaryDirectory() as temp:
         suite = Path(temp) / "suite"
         suite.mkdir()
