@@ -99,9 +99,10 @@ class ProcessEvents:
             signals = kind.signals
             total = sum(event.amount for event in self.health if event.what in signals and (phase is None or event.phase == phase))
             return total  # an int where the amounts are (counts); seconds are floats
-        if phase is None:
-            return len(getattr(self, kind.events))
-        return sum(1 for event in getattr(self, kind.events) if event.phase == phase)
+        events = getattr(self, kind.events)
+        if phase is None or not events:
+            return len(events)
+        return sum(1 for event in events if event.phase == phase)
 
     def signals(self, names: tuple[str, ...], phase: Optional[Phase] = "call") -> list[HealthEvent]:
         """The health events of these names, of one phase (None: every phase)."""

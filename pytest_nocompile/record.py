@@ -216,7 +216,7 @@ class RecompileRecord:
 
     def any_health(self) -> bool:
         """Whether any process of the test recorded a health event (most tests: none)."""
-        return any(process.health for process in self.processes())
+        return bool(self.own.health) or any(child.health for child in self.children.values())
 
     def sizes_by_child(self) -> dict[str, int]:
         """How many recompiles each child has reported so far, by its key."""
