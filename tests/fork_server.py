@@ -22,6 +22,12 @@ What the server imports, and what it must not:
 - no torch operation: torch's thread pools must not exist at fork time (a
   child of a process with a live OpenMP pool cannot use its own).
 
+What it imported is then frozen out of the garbage collector (``gc.freeze``):
+those objects live as long as any run does, and every full collection in a
+run would otherwise walk them all. pytest collects twice at the end of each
+run; with torch imported, that was about half the CPU of a run whose test
+does nothing, and each compile's full collections added more.
+
 The server refuses to serve (each run then falls back to a real subprocess)
 when any of that does not hold, or when the imports warned: a warning raised
 while the server imported torch would not be raised in the inner run, where
@@ -39,6 +45,7 @@ of the request pipe ends the server, killing a run still going.
 from __future__ import annotations
 
 import builtins
+import gc
 import importlib
 import importlib.machinery
 import json
@@ -203,6 +210,7 @@ def main() -> dict[str, Any] | None:
     if problem is not None:
         channel.write({"refused": problem})
         return None
+    gc.freeze()  # see the module's docstring: a run's collections walk only what the run made
     modules = sorted({name.partition(".")[0] for name in sys.modules})
     # Where the user site-packages is on, HOME at start-up decides sys.path.
     channel.write({"ready": {"modules": modules, "user_site": bool(site.ENABLE_USER_SITE)}})
