@@ -96,6 +96,8 @@ class ProcessEvents:
     def count(self, kind: BudgetKind, phase: Optional[Phase] = "call") -> Amount:
         """How many of this kind happened in one phase (None: in every phase)."""
         if kind.events == "health":
+            if not self.health:  # most tests: no health event, every health kind 0 without a scan
+                return 0
             signals = kind.signals
             total = sum(event.amount for event in self.health if event.what in signals and (phase is None or event.phase == phase))
             return total  # an int where the amounts are (counts); seconds are floats
@@ -120,9 +122,7 @@ class ProcessEvents:
         return counts
 
     def _call_counts(self) -> dict[str, Amount]:
-        # A health kind counts only health events: most tests have none, and their health kinds are 0 without a scan.
-        health = bool(self.health)
-        return {kind.key: self.count(kind) if health or kind.events != "health" else 0 for kind in COUNTED_KINDS}
+        return {kind.key: self.count(kind) for kind in COUNTED_KINDS}
 
     def of_phase(self, phase: Optional[Phase]) -> tuple[list[RecompileEvent], list[RecompileLimitHit], list[GraphBreakEvent]]:
         """Recompiles, limit hits and graph breaks of one phase (None: every phase)."""
