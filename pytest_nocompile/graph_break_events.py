@@ -22,7 +22,9 @@ class GraphBreakEvent:
     """One graph break dynamo traced: where in user code, and why.
 
     ``reason`` is the first line of dynamo's reason (e.g. "Failed to trace
-    builtin operator"), ``explanation`` its "Explanation:" line when given.
+    builtin operator"), ``explanation`` its "Explanation:" line when given,
+    ``graph_break_id`` torch's stable id of the kind of graph break
+    (``GB0059``, from the page it links to: torch 2.9 on) when given.
     """
 
     filename: str
@@ -33,6 +35,7 @@ class GraphBreakEvent:
     phase: Phase = "call"
     user_code: CodeLocation | None = None
     process: ProcessInfo | None = None  # None: the test's own process
+    graph_break_id: str | None = None
 
 
 # torch >= 2.6: "Graph break in user code at FILE:LINE", the reason ("Reason: ..." in 2.6,
@@ -46,6 +49,8 @@ _REASON_LABELS = ("Graph Break Reason:", "Reason:")
 _TRACEBACK_START = "Traceback (most recent call last):"
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<error>[A-Za-z_]\w*): (?P<text>.+)$")
 NO_GRAPH_BREAK_REASON = "(torch gave no reason)"
+# "For more details about this graph break, please visit: https://.../compile-graph-break-site/gb/gb0059.html" (torch 2.9 on)
+_GRAPH_BREAK_ID = re.compile(r"/gb/(?P<id>gb\d+)\.html")
 
 
 def parse_graph_break_message(message: str, phase: Phase = "call") -> GraphBreakEvent:
@@ -84,7 +89,9 @@ def _located_graph_break(filename: str, line: int, body: list[str], message: str
     reason = reason_lines[0] if reason_lines else NO_GRAPH_BREAK_REASON
     explanation = next((text[len("Explanation:"):].strip() for text in reason_lines if text.startswith("Explanation:")), None)
     user_code = innermost_frame(traceback[1:])
-    return GraphBreakEvent(filename, line, reason, explanation, message, phase, user_code)
+    graph_break_id = _GRAPH_BREAK_ID.search(message)
+    return GraphBreakEvent(filename, line, reason, explanation, message, phase, user_code,
+                           graph_break_id=graph_break_id["id"].upper() if graph_break_id else None)
 
 
 def _stack_graph_break(body: list[str], message: str, phase: Phase) -> GraphBreakEvent:

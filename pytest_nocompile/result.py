@@ -19,7 +19,7 @@ from .kinds import COUNTED_KINDS, KINDS, KINDS_BY_KEY, BudgetKind
 from .measures import Amount
 
 if TYPE_CHECKING:
-    from .events import CodeLocation, ProcessInfo, RecompileEvent
+    from .events import CodeLocation, GuardFailure, ProcessInfo, RecompileEvent
     from .record import RecompileRecord
 
 
@@ -299,6 +299,15 @@ def _refused(event: Optional[RecompileEvent]) -> Optional[dict[str, Any]]:
     return {"compile_id": event.compile_id, "guards": [reason.guard for reason in event.reasons]}
 
 
+def _reason(reason: GuardFailure) -> dict[str, Any]:
+    """A failed guard as the JSON report holds it: torch's text, its class and subject, and the usual fix where one is known."""
+    from .guard_classes import classify
+
+    classified = classify(reason.guard)
+    return {"compile_id": reason.compile_id, "guard": reason.guard, "source": reason.source,
+            "class": classified.name, "subject": classified.subject, "fix": classified.fix}
+
+
 def _has_details(record: RecompileRecord) -> bool:
     """Whether any process recorded something the details list (compiles alone are only counted)."""
     return record.any_health() or any(process.recompiles or process.limit_hits or process.graph_breaks for process in record.processes())
@@ -316,10 +325,7 @@ def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
                 "thread": event.thread,
                 "process": _process(event.process),
                 "user_code": _where(event.user_code),
-                "reasons": [
-                    {"compile_id": reason.compile_id, "guard": reason.guard, "source": reason.source}
-                    for reason in event.reasons
-                ],
+                "reasons": [_reason(reason) for reason in event.reasons],
             }
             for event in record.all_events()
         ],
@@ -335,6 +341,7 @@ def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
                 "phase": event.phase,
                 "reason": event.reason,
                 "explanation": event.explanation,
+                "graph_break_id": event.graph_break_id,
                 "user_code": _where(event.user_code),
                 "process": _process(event.process),
             }

@@ -91,14 +91,18 @@ class Results:
 
             versions = {"plugin_version": distribution_version("pytest-nocompile"), "torch_version": distribution_version("torch")}
             write_json_atomically(settings.json_path, json_document(self.results, self._final_outcomes, versions))
-        if settings.save_path:
-            from .output.baseline import baseline_document
+        if settings.save_path or settings.baseline is not None:
+            from .settings import distribution_version
 
-            write_json_atomically(settings.save_path, baseline_document(self.results))
+            torch_version = distribution_version("torch")
+        if settings.save_path:
+            from .output.baseline import baseline_document, previous_baseline
+
+            write_json_atomically(settings.save_path, baseline_document(self.results, torch_version, previous_baseline(settings.save_path)))
         if settings.baseline is not None:
             from .output.baseline import compare
 
-            self.comparison = compare(settings.baseline, self.results)
+            self.comparison = compare(settings.baseline, self.results, torch_version)
             if self.comparison.regressed and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
                 self.failed_by_baseline_alone = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from functools import cache
 from importlib.metadata import PackageNotFoundError, distribution
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import pytest
 
@@ -13,6 +13,9 @@ from .budget import BudgetUsageError, RecompileBudget, parse_option_count, resol
 from .kinds import KINDS, BudgetKind
 from .measures import COUNT, Amount, Measure
 from .output.summary import TABLE_CHOICES, check_writable
+
+if TYPE_CHECKING:
+    from .output.baseline import Baseline
 
 
 def count_argument(option: str, measure: Measure = COUNT) -> Callable[[str], Amount]:
@@ -132,7 +135,7 @@ class RunSettings:
         self.is_worker = hasattr(config, "workerinput")
         # pytest-xdist runs tests in workers when its dist mode is on (pytest-cov reads it the same way).
         self.is_xdist_controller = not self.is_worker and config.getoption("dist", "no") != "no"
-        self.baseline: Optional[dict[str, dict[str, int]]] = None
+        self.baseline: Optional[Baseline] = None
         if not self.is_worker:
             self._check_output_paths()
 

@@ -238,6 +238,7 @@ def test_a_baseline_without_compile_counts_still_compares(pytester: pytest.Pytes
     result.assert_outcomes(passed=2)
     expect_lines(result, [
         "*= nocompile baseline baseline.json =*",
+        "counts only (a baseline of format 1, for any torch): reasons are not compared; save it again to gate on reasons",
         "test_old.py::test_a: recompiles rose 0 -> 1",
         "    recompiled <lambda> (test_old.py:4): guard failed: 0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3",
         "        triggered by: test_old.py:6 in test_a: f(torch.ones(3))  # a recompile: 2 graphs",

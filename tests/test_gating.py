@@ -13,6 +13,7 @@ from nocompile_testing import (
     HAS_COMPILE_IDS,
     PRINT_BREAK_REASON,
     RECOMPILE_ONCE,
+    TORCH,
     RunPytest,
     expect_lines,
     guard_matches,
@@ -259,13 +260,14 @@ def test_a_baseline_failure_names_each_new_recompile_and_graph_break_and_counts_
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     expect_lines(result, [
         "*= nocompile baseline baseline.json =*",
+        "counts only (a baseline of format 1, for any torch): reasons are not compared; save it again to gate on reasons",
         "test_subset.py::test_breaks: graph breaks rose 0 -> 1",
         f"    graph break at test_subset.py:12: {PRINT_BREAK_REASON}",
         "        user code: test_subset.py:12 in chatty: print(\"side effect\")",
         "test_subset.py::test_recompiles: compiles rose 1 -> 2, recompiles rose 0 -> 1",
         "    recompiled scale (test_subset.py:3): guard failed: 0/0: n == 2",
         "        triggered by: test_subset.py:9 in recompile_once: f(torch.ones(2), 3)",
-        "4 tests of the baseline did not run here (deselected, not collected, or removed): not compared",
+        "4 tests of the baseline did not run here (deselected, not collected, run by another shard, or removed): not compared",
     ])
     assert result.outlines[-1] == ("nocompile: run FAILED (exit code 1) though every test passed: "
                                    "3 counts rose against the baseline baseline.json, in 2 tests (listed above)")
@@ -299,8 +301,10 @@ def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -
     ''')
     run("--nocompile-save=baseline.json").assert_outcomes(passed=3)
     saved = json.loads((pytester.path / "baseline.json").read_text())
-    assert saved["format"] == "pytest-nocompile-baseline/1"
-    assert saved["tests"]["test_base.py::test_improves"] == with_health_counts({"compiles": 2, "recompiles": 1, "graph_breaks": 0}, baseline=True)
+    assert saved["format"] == "pytest-nocompile-baseline/2"
+    assert list(saved["torch"]) == [f"{TORCH[0]}.{TORCH[1]}"]
+    assert saved["torch"][f"{TORCH[0]}.{TORCH[1]}"]["test_base.py::test_improves"] == {
+        **with_health_counts({"compiles": 2, "recompiles": 1, "graph_breaks": 0}, baseline=True), "reasons": ["recompile scale (test_base.py): python int n"]}
     pytester.makepyfile(test_base='''
         import torch
         def scale(x, n):
@@ -320,16 +324,19 @@ def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     expect_lines(result, [
         "*= nocompile baseline baseline.json =*",
+        f"compared with the entries for torch {TORCH[0]}.{TORCH[1]}",
         "test_base.py::test_stable: compiles rose 1 -> 2, recompiles rose 0 -> 1",
+        "test_base.py::test_stable: new reason: recompile scale (test_base.py): python int n",
         "    recompiled scale (test_base.py:2): guard failed: 0/0: n == 2",
         "        triggered by: test_base.py:7 in test_stable: f(torch.ones(2), 3)",
         "test_base.py::test_improves: compiles fell 2 -> 1, recompiles fell 1 -> 0",
+        "test_base.py::test_improves: reason gone: recompile scale (test_base.py): python int n",
         "new test (not in baseline): test_base.py::test_new",
-        "1 test of the baseline did not run here (deselected, not collected, or removed): not compared",
+        "1 test of the baseline did not run here (deselected, not collected, run by another shard, or removed): not compared",
     ])
     # The run's last line says it failed, and why: pytest's own last line reads "3 passed".
     assert result.outlines[-1] == ("nocompile: run FAILED (exit code 1) though every test passed: "
-                                   "2 counts rose against the baseline baseline.json, in 1 test (listed above)")
+                                   "2 counts rose and 1 new reason against the baseline baseline.json, in 1 test (listed above)")
     # Without the rise, the same comparison passes.
     pytester.makepyfile(test_base="import torch\ndef test_improves():\n    torch.compile(lambda x: x, backend='eager')(torch.ones(1))\n")
     assert run("--nocompile-compare=baseline.json").ret == pytest.ExitCode.OK
@@ -340,7 +347,7 @@ def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -
     [
         (None, "baseline baseline.json does not exist (write one with --nocompile-save=baseline.json)"),
         ("{not json", "baseline baseline.json is not readable JSON: *"),
-        ('{"format": "pytest-nocompile-baseline/0", "tests": {}}', "baseline baseline.json has format 'pytest-nocompile-baseline/0', expected 'pytest-nocompile-baseline/1'"),
+        ('{"format": "pytest-nocompile-baseline/0", "tests": {}}', "baseline baseline.json has format 'pytest-nocompile-baseline/0', expected 'pytest-nocompile-baseline/2' (or 'pytest-nocompile-baseline/1')"),
         ('{"format": "pytest-nocompile-baseline/1", "tests": {"t": {"recompiles": "1"}}}', "baseline baseline.json is corrupt: *"),
     ],
     ids=["missing", "corrupt-json", "wrong-version", "corrupt-counts"],
@@ -386,6 +393,7 @@ def test_xdist_budgets_summary_json_and_compare(pytester: pytest.Pytester, run: 
     pytester.makepyfile(test_xdist=XDIST.replace("case % 2", "True"))
     result = run("-p", "xdist", "-n", "2", "-p", "no:logging", "--nocompile-compare=baseline.json")
     expect_lines(result, ["test_xdist.py::test_case[0]: compiles rose 1 -> 2, recompiles rose 0 -> 1",  # the events travel from the workers
+                          "test_xdist.py::test_case[0]: new reason: recompile scale (test_xdist.py): python int n",
                           "    recompiled scale (test_xdist.py:3): guard failed: 0/0: n == 2",
                           "        triggered by: test_xdist.py:12 in test_case: f(torch.ones(2), 3)"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED

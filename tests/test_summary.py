@@ -93,20 +93,22 @@ def test_outcomes(reports: list[tuple[str, str, bool]], outcome: str) -> None:
 
 def test_baseline_round_trip_and_comparison(tmp_path: Path) -> None:
     path = tmp_path / "baseline.json"
-    path.write_text(json.dumps(baseline_document(RESULTS)))
+    path.write_text(json.dumps(baseline_document(RESULTS, "2.13.0+cpu")))
     saved = load_baseline(str(path))
-    assert saved["t.py::over"] == {"compiles": 3, "recompiles": 1, "graph_breaks": 1, "cudagraph_rerecords": 0, "cudagraph_skips": 0}
+    assert saved.versions["2.13"]["t.py::over"] == {"compiles": 3, "recompiles": 1, "graph_breaks": 1, "cudagraph_rerecords": 0,
+                                                    "cudagraph_skips": 0, "reasons": []}
     later = {**RESULTS, "t.py::within": result(3, 2, 0, {"recompiles": 1}), "t.py::new": result(0, 0, 0, {})}
     del later["t.py::quiet"]
-    comparison = compare(saved, later)
+    comparison = compare(saved, later, "2.13.1")
     assert comparison.regressed
     assert comparison.lines() == [
+        "compared with the entries for torch 2.13",
         "t.py::within: compiles rose 2 -> 3, recompiles rose 1 -> 2",
         "new test (not in baseline): t.py::new",
-        "1 test of the baseline did not run here (deselected, not collected, or removed): not compared",
+        "1 test of the baseline did not run here (deselected, not collected, run by another shard, or removed): not compared",
     ]
     assert comparison.verdict("b.json") == "2 counts rose against the baseline b.json, in 1 test (listed above)"
-    assert compare(saved, RESULTS).lines() == ["no change against the baseline"]
+    assert compare(saved, RESULTS, "2.13.0").lines() == ["compared with the entries for torch 2.13", "no change against the baseline"]
 
 
 @pytest.mark.parametrize("tests", [{"t": {"recompiles": "1"}}, {"t": {}}, {"t": {"compiles": True, "recompiles": 0}}, []])

@@ -1,43 +1,97 @@
-"""Baselines of per-test counts, and the comparison that gates pull requests. Pure code.
+"""Baselines of per-test counts and reasons, and the comparison that gates pull requests. Pure code.
 
-Which counts a baseline holds and gates comes from the budget kinds' table.
-A baseline written before a kind existed lacks its key: that kind is then not
-compared for that test, so older baselines keep working.
+A baseline (format 2) holds, per torch ``major.minor``, each test's gated
+counts (which kinds, from the budget kinds' table) and the reasons behind
+them (:mod:`..reasons`: what recompiled and which class of guard failed,
+each graph break's kind). A run compares with its own torch's entries, else
+the nearest older torch's (else the nearest newer), and says which. Saving
+replaces the entries of the torch that ran and keeps the others, so one file
+serves a suite that runs on several torch versions.
 
-A baseline holds counts only; a count that rose is explained by the test's
-own recorded events of this run (function, guard, user line), as the result
-carries them for the JSON report.
+A count that rose, or a reason that is new, fails the run; a reason that is
+gone, a count that fell, a new test are reported only. A baseline of format 1
+(counts only, any torch) still loads, and is compared on its counts; a kind
+newer than the baseline is not compared for its tests.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..kinds import KINDS, KINDS_BY_KEY
 from ..measures import plural
+from ..reasons import call_reasons, reasons_with_events
 
 if TYPE_CHECKING:
     from ..result import TestResult
 
-BASELINE_FORMAT = "pytest-nocompile-baseline/1"
+BASELINE_FORMAT = "pytest-nocompile-baseline/2"
+COUNTS_ONLY_FORMAT = "pytest-nocompile-baseline/1"  # written before reasons and torch versions; still read
 GATED = tuple(kind.key for kind in KINDS if kind.gated_by_baseline)
 EVENTS_SHOWN = 5  # per test that rose: enough to act on; the JSON report lists every one
+ANY_TORCH = ""  # the one version key of a counts-only baseline
+
+Entries = dict[str, dict[str, Any]]  # node id: {gated kind key: count, ..., "reasons": [reason, ...]}
 
 
 class BaselineError(ValueError):
     """The baseline file is missing, unreadable or of another format."""
 
 
-def baseline_document(results: dict[str, TestResult]) -> dict[str, Any]:
-    return {
-        "format": BASELINE_FORMAT,
-        "tests": {nodeid: {key: result.counts[key] for key in GATED} for nodeid, result in sorted(results.items())},
-    }
+@dataclass
+class Baseline:
+    """A baseline file as read: its entries by torch ``major.minor`` (:data:`ANY_TORCH` alone for format 1)."""
+
+    versions: dict[str, Entries]
+    counts_only: bool = False  # format 1: no reasons, and one set of entries for every torch
 
 
-def load_baseline(path: str) -> dict[str, dict[str, int]]:
+def torch_minor(version: str) -> str:
+    """``2.13`` for ``2.13.0+cpu``; the text as given where it is no version (``not installed``)."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return f"{found[1]}.{found[2]}" if found else version
+
+
+def _version_key(minor: str) -> tuple[int, ...]:
+    found = re.match(r"(\d+)\.(\d+)$", minor)
+    return (int(found[1]), int(found[2])) if found else (-1,)
+
+
+def baseline_entry(result: TestResult) -> dict[str, Any]:
+    """What a baseline keeps of one test: its gated counts and the reasons behind them."""
+    return {**{key: result.counts[key] for key in GATED}, "reasons": call_reasons(result.details)}
+
+
+def baseline_document(results: dict[str, TestResult], torch_version: str, previous: Optional[Baseline] = None) -> dict[str, Any]:
+    """The file to write: this torch's entries from ``results``, and ``previous``'s for other torch versions."""
+    versions = {} if previous is None or previous.counts_only else dict(previous.versions)
+    versions[torch_minor(torch_version)] = {nodeid: baseline_entry(result) for nodeid, result in sorted(results.items())}
+    return document_of(Baseline(versions))
+
+
+def document_of(baseline: Baseline) -> dict[str, Any]:
+    """A baseline as JSON, sorted (torch versions oldest first; written one count or reason a line): saving the same
+    results again writes the same bytes, and a change reads as a diff in code review."""
+    if baseline.counts_only:
+        return {"format": COUNTS_ONLY_FORMAT, "tests": dict(sorted(baseline.versions.get(ANY_TORCH, {}).items()))}
+    return {"format": BASELINE_FORMAT,
+            "torch": {minor: dict(sorted(entries.items())) for minor, entries in sorted(baseline.versions.items(), key=lambda item: _version_key(item[0]))}}
+
+
+def previous_baseline(path: str) -> Optional[Baseline]:
+    """The baseline a save is about to replace, whose other torch versions' entries it keeps; None where there is
+    none of format 2 (no file, a counts-only one, or not a baseline: the save writes it anew, as format 1 did)."""
+    try:
+        found = load_baseline(path)
+    except BaselineError:
+        return None
+    return None if found.counts_only else found
+
+
+def load_baseline(path: str) -> Baseline:
     try:
         with open(path) as source:
             document = json.load(source)
@@ -45,52 +99,99 @@ def load_baseline(path: str) -> dict[str, dict[str, int]]:
         raise BaselineError(f"baseline {path} does not exist (write one with --nocompile-save={path})") from None
     except (OSError, ValueError) as error:
         raise BaselineError(f"baseline {path} is not readable JSON: {error}") from None
-    if not isinstance(document, dict) or document.get("format") != BASELINE_FORMAT:
-        found = document.get("format") if isinstance(document, dict) else type(document).__name__
-        raise BaselineError(f"baseline {path} has format {found!r}, expected {BASELINE_FORMAT!r}")
-    tests = document.get("tests")
-    if not isinstance(tests, dict) or not all(
-        isinstance(counts, dict)
-        and any(key in counts for key in GATED)
-        and all(isinstance(counts[key], int) and not isinstance(counts[key], bool) for key in GATED if key in counts)
-        for counts in tests.values()
+    return baseline_from_document(document, path)
+
+
+def baseline_from_document(document: Any, path: str) -> Baseline:
+    """A baseline from its parsed JSON, checked: a :class:`BaselineError` names what is wrong."""
+    found = document.get("format") if isinstance(document, dict) else type(document).__name__
+    if found == COUNTS_ONLY_FORMAT:
+        tests = document.get("tests")
+        if not _valid_entries(tests):
+            raise BaselineError(f"baseline {path} is corrupt: 'tests' must map node ids to counts ({', '.join(GATED)})")
+        return Baseline({ANY_TORCH: tests}, counts_only=True)
+    if found != BASELINE_FORMAT:
+        raise BaselineError(f"baseline {path} has format {found!r}, expected {BASELINE_FORMAT!r} (or {COUNTS_ONLY_FORMAT!r})")
+    versions = document.get("torch")
+    if not isinstance(versions, dict) or not all(
+        isinstance(minor, str) and _version_key(minor) != (-1,) and _valid_entries(entries) for minor, entries in versions.items()
     ):
-        raise BaselineError(f"baseline {path} is corrupt: 'tests' must map node ids to counts ({', '.join(GATED)})")
-    return tests
+        raise BaselineError(f"baseline {path} is corrupt: 'torch' must map torch versions (2.13) to node ids to counts "
+                            f"({', '.join(GATED)}) and 'reasons' (a list of text)")
+    return Baseline(versions)
+
+
+def _valid_entries(tests: object) -> bool:
+    return isinstance(tests, dict) and all(
+        isinstance(entry, dict)
+        and any(key in entry for key in GATED)
+        and all(isinstance(entry[key], int) and not isinstance(entry[key], bool) for key in GATED if key in entry)
+        and (isinstance(entry.get("reasons", []), list) and all(isinstance(reason, str) for reason in entry.get("reasons", [])))
+        for entry in tests.values()
+    )
+
+
+def entries_for(baseline: Baseline, torch_version: str) -> tuple[Entries, str]:
+    """The entries a run on ``torch_version`` compares with, and the line that says which."""
+    if baseline.counts_only:
+        return baseline.versions[ANY_TORCH], ("counts only (a baseline of format 1, for any torch): reasons are not compared; "
+                                              "save it again to gate on reasons")
+    mine = torch_minor(torch_version)
+    if mine in baseline.versions:
+        return baseline.versions[mine], f"compared with the entries for torch {mine}"
+    if not baseline.versions:
+        return {}, "the baseline holds no entries"
+    older = [minor for minor in baseline.versions if _version_key(minor) < _version_key(mine)]
+    if older:
+        nearest = max(older, key=_version_key)
+        return baseline.versions[nearest], f"no entries for torch {mine}: compared with torch {nearest}'s, the nearest older"
+    nearest = min(baseline.versions, key=_version_key)
+    return baseline.versions[nearest], f"no entries for torch {mine} or older: compared with torch {nearest}'s, the nearest newer"
 
 
 @dataclass
 class Comparison:
-    """How this run's counts stand against a baseline."""
+    """How this run's counts and reasons stand against a baseline."""
 
     increased: list[tuple[str, str, int, int]] = field(default_factory=list)  # nodeid, what, before, now
     decreased: list[tuple[str, str, int, int]] = field(default_factory=list)
     new: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)  # in the baseline, not run here (a -k subset, or gone)
+    removed: list[str] = field(default_factory=list)  # in the baseline, not run here (a -k subset, another shard, or gone)
     explained: dict[str, list[str]] = field(default_factory=dict)  # nodeid: the lines naming what made its counts rise
+    new_reasons: dict[str, list[tuple[str, list[str]]]] = field(default_factory=dict)  # nodeid: each new reason, and the lines on where it came from
+    gone_reasons: dict[str, list[str]] = field(default_factory=dict)  # nodeid: reasons of the baseline not seen here
+    entries: str = ""  # which torch's entries were compared with
 
     @property
     def regressed(self) -> bool:
-        return bool(self.increased)
+        return bool(self.increased or self.new_reasons)
 
     def lines(self) -> list[str]:
-        lines = []
-        for nodeid, changes in _by_test(self.increased).items():
-            lines.append(f"{nodeid}: " + ", ".join(f"{what.replace('_', ' ')} rose {before} -> {now}" for what, before, now in changes))
-            lines += self.explained.get(nodeid, [])
+        lines = [self.entries] if self.entries else []
+        rose = _by_test(self.increased)
+        for nodeid in sorted(rose.keys() | self.new_reasons.keys()):
+            if nodeid in rose:
+                lines.append(f"{nodeid}: " + ", ".join(f"{what.replace('_', ' ')} rose {before} -> {now}" for what, before, now in rose[nodeid]))
+                if nodeid not in self.new_reasons:  # else its new reasons, below, show where they came from
+                    lines += self.explained.get(nodeid, [])
+            for reason, explained in self.new_reasons.get(nodeid, []):
+                lines += [f"{nodeid}: new reason: {reason}", *explained]
         lines += [f"{nodeid}: " + ", ".join(f"{what.replace('_', ' ')} fell {before} -> {now}" for what, before, now in changes)
                   for nodeid, changes in _by_test(self.decreased).items()]
+        lines += [f"{nodeid}: reason gone: {reason}" for nodeid, reasons in sorted(self.gone_reasons.items()) for reason in reasons]
         lines += [f"new test (not in baseline): {nodeid}" for nodeid in self.new]
-        if self.removed:  # one line: a -k subset leaves most of the baseline out
+        if self.removed:  # one line: a -k subset or another shard leaves most of the baseline out
             lines.append(f"{plural(len(self.removed), 'test')} of the baseline did not run here "
-                         "(deselected, not collected, or removed): not compared")
-        return lines or ["no change against the baseline"]
+                         "(deselected, not collected, run by another shard, or removed): not compared")
+        return lines if len(lines) > bool(self.entries) else [*lines, "no change against the baseline"]
 
     def verdict(self, path: str) -> str:
-        """What rose, in one line, for the run's last line."""
-        tests = len({nodeid for nodeid, *_ in self.increased})
-        return (f"{plural(len(self.increased), 'count')} rose against the baseline {path}, "
-                f"in {plural(tests, 'test')} (listed above)")
+        """What rose or is new, in one line, for the run's last line."""
+        tests = len({nodeid for nodeid, *_ in self.increased} | self.new_reasons.keys())
+        new = sum(len(reasons) for reasons in self.new_reasons.values())
+        what = [plural(len(self.increased), "count") + " rose"] if self.increased else []
+        what += [plural(new, "new reason")] if new else []
+        return f"{' and '.join(what)} against the baseline {path}, in {plural(tests, 'test')} (listed above)"
 
 
 def _by_test(changes: list[tuple[str, str, int, int]]) -> dict[str, list[tuple[str, int, int]]]:
@@ -100,10 +201,11 @@ def _by_test(changes: list[tuple[str, str, int, int]]) -> dict[str, list[tuple[s
     return grouped
 
 
-def compare(baseline: dict[str, dict[str, int]], results: dict[str, TestResult]) -> Comparison:
-    comparison = Comparison()
+def compare(baseline: Baseline, results: dict[str, TestResult], torch_version: str) -> Comparison:
+    entries, which = entries_for(baseline, torch_version)
+    comparison = Comparison(entries=which)
     for nodeid, result in sorted(results.items()):
-        before = baseline.get(nodeid)
+        before = entries.get(nodeid)
         if before is None:
             comparison.new.append(nodeid)
             continue
@@ -119,8 +221,24 @@ def compare(baseline: dict[str, dict[str, int]], results: dict[str, TestResult])
                 comparison.decreased.append((nodeid, key, before[key], now))
         if rose:
             comparison.explained[nodeid] = explain_rise(result, rose)
-    comparison.removed = sorted(set(baseline) - set(results))
+        if "reasons" in before:  # else an entry of counts only
+            _compare_reasons(comparison, nodeid, set(before["reasons"]), result)
+    comparison.removed = sorted(set(entries) - set(results))
     return comparison
+
+
+def _compare_reasons(comparison: Comparison, nodeid: str, before: set[str], result: TestResult) -> None:
+    """A reason the baseline lacks fails the test, shown with the event it came from; one it has that did not come is reported."""
+    now: dict[str, dict[str, Any]] = {}
+    for reason, event in reasons_with_events(result.details):
+        now.setdefault(reason, event)  # the first event of each reason: where it first came from
+    new = [(reason, _recompile_lines(now[reason], now[reason]["guard"]) if "guard" in now[reason] else _graph_break_lines(now[reason]))
+           for reason in sorted(now.keys() - before)]
+    if new:
+        comparison.new_reasons[nodeid] = new
+    gone = sorted(before - now.keys())
+    if gone:
+        comparison.gone_reasons[nodeid] = gone
 
 
 def explain_rise(result: TestResult, rose: list[str]) -> list[str]:
@@ -139,20 +257,24 @@ def explain_rise(result: TestResult, rose: list[str]) -> list[str]:
     return lines
 
 
-def _recompile_lines(event: dict[str, Any]) -> list[str]:
+def _recompile_lines(event: dict[str, Any], reason: Optional[dict[str, Any]] = None) -> list[str]:
+    """A recompile in a line or three: what recompiled, the failed guard (``reason``, else its first), the user's line, the fix."""
     from ..events import GuardFailure, code_place
 
     reasons = event.get("reasons") or []
-    if reasons:
-        first = reasons[0]
-        guard = (str(GuardFailure(first["guard"], first.get("compile_id"))).splitlines() or [""])[0]
-        more = f" (and {plural(len(reasons) - 1, 'other failed guard')})" if len(reasons) > 1 else ""
+    chosen = reason if reason is not None else (reasons[0] if reasons else None)
+    if chosen and chosen.get("guard"):
+        guard = (str(GuardFailure(chosen["guard"], chosen.get("compile_id"))).splitlines() or [""])[0]
+        others = len(reasons) - 1
+        more = f" (and {plural(others, 'other failed guard')})" if others > 0 and reason is None else ""
     else:
         guard, more = "(torch gave no reason)", ""
     lines = [f"    {_process_prefix(event)}recompiled {code_place(event['function'], event['filename'], event['line'])}: "
              f"guard failed: {guard}{more}"]
     if event.get("user_code"):
         lines.append(f"        triggered by: {event['user_code']}")
+    if chosen and chosen.get("fix"):
+        lines.append(f"        usual fix: {chosen['fix']}")
     return lines
 
 

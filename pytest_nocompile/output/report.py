@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 from ..compile_cost import sum_by_signal
 from ..events import GuardFailure, HealthEvent, RecompileEvent, RecompileLimitHit, display_path
 from ..graph_break_events import GraphBreakEvent
+from ..guard_classes import classify
 from ..kinds import KINDS, BudgetKind
 from ..measures import COUNT, Measure, plural
 
@@ -35,6 +36,9 @@ def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[
             lines.append(f"      guarded at: {reason.location}")
         elif reason.source:
             lines.append(f"      guarded at: {reason.source}")
+        fix = classify(reason.guard).fix
+        if fix is not None and (shown is None or shown.fix_first_time(fix)):
+            lines.append(f"      usual fix: {fix}")
     if repeated:
         lines.append(f"    failed again: {_repeated(repeated)} (shown above)")
     if not event.reasons:
@@ -59,6 +63,14 @@ class ShownGuards:
 
     def __init__(self) -> None:
         self._seen: set[tuple[object, ...]] = set()
+        self._fixes: set[str] = set()
+
+    def fix_first_time(self, fix: str) -> bool:
+        """Whether this fix is news to the failure (and from now on, not): each is said once."""
+        if fix in self._fixes:
+            return False
+        self._fixes.add(fix)
+        return True
 
     def first_time(self, event: RecompileEvent, reason: GuardFailure) -> bool:
         """Whether this guard failure is news (and from now on, not)."""

@@ -1,0 +1,147 @@
+"""What kind of guard failed, and the usual fix: one table, read by failures, the JSON report and baselines. Pure code.
+
+dynamo words a guard differently from one torch to the next (``L['n'] == 2``
+up to 2.6, ``n == 2`` later; ``tensor 'x' size mismatch at index 0`` or
+``2 <= x.size()[0]``), so a guard is known here by its *class* (a size, a
+Python float's value, an object's identity, global state, ...) and its
+*subject* (the local, attribute or dim it guards), never by the values in its
+text: a new float, a new size or a moved line leaves a guard's class and
+subject as they were. Baselines compare those (see :mod:`.reasons`).
+
+Each row of :data:`GUARD_CLASSES` holds the patterns that recognise its class
+and, where the remedy is well known, the fix a failure names on a line of its
+own. The first row whose pattern matches wins, so specific rows come first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+# torch up to 2.6 names locals L['x'] and globals G['x']; later torch names them bare (globals still G['x']).
+_SCOPED_NAME = re.compile(r"\b[LG]\['([^'\]]+)'\]")
+_SIZE = re.compile(r"^(?P<tensor>.+?)\.size\(\)\[(?P<dim>\d+)\]$")
+_FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*(?:e[-+]?\d+)?|\d*\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+|inf|nan)$", re.IGNORECASE)
+_INT = re.compile(r"^[-+]?\d+$")
+
+
+@dataclass(frozen=True)
+class GuardClass:
+    """One class of guard: its name as baselines and reports write it, and the usual fix where one is known.
+
+    ``fix`` may name ``{subject}``, ``{tensor}`` and ``{dim}``: the guarded
+    local or attribute, and for a size its tensor and dim.
+    """
+
+    name: str
+    patterns: tuple[re.Pattern[str], ...]
+    fix: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ClassifiedGuard:
+    """A failed guard's class, its subject (``n``, ``self.param_groups[0]['lr']``, ``x dim 0``) and its fix, if known."""
+
+    name: str
+    subject: Optional[str] = None
+    fix: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        """``python float n``: what a baseline keeps of the guard."""
+        return f"{self.name} {self.subject}" if self.subject else self.name
+
+
+def _rows(*patterns: str) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(pattern, re.DOTALL) for pattern in patterns)
+
+
+ZERO_ONE_FIX = ("dynamo compiles sizes 0 and 1 apart from every other size (its 0/1 specialisation): keep {tensor} dim {dim} at 2 or more "
+                "in tests and warm-up, or mark it with torch._dynamo.mark_unbacked({tensor}, {dim}) so one graph serves every size")
+SIZE_FIX = ("the size of {tensor} dim {dim} changes between calls: compile with dynamic=True, or call "
+            "torch._dynamo.mark_dynamic({tensor}, {dim}) on it before the first call")
+
+# Specific rows first: the first match wins.
+GUARD_CLASSES: tuple[GuardClass, ...] = (
+    GuardClass("deallocated object", _rows(r"^Cache line invalidated because (?P<subject>.+?) got deallocated"),
+               "{subject} was freed and a new one made in its place (a compiled method of an object built per call): keep one "
+               "object alive and reuse it, e.g. build the optimizer once outside the step"),
+    GuardClass("global state", _rows(r"^GLOBAL_STATE changed: (?P<subject>.+?)\s*$", r"^___check_global_state\(\)",
+                                     r"^___check_(?P<subject>torch_function_mode_stack)\(\)"),
+               "global state ({subject}) differs from when the function was compiled: torch.no_grad(), autocast, a default dtype or "
+               "device, deterministic algorithms: set it the same way before every call, and look at the triggering line for where it changed"),
+    GuardClass("size 0/1", _rows(r"^2 <= (?P<size>.+?\.size\(\)\[\d+\])$", r"^(?P<size>.+?\.size\(\)\[\d+\]) >= 2$",
+                                 r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)\. expected [01], actual \d+",
+                                 r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)\. expected \d+, actual [01]$"),
+               ZERO_ONE_FIX),
+    GuardClass("size", _rows(r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)"), SIZE_FIX),
+    # A comparison of a size with a constant: the user's code branched on it and specialised the dim.
+    GuardClass("size compared", _rows(r"^(?P<size>[^ ]+?\.size\(\)\[\d+\]) (?:[!=]=|<=?|>=?) -?\d+$",
+                                      r"^-?\d+ (?:[!=]=|<=?|>=?) (?P<size>[^ ]+?\.size\(\)\[\d+\])$"),
+               "your code compares the size of {tensor} dim {dim} with a constant (a branch on x.shape), so dynamo specialises that dim "
+               "to each value it sees: branch on the value inside torch ops (torch.where), or move the branch out of the compiled function"),
+    GuardClass("stride", _rows(r"^tensor '(?P<tensor>.+?)' stride mismatch at index (?P<dim>\d+)")),
+    GuardClass("tensor rank", _rows(r"^tensor '(?P<subject>.+?)' rank mismatch")),
+    GuardClass("dtype", _rows(r"^tensor '(?P<subject>.+?)' dtype mismatch")),
+    GuardClass("device", _rows(r"^tensor '(?P<subject>.+?)' device mismatch")),
+    GuardClass("requires_grad", _rows(r"^tensor '(?P<subject>.+?)' requires_grad mismatch")),
+    GuardClass("dispatch keys", _rows(r"^tensor '(?P<subject>.+?)' dispatch key set mismatch")),
+    GuardClass("type", _rows(r"^expected type of '(?P<subject>.+?)' to be", r"^___check_type_id\((?P<subject>[^,]+),")),
+    GuardClass("object id", _rows(r"^___check_obj_id\((?P<subject>[^,]+),"),
+               "{subject} is a new object at this call (a module or optimizer built per call, or replaced): the guard holds its "
+               "identity, so build it once outside the compiled call and reuse it"),
+    GuardClass("length", _rows(r"^len\((?P<subject>.+)\) == \d+$")),
+    # A Python constant's value; split by the value's type below, where the fix differs.
+    GuardClass("python value", _rows(r"^(?P<subject>[^ ]+) == (?P<value>.+)$")),
+)
+_VALUE_CLASS = GUARD_CLASSES[-1]
+PYTHON_FLOAT = GuardClass("python float", (), "{subject} is a Python float whose value changes (a learning rate set by a scheduler): "
+                          "hold it in a tensor (e.g. torch.tensor(0.01)), so that a new value is new data, not a new guard")
+PYTHON_INT = GuardClass("python int", ())
+PYTHON_BOOL = GuardClass("python bool", ())
+OTHER = GuardClass("other", ())
+# Every class a guard can be given, for the docs and the tests: the table's rows, the value's classes, and "other".
+ALL_CLASSES: tuple[GuardClass, ...] = (*GUARD_CLASSES[:-1], PYTHON_FLOAT, PYTHON_INT, PYTHON_BOOL, _VALUE_CLASS, OTHER)
+
+
+def plain_names(text: str) -> str:
+    """``L['self'].lr`` as later torch writes it, ``self.lr``: the same local reads the same on every torch."""
+    return _SCOPED_NAME.sub(r"\1", text)
+
+
+def classify(guard: str) -> ClassifiedGuard:
+    """The class, subject and fix of a failed guard as dynamo wrote it (any torch from 2.4 on)."""
+    text = plain_names(guard.strip())
+    for row in GUARD_CLASSES:
+        for pattern in row.patterns:
+            found = pattern.search(text)
+            if found is not None:
+                return _classified(row, found.groupdict())
+    return ClassifiedGuard(OTHER.name)
+
+
+def _classified(row: GuardClass, groups: dict[str, Optional[str]]) -> ClassifiedGuard:
+    subject, tensor, dim = groups.get("subject"), groups.get("tensor"), groups.get("dim")
+    size = groups.get("size")
+    if size is not None:
+        parts = _SIZE.match(size)
+        if parts is not None:
+            tensor, dim = parts["tensor"], parts["dim"]
+    if tensor is not None:
+        subject = f"{tensor} dim {dim}" if dim is not None else tensor
+    if row is _VALUE_CLASS:
+        row = _value_class(groups.get("value") or "")
+    fix = row.fix.format(subject=subject or "a global setting", tensor=tensor, dim=dim) if row.fix else None
+    return ClassifiedGuard(row.name, subject, fix)
+
+
+def _value_class(value: str) -> GuardClass:
+    value = value.strip()
+    if _FLOAT.match(value):
+        return PYTHON_FLOAT
+    if _INT.match(value):
+        return PYTHON_INT
+    if value in ("True", "False"):
+        return PYTHON_BOOL
+    return _VALUE_CLASS
