@@ -57,20 +57,18 @@ def _rows(*patterns: str) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(pattern, re.DOTALL) for pattern in patterns)
 
 
-ZERO_ONE_FIX = ("dynamo compiles sizes 0 and 1 apart from every other size (its 0/1 specialisation): keep {tensor} dim {dim} at 2 or more "
-                "in tests and warm-up, or mark it with torch._dynamo.mark_unbacked({tensor}, {dim}) so one graph serves every size")
-SIZE_FIX = ("the size of {tensor} dim {dim} changes between calls: compile with dynamic=True, or call "
-            "torch._dynamo.mark_dynamic({tensor}, {dim}) on it before the first call")
+ZERO_ONE_FIX = ("dynamo specialises sizes 0 and 1: keep {tensor} dim {dim} at 2 or more, or call "
+                "torch._dynamo.mark_unbacked({tensor}, {dim}) before the first call")
+SIZE_FIX = "compile with dynamic=True, or call torch._dynamo.mark_dynamic({tensor}, {dim}) before the first call"
 
 # Specific rows first: the first match wins.
 GUARD_CLASSES: tuple[GuardClass, ...] = (
     GuardClass("deallocated object", _rows(r"^Cache line invalidated because (?P<subject>.+?) got deallocated"),
-               "{subject} was freed and a new one made in its place (a compiled method of an object built per call): keep one "
-               "object alive and reuse it, e.g. build the optimizer once outside the step"),
+               "{subject} was freed and built again (e.g. an optimizer made per step): keep one alive and reuse it"),
     GuardClass("global state", _rows(r"^GLOBAL_STATE changed: (?P<subject>.+?)\s*$", r"^___check_global_state\(\)",
                                      r"^___check_(?P<subject>torch_function_mode_stack)\(\)"),
-               "global state ({subject}) differs from when the function was compiled: torch.no_grad(), autocast, a default dtype or "
-               "device, deterministic algorithms: set it the same way before every call, and look at the triggering line for where it changed"),
+               "{subject} changed since the compile (no_grad, autocast, a default dtype or device): set it the same way before "
+               "every call; the triggering line shows where it changed"),
     GuardClass("size 0/1", _rows(r"^2 <= (?P<size>.+?\.size\(\)\[\d+\])$", r"^(?P<size>.+?\.size\(\)\[\d+\]) >= 2$",
                                  r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)\. expected [01], actual \d+",
                                  r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)\. expected \d+, actual [01]$"),
@@ -79,8 +77,8 @@ GUARD_CLASSES: tuple[GuardClass, ...] = (
     # A comparison of a size with a constant: the user's code branched on it and specialised the dim.
     GuardClass("size compared", _rows(r"^(?P<size>[^ ]+?\.size\(\)\[\d+\]) (?:[!=]=|<=?|>=?) -?\d+$",
                                       r"^-?\d+ (?:[!=]=|<=?|>=?) (?P<size>[^ ]+?\.size\(\)\[\d+\])$"),
-               "your code compares the size of {tensor} dim {dim} with a constant (a branch on x.shape), so dynamo specialises that dim "
-               "to each value it sees: branch on the value inside torch ops (torch.where), or move the branch out of the compiled function"),
+               "your code branches on the size of {tensor} dim {dim}: move the branch out of the compiled function, or compute "
+               "both sides with torch ops"),
     GuardClass("stride", _rows(r"^tensor '(?P<tensor>.+?)' stride mismatch at index (?P<dim>\d+)")),
     GuardClass("tensor rank", _rows(r"^tensor '(?P<subject>.+?)' rank mismatch")),
     GuardClass("dtype", _rows(r"^tensor '(?P<subject>.+?)' dtype mismatch")),
@@ -88,21 +86,22 @@ GUARD_CLASSES: tuple[GuardClass, ...] = (
     GuardClass("requires_grad", _rows(r"^tensor '(?P<subject>.+?)' requires_grad mismatch")),
     GuardClass("dispatch keys", _rows(r"^tensor '(?P<subject>.+?)' dispatch key set mismatch")),
     GuardClass("type", _rows(r"^expected type of '(?P<subject>.+?)' to be", r"^___check_type_id\((?P<subject>[^,]+),")),
+    # Up to torch 2.6 a module's training flag is guarded by the identity of True or False.
+    GuardClass("python bool", _rows(r"^___check_obj_id\((?P<subject>[^,]+\.training),")),
     GuardClass("object id", _rows(r"^___check_obj_id\((?P<subject>[^,]+),"),
-               "{subject} is a new object at this call (a module or optimizer built per call, or replaced): the guard holds its "
-               "identity, so build it once outside the compiled call and reuse it"),
+               "{subject} is a new object at each call (a module or optimizer built per call): build it once and reuse it"),
     GuardClass("length", _rows(r"^len\((?P<subject>.+)\) == \d+$")),
     # A Python constant's value; split by the value's type below, where the fix differs.
     GuardClass("python value", _rows(r"^(?P<subject>[^ ]+) == (?P<value>.+)$")),
 )
 _VALUE_CLASS = GUARD_CLASSES[-1]
-PYTHON_FLOAT = GuardClass("python float", (), "{subject} is a Python float whose value changes (a learning rate set by a scheduler): "
-                          "hold it in a tensor (e.g. torch.tensor(0.01)), so that a new value is new data, not a new guard")
+PYTHON_FLOAT = GuardClass("python float", (), "{subject} is a Python float that changes (a scheduled learning rate): hold it in a tensor, "
+                          "e.g. torch.tensor(0.01)")
 PYTHON_INT = GuardClass("python int", ())
-PYTHON_BOOL = GuardClass("python bool", ())
+PYTHON_BOOL = next(row for row in GUARD_CLASSES if row.name == "python bool")
 OTHER = GuardClass("other", ())
 # Every class a guard can be given, for the docs and the tests: the table's rows, the value's classes, and "other".
-ALL_CLASSES: tuple[GuardClass, ...] = (*GUARD_CLASSES[:-1], PYTHON_FLOAT, PYTHON_INT, PYTHON_BOOL, _VALUE_CLASS, OTHER)
+ALL_CLASSES: tuple[GuardClass, ...] = (*GUARD_CLASSES[:-1], PYTHON_FLOAT, PYTHON_INT, _VALUE_CLASS, OTHER)
 
 
 def plain_names(text: str) -> str:

@@ -242,8 +242,7 @@ def test_a_baseline_without_compile_counts_still_compares(pytester: pytest.Pytes
         "test_old.py::test_a: recompiles rose 0 -> 1",
         "    recompiled <lambda> (test_old.py:4): guard failed: 0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3",
         "        triggered by: test_old.py:6 in test_a: f(torch.ones(3))  # a recompile: 2 graphs",
-        "        usual fix: the size of x dim 0 changes between calls: compile with dynamic=True, or call torch._dynamo.mark_dynamic(x, 0) "
-        "on it before the first call",
+        "        usual fix: compile with dynamic=True, or call torch._dynamo.mark_dynamic(x, 0) before the first call",
         "new test (not in baseline): test_old.py::test_opted_out",
     ])
     assert result.outlines[-1] == ("nocompile: run FAILED (exit code 1) though every test passed: "

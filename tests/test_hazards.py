@@ -106,6 +106,7 @@ EXPECTED = {
     "test_shape_change": [
         "[1/1] recompiled double (test_hazards_user.py:{def double})",
         "    guard failed: 0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3",
+        "      usual fix: compile with dynamic=True, or call torch._dynamo.mark_dynamic(x, 0) before the first call",
         "    triggered by: test_hazards_user.py:{# recompiles@test_shape_change} in test_shape_change: f(torch.ones(3))  # recompiles",
     ],
     "test_int_argument": [
@@ -140,11 +141,13 @@ EXPECTED = {
     "test_grad_mode": [
         "[1/1] recompiled double (test_hazards_user.py:{def double})",
         "    guard failed: 0/0: GLOBAL_STATE changed: grad_mode",
+        "      usual fix: grad_mode changed since the compile (no_grad, autocast, a default dtype or device): *",
         "    triggered by: test_hazards_user.py:{# recompiles@test_grad_mode} in test_grad_mode: f(torch.ones(2))  # recompiles",
     ],
     "test_default_dtype": [
         "[1/1] recompiled double (test_hazards_user.py:{def double})",
         "    guard failed: 0/0: GLOBAL_STATE changed: default_dtype",
+        "      usual fix: default_dtype changed since the compile (no_grad, autocast, a default dtype or device): *",
         "    triggered by: test_hazards_user.py:{# recompiles@test_default_dtype} in test_default_dtype: f(torch.ones(2, dtype=torch.float32))  # recompiles",
     ],
     "test_parameter_vs_tensor": [
