@@ -347,7 +347,8 @@ def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -
     [
         (None, "baseline baseline.json does not exist (write one with --nocompile-save=baseline.json)"),
         ("{not json", "baseline baseline.json is not readable JSON: *"),
-        ('{"format": "pytest-nocompile-baseline/0", "tests": {}}', "baseline baseline.json has format 'pytest-nocompile-baseline/0', expected 'pytest-nocompile-baseline/2' (or 'pytest-nocompile-baseline/1')"),
+        ('{"format": "pytest-nocompile-baseline/0", "tests": {}}',
+         "baseline baseline.json has format 'pytest-nocompile-baseline/0', expected 'pytest-nocompile-baseline/2' (or 'pytest-nocompile-baseline/1')"),
         ('{"format": "pytest-nocompile-baseline/1", "tests": {"t": {"recompiles": "1"}}}', "baseline baseline.json is corrupt: *"),
     ],
     ids=["missing", "corrupt-json", "wrong-version", "corrupt-counts"],
