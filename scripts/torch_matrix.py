@@ -2,7 +2,7 @@
 """Run this project's tests and examples against several torch versions, one fresh venv each.
 
     python scripts/torch_matrix.py [--versions 2.6,2.13] [--keep-going] [--out FILE]
-                                   [--tests PATH,PATH] [--skip-examples]
+                                   [--tests PATH,PATH] [--skip-examples] [--baseline FILE]
 
 For each torch version (default: every minor release 2.4 .. 2.15) this script
 
@@ -19,6 +19,11 @@ For each torch version (default: every minor release 2.4 .. 2.15) this script
 4. reads pytest's final summary line of each (passed, failed, errors, skipped,
    xfailed, ...), and
 5. deletes the venv, also when a step failed.
+
+With ``--baseline FILE`` every version's suite run gets
+``NOCOMPILE_MATRIX_BASELINE=FILE``: tests/test_reason_baselines.py then saves
+that torch's entries into the one file and compares with them, keeping the
+entries the versions before it wrote (one baseline, several torch versions).
 
 One version at a time: each CUDA wheel is several GB, so pip runs with
 ``--no-cache-dir`` and the venv is gone before the next version starts. At
@@ -146,7 +151,8 @@ def clean_env(venv: Path) -> dict[str, str]:
     return env
 
 
-def run_version(version: str, log: Path, python: str, tests: tuple[str, ...] = ("tests",), examples: bool = True) -> VersionResult:
+def run_version(version: str, log: Path, python: str, tests: tuple[str, ...] = ("tests",), examples: bool = True,
+                baseline: Path | None = None) -> VersionResult:
     """Install torch ``version`` and this project into a fresh venv, run both pytest runs, delete the venv."""
     result = VersionResult(version)
     venv = Path(tempfile.mkdtemp(prefix=f"torch-matrix-{version}-", dir="/tmp"))
@@ -165,6 +171,8 @@ def run_version(version: str, log: Path, python: str, tests: tuple[str, ...] = (
         run([*pip, "install", "-q", "--no-deps", "-e", "."], log)
         run([*pip, "install", "-q", "-c", str(constraints), *project_requirements(ROOT / "pyproject.toml", "test")], log)
         env = clean_env(venv)
+        if baseline is not None:
+            env["NOCOMPILE_MATRIX_BASELINE"] = str(baseline.resolve())
         for name, arguments in (("suite", (*SUITE, *tests)), ("examples", EXAMPLES))[: 2 if examples else 1]:
             completed = run([vpython, *arguments], log, env=env, check=False)
             counts = parse_summary(completed.stdout)
@@ -206,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=sys.executable, help="the Python that creates each venv (default: this one)")
     parser.add_argument("--tests", default="tests", help="comma-separated test files or folders for the suite run (default: tests)")
     parser.add_argument("--skip-examples", action="store_true", help="run no examples (a sweep of a few test files)")
+    parser.add_argument("--baseline", type=Path, help="one baseline file that every version saves its entries into and compares with "
+                        "(tests/test_reason_baselines.py)")
     arguments = parser.parse_args(argv)
     tests = tuple(path.strip() for path in arguments.tests.split(",") if path.strip())
     examples = not arguments.skip_examples
@@ -221,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[VersionResult] = []
     for version in versions:
         print(f"torch {version}: installing and testing ...", file=sys.stderr, flush=True)
-        result = run_version(version, log, arguments.python, tests, examples)
+        result = run_version(version, log, arguments.python, tests, examples, arguments.baseline)
         results.append(result)
         for name in ("suite", "examples"):
             counts: RunCounts | None = getattr(result, name)

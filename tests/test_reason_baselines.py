@@ -125,8 +125,6 @@ def test_one_file_keeps_each_torch_versions_entries(pytester: pytest.Pytester, r
     result = run("-p", "no:logging", f"--nocompile-compare={path}")
     assert result.ret == pytest.ExitCode.OK
     expect_lines(result, [f"compared with the entries for torch {MINOR}", "no change against the baseline"])
-    if shared:  # what the matrix shows of the file, torch by torch
-        print(f"{MATRIX_BASELINE}: torch {MINOR} saved and compared clean; {path} holds torch {', '.join(after)}", file=sys.stderr)
 
 
 def test_a_torch_without_entries_compares_with_the_nearest_older(pytester: pytest.Pytester, run: RunPytest) -> None:
