@@ -108,15 +108,15 @@ def graph_break_kind(reason: str, graph_break_id: Optional[str]) -> str:
 
 def call_reasons(details: dict[str, list[dict[str, Any]]]) -> list[str]:
     """The sorted, distinct reasons of a result's call-phase recompiles and graph breaks (what its counts count)."""
-    return sorted({reason for reason, _ in reasons_with_events(details)})
+    return sorted({reason for reason, _, _ in reasons_with_events(details)})
 
 
-def reasons_with_events(details: dict[str, list[dict[str, Any]]]) -> Iterable[tuple[str, dict[str, Any]]]:
-    """Each call-phase reason with the event it came from (a recompile's event holds the failed guard under ``guard``)."""
+def reasons_with_events(details: dict[str, list[dict[str, Any]]]) -> Iterable[tuple[str, dict[str, Any], Optional[dict[str, Any]]]]:
+    """Each call-phase reason with the event it came from and, for a recompile, the failed guard it names (None for a graph break)."""
     for event in details.get("recompile_events", ()):
         if event.get("phase") == "call":
             for reason, guard in recompile_reasons(event):
-                yield reason, {**event, "guard": guard}
+                yield reason, event, guard
     for event in details.get("graph_break_events", ()):
         if event.get("phase") == "call":
-            yield graph_break_reason(event), event
+            yield graph_break_reason(event), event, None

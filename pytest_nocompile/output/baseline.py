@@ -229,10 +229,10 @@ def compare(baseline: Baseline, results: dict[str, TestResult], torch_version: s
 
 def _compare_reasons(comparison: Comparison, nodeid: str, before: set[str], result: TestResult) -> None:
     """A reason the baseline lacks fails the test, shown with the event it came from; one it has that did not come is reported."""
-    now: dict[str, dict[str, Any]] = {}
-    for reason, event in reasons_with_events(result.details):
-        now.setdefault(reason, event)  # the first event of each reason: where it first came from
-    new = [(reason, _recompile_lines(now[reason], now[reason]["guard"]) if "guard" in now[reason] else _graph_break_lines(now[reason]))
+    now: dict[str, tuple[dict[str, Any], Optional[dict[str, Any]]]] = {}
+    for reason, event, guard in reasons_with_events(result.details):
+        now.setdefault(reason, (event, guard))  # the first event of each reason: where it first came from
+    new = [(reason, _recompile_lines(*now[reason]) if now[reason][1] is not None else _graph_break_lines(now[reason][0]))
            for reason in sorted(now.keys() - before)]
     if new:
         comparison.new_reasons[nodeid] = new
