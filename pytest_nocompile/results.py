@@ -87,7 +87,7 @@ class Results:
         if settings.is_worker:
             return
         if settings.json_path:
-            from .settings import distribution_version
+            from .installed_versions import distribution_version
 
             versions = {"plugin_version": distribution_version("pytest-nocompile"), "torch_version": distribution_version("torch")}
             write_json_atomically(settings.json_path, json_document(self.results, self._final_outcomes, versions))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from . import installed_versions
 from .kinds import BudgetKind
 from .measures import plural_noun
 
@@ -28,9 +29,7 @@ def installed_torch_lacks(kind: BudgetKind, what: Optional[str] = None) -> Optio
     """:func:`too_old_for` the torch installed in this environment."""
     if kind.since_torch is None:
         return None
-    from .settings import distribution_version
-
-    return too_old_for(kind, distribution_version("torch"), what)
+    return too_old_for(kind, installed_versions.distribution_version("torch"), what)
 
 
 def refuse_where_torch_lacks(kind: BudgetKind, what: str) -> None:
