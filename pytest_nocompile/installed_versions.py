@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib.metadata import PackageNotFoundError, distribution
+from typing import Optional
 
 
 @cache  # the header, the JSON report and the torch checks all ask
@@ -22,3 +24,9 @@ def distribution_version(name: str) -> str:
     if start == -1:  # another layout (an egg's PKG-INFO): the full parse
         return found.version
     return text[start + len("\nVersion:"):].partition("\n")[0].strip()
+
+
+def major_minor(version: str) -> Optional[tuple[int, int]]:
+    """A version's ``(major, minor)``, ignoring what follows (``2.7.1+cu124`` -> ``(2, 7)``); None if it has none."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return (int(found[1]), int(found[2])) if found else None
