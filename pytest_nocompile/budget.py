@@ -5,7 +5,8 @@ with a message that says what was given and what is accepted; the plugin turns
 it into an error of the test (markers) or a usage error of the run (options).
 
 Precedence, lowest first: ini key < command-line option < marker. A marker
-with ``None`` takes the test out of that kind's budget.
+with ``None`` takes the test out of that kind's budget. A marker's ``torch=``
+entries give another N on some torch versions (:mod:`.version_budgets`).
 """
 
 from __future__ import annotations
@@ -22,18 +23,22 @@ class BudgetUsageError(ValueError):
 
 
 class MarkerBudget:
-    """What one marker says: a count (None opts out) and its keyword options.
+    """What one marker says: a count (None opts out), its keyword options, and the ``torch=`` spec that gave the count.
 
-    A plain class, not a NamedTuple: making a NamedTuple class costs about
-    0.4 ms at import, which every pytest run that loads the plugin would pay.
+    ``torch_spec`` is None where the count is the marker's N, else the spec
+    of the ``torch=`` entry in force (``<2.8``). A plain class, not a
+    NamedTuple: making a NamedTuple class costs about 0.4 ms at import,
+    which every pytest run that loads the plugin would pay.
     """
 
-    __slots__ = ("count", "isolate", "strict")
+    __slots__ = ("count", "isolate", "strict", "torch_spec")
 
-    def __init__(self, count: Optional[Amount], isolate: Optional[bool] = None, strict: Optional[bool] = None) -> None:
+    def __init__(self, count: Optional[Amount], isolate: Optional[bool] = None, strict: Optional[bool] = None,
+                 torch_spec: Optional[str] = None) -> None:
         self.count = count
         self.isolate = isolate
         self.strict = strict
+        self.torch_spec = torch_spec
 
 
 @dataclass(frozen=True)
@@ -121,14 +126,14 @@ def parse_option_count(text: str, option: str, measure: Measure = COUNT) -> Amou
 
 
 def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], kind: BudgetKind = RECOMPILES) -> MarkerBudget:
-    """Read a budget marker's arguments, e.g. ``max_recompiles(N, isolate=..., strict=...)``."""
+    """Read a budget marker's arguments, e.g. ``max_recompiles(N, isolate=..., strict=..., torch={"<2.8": N})``."""
     if len(args) == 1 and not kwargs.keys() - kind.keywords and all(
         value is None or isinstance(value, bool) for value in kwargs.values()
     ) and (args[0] is None or kind.measure.takes(args[0])):  # the usual case, checked cheaply
         return MarkerBudget(args[0], kwargs.get("isolate"), kwargs.get("strict"))
     shown = _render_call(kind.marker, args, kwargs)
     form = kind.marker_form
-    unknown = sorted(set(kwargs) - set(kind.keywords))
+    unknown = sorted(set(kwargs) - set(kind.keywords) - {"torch"})
     if unknown:
         raise BudgetUsageError(f"{shown}: unknown keyword {', '.join(unknown)}; use {form}")
     if len(args) != 1:
@@ -137,7 +142,24 @@ def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], kind: Bud
         value = kwargs.get(keyword)
         if value is not None and not isinstance(value, bool):
             raise BudgetUsageError(f"{shown}: {keyword} must be True or False, got {value!r}; use {form}")
-    return MarkerBudget(validate_count(args[0], shown, form, kind.measure), kwargs.get("isolate"), kwargs.get("strict"))
+    count = None if args[0] is None else validate_count(args[0], shown, form, kind.measure)
+    read = MarkerBudget(count, kwargs.get("isolate"), kwargs.get("strict"))
+    if "torch" in kwargs:
+        _apply_torch_entries(read, kwargs["torch"], shown, kind)
+    return read
+
+
+def _apply_torch_entries(read: MarkerBudget, entries: object, shown: str, kind: BudgetKind) -> None:
+    """Where one of the marker's ``torch=`` entries matches the installed torch, its N replaces the marker's."""
+    from .version_budgets import entry_in_force, installed_torch, torch_form
+
+    try:
+        entry = entry_in_force(entries, kind.measure, installed_torch())
+    except ValueError as error:
+        raise BudgetUsageError(f"{shown}: {error}; use {torch_form(kind)}") from None
+    if entry is not None:
+        spec, read.count = entry
+        read.torch_spec = str(spec)
 
 
 def resolve(ini: Optional[Amount], cli: Optional[Amount], marker: Optional[MarkerBudget]) -> Optional[Amount]:

@@ -110,7 +110,8 @@ class BudgetKind:
         signature = "".join(f", {word}={'True' if word == 'isolate' else 'False'}" for word in self.keywords)
         symbol = self.measure.symbol
         return (f"{self.marker}({symbol}{signature}): fail the test when its call phase has {'fewer' if self.is_floor else 'more'} "
-                f"than {symbol} {self.counts} ({symbol} {self.measure.accepts}; None: no budget).{self.keyword_help} {PLUGIN}")
+                f"than {symbol} {self.counts} ({symbol} {self.measure.accepts}; None: no budget).{self.keyword_help} "
+                f'torch={{"<X.Y": {symbol}}} gives another {symbol} on those torch versions. {PLUGIN}')
 
     @property
     def health_signals(self) -> tuple[str, ...]:

@@ -71,7 +71,8 @@ def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
             lacking = installed_torch_lacks(kind) if read[kind.key].count is not None else None
             if lacking is not None:
                 return f"unusable {name} marker on {item.nodeid}: {lacking}"
-            marked_on[kind.key] = where
+            spec = read[kind.key].torch_spec
+            marked_on[kind.key] = where if spec is None else f"{where}, torch {spec}"
         budget = with_markers(budget, read, marked_on)
         watched = budget.budgeted or settings.watch_every_test
     return Plan(budget, watched, settings)
@@ -102,13 +103,16 @@ def plan_key(item: pytest.Item) -> Optional[Hashable]:
     Tests of one class or module whose own budget markers say the same (a
     parametrized test's cases, tests each marked ``max_recompiles(0)``) share
     a plan. Each argument's type is part of the key: ``max_recompiles(False)``
-    is a usage error that ``max_recompiles(0)``'s plan must not hide.
+    is a usage error that ``max_recompiles(0)``'s plan must not hide. A
+    ``torch=`` dict is keyed by its entries in order (the first match wins),
+    each value's type with it.
     """
     parent = id(item.parent)
     if not item.own_markers:
         return parent
     markers = tuple((marker.name, tuple((type(arg), arg) for arg in marker.args),
-                     tuple((name, type(value), value) for name, value in marker.kwargs.items()))
+                     tuple((name, type(value), _entries_key(value) if isinstance(value, dict) else value)
+                           for name, value in marker.kwargs.items()))
                     for marker in item.own_markers if marker.name in KINDS_BY_MARKER)
     if not markers:
         return parent
@@ -118,6 +122,10 @@ def plan_key(item: pytest.Item) -> Optional[Hashable]:
     except TypeError:  # an unhashable argument (a list): planned each time, and said to be unusable
         return None
     return key
+
+
+def _entries_key(entries: dict[object, object]) -> tuple[tuple[type, object, type, object], ...]:
+    return tuple((type(key), key, type(value), value) for key, value in entries.items())
 
 
 def _marked_on(node: object, item: pytest.Item) -> str:

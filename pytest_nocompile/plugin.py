@@ -16,10 +16,11 @@ from __future__ import annotations
 import pytest
 
 from . import cudagraph_tests, fixtures
+from .installed_versions import distribution_version
 from .kinds import KINDS
 from .output.summary import LONG_TABLE, TABLE_CHOICES
 from .results import ControllerReports, Results
-from .settings import DROP_TRACE_LOGS, SWITCHES, RunSettings, count_argument, distribution_version
+from .settings import DROP_TRACE_LOGS, SWITCHES, RunSettings, count_argument
 from .watch import CaptureLostWarning
 from .watching import Watcher, Watching
 

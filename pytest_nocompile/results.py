@@ -86,15 +86,13 @@ class Results:
         settings = self.settings
         if settings.is_worker:
             return
-        if settings.json_path:
-            from .settings import distribution_version
-
-            versions = {"plugin_version": distribution_version("pytest-nocompile"), "torch_version": distribution_version("torch")}
-            write_json_atomically(settings.json_path, json_document(self.results, self._final_outcomes, versions))
-        if settings.save_path or settings.baseline is not None:
-            from .settings import distribution_version
+        if settings.json_path or settings.save_path or settings.baseline is not None:
+            from .installed_versions import distribution_version
 
             torch_version = distribution_version("torch")
+        if settings.json_path:
+            versions = {"plugin_version": distribution_version("pytest-nocompile"), "torch_version": torch_version}
+            write_json_atomically(settings.json_path, json_document(self.results, self._final_outcomes, versions))
         if settings.save_path:
             from .output.baseline import baseline_document, previous_baseline
 

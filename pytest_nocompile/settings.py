@@ -1,10 +1,8 @@
-"""The run's configuration: options and ini keys read once, and the versions the header and JSON name."""
+"""The run's configuration: options and ini keys read once."""
 
 from __future__ import annotations
 
 import argparse
-from functools import cache
-from importlib.metadata import PackageNotFoundError, distribution
 from typing import TYPE_CHECKING, Callable, Optional
 
 import pytest
@@ -13,6 +11,7 @@ from .budget import BudgetUsageError, RecompileBudget, parse_option_count, resol
 from .kinds import KINDS, BudgetKind
 from .measures import COUNT, Amount, Measure
 from .output.summary import TABLE_CHOICES, check_writable
+from .torch_support import installed_torch_lacks
 
 if TYPE_CHECKING:
     from .output.baseline import Baseline
@@ -48,8 +47,6 @@ def _default_budget(config: pytest.Config) -> RecompileBudget:
 
 def _check_torch_has(kind: BudgetKind, given_by: str) -> None:
     """A run-wide budget of a kind the installed torch cannot count is a usage error: it would pass silently."""
-    from .torch_support import installed_torch_lacks
-
     lacking = installed_torch_lacks(kind)
     if lacking is not None:
         raise pytest.UsageError(f"{given_by}: {lacking}")
@@ -152,20 +149,3 @@ class RunSettings:
             except BaselineError as error:
                 raise pytest.UsageError(f"--nocompile-compare: {error}") from None
 
-
-@cache  # the header and the JSON report both ask
-def distribution_version(name: str) -> str:
-    """An installed distribution's version from its metadata, or "not installed"; imports nothing."""
-    try:
-        found = distribution(name)
-    except PackageNotFoundError:
-        return "not installed"
-    # Only the Version field: importlib.metadata's version() parses all of
-    # METADATA, 38 kB for torch with its long description, which costs more
-    # than loading this plugin does.
-    text = found.read_text("METADATA") or ""
-    headers_end = text.find("\n\n")
-    start = text.find("\nVersion:", 0, headers_end if headers_end != -1 else len(text))
-    if start == -1:  # another layout (an egg's PKG-INFO): the full parse
-        return found.version
-    return text[start + len("\nVersion:"):].partition("\n")[0].strip()

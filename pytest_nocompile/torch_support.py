@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from typing import Optional
 
+from . import installed_versions
+from .installed_versions import major_minor
 from .kinds import BudgetKind
 from .measures import plural_noun
 
@@ -15,10 +16,10 @@ def too_old_for(kind: BudgetKind, installed: str, what: Optional[str] = None) ->
     ``what`` names what needs it (default: the kind's marker), e.g. a block assertion or a fixture.
     """
     since = kind.since_torch
-    found = re.match(r"(\d+)\.(\d+)", installed)
-    if since is None or found is None:  # "not installed": the watch says so itself, once the test runs
+    release = major_minor(installed)
+    if since is None or release is None:  # "not installed": the watch says so itself, once the test runs
         return None
-    if (int(found[1]), int(found[2])) >= since:
+    if release >= since:
         return None
     first = kind.since_torch_has or f"whose dynamo counts {plural_noun(2, kind.noun)}"
     return f"{what or kind.marker} needs torch >= {since[0]}.{since[1]}, the first {first}; torch {installed} is installed"
@@ -28,9 +29,7 @@ def installed_torch_lacks(kind: BudgetKind, what: Optional[str] = None) -> Optio
     """:func:`too_old_for` the torch installed in this environment."""
     if kind.since_torch is None:
         return None
-    from .settings import distribution_version
-
-    return too_old_for(kind, distribution_version("torch"), what)
+    return too_old_for(kind, installed_versions.distribution_version("torch"), what)
 
 
 def refuse_where_torch_lacks(kind: BudgetKind, what: str) -> None:

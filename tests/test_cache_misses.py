@@ -125,11 +125,11 @@ def test_a_bypass_counts_as_a_miss_with_torchs_reason(pytester: pytest.Pytester,
 
 OLD_TORCH = """
 import pytest
-import pytest_nocompile.settings as settings
+import pytest_nocompile.installed_versions as installed_versions
 
 # The version the plugin reads from torch's metadata (never importing it); everything else asks the real one.
-real_version = settings.distribution_version
-settings.distribution_version = lambda name: "2.4.1" if name == "torch" else real_version(name)
+real_version = installed_versions.distribution_version
+installed_versions.distribution_version = lambda name: "2.4.1" if name == "torch" else real_version(name)
 """
 
 

@@ -23,7 +23,8 @@ import pytest
 
 from nocompile_testing import RunPytest
 from pytest_nocompile.observe import run_folders
-from pytest_nocompile.observe.run_folders import LOCK, MARKER, PARENT_PREFIX, Budget, RunFolder, remove_dead_runs, remove_tree
+from pytest_nocompile.observe.run_folders import LOCK, MARKER, PARENT_PREFIX, RunFolder, remove_dead_runs
+from pytest_nocompile.observe.tree_removal import Budget, remove_tree
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"
 

@@ -22,7 +22,7 @@ crashed xdist worker) leaves it; the next run in the same ``<tempdir>`` that
 watches a test removes it, and any other folder of the parent that carries
 the marker, is owned by this user and whose lock nobody holds. That clean-up
 is bounded (:data:`CLEAN_UP_SECONDS`, :data:`CLEAN_UP_ENTRIES`), follows no
-symbolic link, and never raises: what it could not remove waits for a later run.
+symbolic link (:mod:`.tree_removal`), and never raises: what it could not remove waits for a later run.
 Nothing outside the per-user parent is ever removed.
 
 Stdlib only, and never raising: it runs inside a test's setup.
@@ -33,7 +33,9 @@ from __future__ import annotations
 import os
 import stat
 import time
-from typing import Iterator, Optional
+from typing import Optional
+
+from .tree_removal import Budget, remove_contents, remove_tree, user_id
 
 PARENT_PREFIX = "pytest-nocompile-of-"  # then the user's name
 RUN_PREFIX = "run-"  # then the pid (for people reading the folder, never trusted) and mkdtemp's random part
@@ -44,23 +46,7 @@ LOCK = "lock"  # flock'ed for the run's life
 CLEAN_UP_SECONDS = 0.5  # a run's removal of dead runs' folders stops after this long...
 CLEAN_UP_ENTRIES = 20_000  # ...or after removing this many files and folders
 CANDIDATES = 1_000  # folders of the parent looked at, at most, per run
-_OPEN_DEPTH = 32  # folders held open at once while removing a tree; deeper ones are moved up first
 _HELD: set[str] = set()  # names of the folders this process's runs hold (nested runs in one process skip them)
-
-
-class Budget:
-    """How much removing may still cost: a deadline and a count of entries."""
-
-    __slots__ = ("deadline", "entries")
-
-    def __init__(self, seconds: float, entries: int) -> None:
-        self.deadline = time.monotonic() + seconds
-        self.entries = entries
-
-    def spend(self) -> bool:
-        """Pay for one entry; False once spent."""
-        self.entries -= 1
-        return self.entries >= 0 and time.monotonic() < self.deadline
 
 
 def user_name() -> str:
@@ -70,18 +56,13 @@ def user_name() -> str:
 
         name = getpass.getuser()
     except Exception:
-        name = f"uid{_uid()}"
+        name = f"uid{user_id()}"
     return "".join(char if char.isalnum() or char in "-_." else "_" for char in name) or "unknown"
-
-
-def _uid() -> int:
-    geteuid = getattr(os, "geteuid", None)
-    return geteuid() if geteuid is not None else -1
 
 
 def user_parent(temp: str) -> Optional[str]:
     """The per-user parent of run folders in ``temp``, made if missing; None if it is not safely ours."""
-    if _uid() < 0:
+    if user_id() < 0:
         return None
     path = os.path.join(temp, PARENT_PREFIX + user_name())
     try:
@@ -96,7 +77,7 @@ def user_parent(temp: str) -> Optional[str]:
         return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != _uid():
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != user_id():
             return None
         if info.st_mode & 0o077:
             os.fchmod(fd, 0o700)
@@ -206,7 +187,7 @@ def _remove_if_dead(fcntl: object, parent_fd: int, name: str, budget: Budget) ->
         return
     lock = None
     try:
-        if os.fstat(folder).st_uid != _uid() or not _is_own_file(folder, MARKER):
+        if os.fstat(folder).st_uid != user_id() or not _is_own_file(folder, MARKER):
             return
         try:
             lock = os.open(LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=folder)
@@ -250,7 +231,7 @@ def _remove_marked(parent: int, name: str, folder: int, budget: Budget) -> bool:
     an entry it may not remove) leaves a folder a later run still recognises
     and resumes.
     """
-    if not _remove_contents(folder, budget, keep=(MARKER, LOCK)):
+    if not remove_contents(folder, budget, keep=(MARKER, LOCK)):
         return False
     for last in (MARKER, LOCK):
         try:
@@ -266,141 +247,9 @@ def _is_own_file(folder: int, name: str) -> bool:
         info = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except OSError:
         return False
-    return stat.S_ISREG(info.st_mode) and info.st_uid == _uid()
+    return stat.S_ISREG(info.st_mode) and info.st_uid == user_id()
 
 
 def remove_test_folder(path: str) -> None:
     """Remove a test's (or one phase's) reports as the test ends: bounded, what is left goes with the run's folder."""
     remove_tree(path, Budget(0.5, 100_000))
-
-
-def remove_tree(path: str, budget: Budget) -> bool:
-    """Remove ``path`` and everything below it without following links; True if it is gone. Never raises.
-
-    Iterative, so no depth gives a RecursionError; stops when ``budget`` is
-    spent, leaving the rest; an entry it may not remove is left too.
-    """
-    head, name = os.path.split(path)
-    try:
-        parent = os.open(head or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return not os.path.lexists(path)
-    try:
-        try:
-            info = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        except FileNotFoundError:
-            return True
-        if not stat.S_ISDIR(info.st_mode):
-            os.unlink(name, dir_fd=parent)
-            return True
-        folder = _open_folder(parent, name)
-        if folder is None:
-            return False
-        try:
-            emptied = _remove_contents(folder, budget)
-        finally:
-            os.close(folder)
-        if emptied:
-            os.rmdir(name, dir_fd=parent)
-        return emptied
-    except Exception:
-        return False
-    finally:
-        os.close(parent)
-
-
-def _open_folder(parent: int, name: str) -> Optional[int]:
-    """A folder's descriptor (never through a link), making it readable first if this user owns it and may not read it."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        return os.open(name, flags, dir_fd=parent)
-    except PermissionError:
-        pass
-    except OSError:
-        return None
-    try:
-        info = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != _uid():
-            return None
-        os.chmod(name, 0o700, dir_fd=parent)
-        return os.open(name, flags, dir_fd=parent)
-    except (OSError, NotImplementedError):
-        return None
-
-
-def _remove_contents(root: int, budget: Budget, keep: tuple[str, ...] = ()) -> bool:
-    """Empty the folder open as ``root`` (but the top-level names in ``keep``); True if nothing else is left.
-
-    Depth first, holding at most :data:`_OPEN_DEPTH` folders open: a folder
-    deeper than that is moved up to ``root`` (a rename, within the same file
-    system) and emptied from there, in a later pass over ``root``.
-    """
-    moved = 0
-    while True:  # each pass spends budget on every entry it meets: bounded
-        complete = True
-        stack: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = []
-        try:
-            stack.append((root, "", os.scandir(root)))
-            while stack:
-                folder, name, listing = stack[-1]
-                entry = next(listing, None)
-                if entry is None:
-                    listing.close()  # type: ignore[attr-defined]
-                    stack.pop()
-                    if stack:
-                        os.close(folder)
-                        try:
-                            os.rmdir(name, dir_fd=stack[-1][0])
-                        except OSError:
-                            complete = False
-                    continue
-                if len(stack) == 1 and entry.name in keep:
-                    continue
-                if not budget.spend():
-                    return False
-                try:
-                    is_folder = entry.is_dir(follow_symlinks=False)
-                except OSError:
-                    is_folder = False
-                if not is_folder:
-                    try:
-                        os.unlink(entry.name, dir_fd=folder)
-                    except FileNotFoundError:
-                        pass
-                    except OSError:
-                        complete = False  # not ours to remove: left
-                elif len(stack) > _OPEN_DEPTH:
-                    moved += 1
-                    try:
-                        os.rename(entry.name, f".moved-up-{os.getpid()}-{moved}", src_dir_fd=folder, dst_dir_fd=root)
-                    except OSError:
-                        complete = False
-                else:
-                    child = _open_folder(folder, entry.name)
-                    if child is None:
-                        complete = False
-                        continue
-                    try:
-                        stack.append((child, entry.name, os.scandir(child)))
-                    except OSError:
-                        os.close(child)
-                        complete = False
-        except OSError:
-            complete = False
-        finally:
-            for folder, _name, listing in stack:
-                listing.close()  # type: ignore[attr-defined]
-                if folder != root:
-                    os.close(folder)
-        if not complete:
-            return False
-        if not _has_entries(root, keep):
-            return True
-
-
-def _has_entries(root: int, keep: tuple[str, ...]) -> bool:
-    try:
-        with os.scandir(root) as listing:
-            return any(entry.name not in keep for entry in listing)
-    except OSError:
-        return True

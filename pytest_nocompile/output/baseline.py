@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..installed_versions import major_minor
 from ..kinds import KINDS, KINDS_BY_KEY
 from ..measures import plural
 from ..reasons import call_reasons, reasons_with_events
@@ -51,13 +52,14 @@ class Baseline:
 
 def torch_minor(version: str) -> str:
     """``2.13`` for ``2.13.0+cpu``; the text as given where it is no version (``not installed``)."""
-    found = re.match(r"(\d+)\.(\d+)", version)
-    return f"{found[1]}.{found[2]}" if found else version
+    found = major_minor(version)
+    return f"{found[0]}.{found[1]}" if found else version
 
 
 def _version_key(minor: str) -> tuple[int, ...]:
-    found = re.match(r"(\d+)\.(\d+)$", minor)
-    return (int(found[1]), int(found[2])) if found else (-1,)
+    """How a baseline's torch versions sort: ``2.9`` before ``2.13``; a key that is no ``X.Y`` is (-1,)."""
+    found = major_minor(minor) if re.fullmatch(r"\d+\.\d+", minor) else None
+    return found or (-1,)
 
 
 def baseline_entry(result: TestResult) -> dict[str, Any]:
