@@ -75,8 +75,10 @@ GUARD_CLASSES: tuple[GuardClass, ...] = (
                ZERO_ONE_FIX),
     GuardClass("size", _rows(r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)"), SIZE_FIX),
     # A comparison of a size with a constant: the user's code branched on it and specialised the dim.
+    # torch 2.4 writes it as sympy does: Ne(L['x'].size()[0], 3).
     GuardClass("size compared", _rows(r"^(?P<size>[^ ]+?\.size\(\)\[\d+\]) (?:[!=]=|<=?|>=?) -?\d+$",
-                                      r"^-?\d+ (?:[!=]=|<=?|>=?) (?P<size>[^ ]+?\.size\(\)\[\d+\])$"),
+                                      r"^-?\d+ (?:[!=]=|<=?|>=?) (?P<size>[^ ]+?\.size\(\)\[\d+\])$",
+                                      r"^(?:Eq|Ne|Lt|Le|Gt|Ge)\((?P<size>[^ ,]+?\.size\(\)\[\d+\]), -?\d+\)$"),
                "your code branches on the size of {tensor} dim {dim}: move the branch out of the compiled function, or compute "
                "both sides with torch ops"),
     GuardClass("stride", _rows(r"^tensor '(?P<tensor>.+?)' stride mismatch at index (?P<dim>\d+)")),

@@ -53,6 +53,8 @@ def test_every_recorded_guard_has_its_class_and_subject(recording: str) -> None:
     ("tensor 'x' size mismatch at index 0. expected 10, actual 12", "size x dim 0"),
     ("x.size()[0] != 3", "size compared x dim 0"),
     ("L['x'].size()[1] == 3", "size compared x dim 1"),
+    ("Ne(L['x'].size()[0], 3)", "size compared x dim 0"),  # torch 2.4
+    ("Eq(L['x'].size()[1], 5)", "size compared x dim 1"),
     ("n == 0.1", "python float n"),
     ("G['LR'] == 0.001", "python float LR"),
     ("n == 1e-05", "python float n"),
