@@ -171,6 +171,7 @@ def test_own_failure_is_kept_and_recompiles_go_in_a_section(pytester: pytest.Pyt
         "1 recompile > max_recompiles(0) (marker on the test)",
         "[1/1] recompiled <lambda> (test_own.py:*)",
         "    guard failed: 1/0: tensor 'x' size mismatch at index 0. expected 2, actual 3",
+        "      usual fix: compile with dynamic=True, or call torch._dynamo.mark_dynamic(x, 0) before the first call",
         "    triggered by: test_own.py:* in test_setup_shown_when_call_fails: f(torch.ones(3))",
         "not counted (outside the call phase): 1 recompile",
         "(setup) [1/1] recompiled scale (test_own.py:*)",
