@@ -219,7 +219,7 @@ def test_off_by_default_no_trace_and_no_variable(run: RunPytest, pytester: pytes
     assert "trace: " not in result.stdout.str()
     # On, the child is pointed at a folder of the test's, in DIR's scratch folder.
     result = run("-rA", "--nocompile-trace-dir=traces")
-    result.stdout.fnmatch_lines([f"child sees {pytester.path / 'traces'}/.nocompile-*/1"])
+    result.stdout.fnmatch_lines([f"child sees {pytester.path / 'traces'}/.nocompile-*/running"])
     assert list((pytester.path / "traces").iterdir()) == []  # nothing compiled: nothing kept, scratch removed
 
 
