@@ -2,6 +2,7 @@
 """The plugin's own work per watched test, its hooks driven directly, side by side across versions of the plugin.
 
     python benchmarks/driven_hooks.py [--revisions d8fb3ba,HEAD] [--rounds 3] [--tests 300]
+    python benchmarks/driven_hooks.py --revisions "dc6d382,HEAD,HEAD --nocompile-trace-dir=traces"
 
 ``overhead.py`` times the plugin's hooks inside real pytest runs, where a
 loaded machine moves a figure by a third between two runs of the same code.
@@ -14,7 +15,8 @@ dynamo, and prints the least time per test over 7 batches. Two cases:
 - **compiling**: the same with one compile recorded during its call.
 
 Each git revision given is extracted with ``git archive`` (:mod:`revisions`) and put first on
-``PYTHONPATH``; the revisions alternate, ``--rounds`` processes each. The
+``PYTHONPATH``; an entry may add pytest options after its revision (a side of its own, for an option
+one revision has); the sides alternate, ``--rounds`` processes each. The
 loop keeps the plugin's code and data in the processor's caches, so the
 figures are lower than ``overhead.py``'s: compare revisions within one run.
 """
@@ -28,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from revisions import extract, revision_list
+from revisions import extract, revision_sides
 
 TEST_FILE = '''
 import pytest
@@ -92,12 +94,12 @@ def pytest_runtestloop(session):
 CASES = {"idle": "0", "compiling": "1"}
 
 
-def measure(package: Path, suite: Path, case: str, tests: int) -> float:
+def measure(package: Path, suite: Path, case: str, tests: int, options: list[str]) -> float:
     """Least µs per driven test of one process."""
     env = {**os.environ, "PYTHONPATH": f"{package}{os.pathsep}{suite}", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
            "NOCOMPILE_DRIVE": str(tests), "NOCOMPILE_DRIVE_COMPILE": CASES[case], "NOCOMPILE_DRIVE_PACKAGE": str(package)}
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "drive_hooks",
-                             "-p", "pytest_nocompile.plugin", "--nocompile-no-isolate", "."],
+                             "-p", "pytest_nocompile.plugin", "--nocompile-no-isolate", *options, "."],
                             cwd=suite, env=env, capture_output=True, text=True)
     found = [line for line in result.stdout.splitlines() if line.startswith("DRIVEN ")]
     if not found:
@@ -111,23 +113,24 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="processes per revision and case, alternating (default 3)")
     parser.add_argument("--tests", type=int, default=300, help="driven tests per batch (default 300)")
     args = parser.parse_args()
-    revisions = revision_list(args.revisions)
+    sides = revision_sides(args.revisions)
     with tempfile.TemporaryDirectory() as temp:
         suite = Path(temp) / "suite"
         suite.mkdir()
         (suite / "test_driven.py").write_text(TEST_FILE)
         (suite / "drive_hooks.py").write_text(DRIVE_PLUGIN)
-        packages = {revision: extract(revision, Path(temp)) for revision in revisions}
-        times: dict[tuple[str, str], list[float]] = {(revision, case): [] for revision in revisions for case in CASES}
+        packages = {revision: extract(revision, Path(temp)) for revision in dict.fromkeys(revision for _, revision, _ in sides)}
+        times: dict[tuple[str, str], list[float]] = {(label, case): [] for label, _, _ in sides for case in CASES}
         for _ in range(args.rounds):
             for case in CASES:
-                for revision, package in packages.items():
-                    times[revision, case].append(measure(package, suite, case, args.tests))
+                for label, revision, options in sides:
+                    times[label, case].append(measure(packages[revision], suite, case, args.tests, options))
     print(f"the plugin's per-test hooks driven directly, dynamo imported, max_recompiles(0), no isolation; "
           f"least of {args.rounds} processes x 7 batches x {args.tests} tests (us per test)")
-    print(f"{'revision':<12} {'case':<10} {'us/test':>8}  all")
-    for (revision, case), measured in times.items():
-        print(f"{revision:<12} {case:<10} {min(measured):>8.1f}  {', '.join(f'{value:.1f}' for value in measured)}")
+    width = max(12, *(len(label) for label, _, _ in sides))
+    print(f"{'revision':<{width}} {'case':<10} {'us/test':>8}  all")
+    for (label, case), measured in times.items():
+        print(f"{label:<{width}} {case:<10} {min(measured):>8.1f}  {', '.join(f'{value:.1f}' for value in measured)}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -11,6 +12,16 @@ ROOT = Path(__file__).resolve().parent.parent
 def revision_list(text: str) -> list[str]:
     """The git revisions of a comma-separated ``--revisions`` value, in order."""
     return [revision.strip() for revision in text.split(",") if revision.strip()]
+
+
+def revision_sides(text: str) -> list[tuple[str, str, list[str]]]:
+    """The sides of a comma-separated ``--revisions`` value whose entries may add pytest options after the revision
+    (``dc6d382,HEAD,HEAD --nocompile-trace-dir=traces``): each side's label (the entry), revision and options."""
+    sides = []
+    for entry in revision_list(text):
+        revision, *options = shlex.split(entry)
+        sides.append((entry, revision, options))
+    return sides
 
 
 def extract(revision: str, into: Path) -> Path:

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from .record import RecompileLog
     from .result import TestResult, Verdict
     from .warm_start import CompileRun, WarmStart, WarmStartRunner
-    from .watch import CaptureLostWarning, CompileTimeWarning
+    from .watch import CaptureLostWarning, CompileTimeWarning, TraceWarning
 
 __version__ = "0.1.0"
 
@@ -105,6 +105,7 @@ _PUBLIC_MODULES = {
     "Verdict": ".result",
     "CaptureLostWarning": ".watch",
     "CompileTimeWarning": ".watch",
+    "TraceWarning": ".watch",
     "SwallowedCompileErrorWarning": ".swallowed",
     "CompileRun": ".warm_start",
     "WarmStart": ".warm_start",
@@ -142,6 +143,7 @@ __all__ = [
     "SwallowedCompileErrorWarning",
     "TestResult",
     "TooFewCompiles",
+    "TraceWarning",
     "Verdict",
     "WarmStart",
     "WarmStartFailed",

@@ -61,6 +61,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write a baseline of per-test recompile, graph-break and compile counts")
     group.addoption("--nocompile-compare", metavar="PATH", default=None,
                     help="fail the run when a test's recompiles, graph breaks or compiles rose against this baseline")
+    group.addoption("--nocompile-trace-dir", metavar="DIR", default=None,
+                    help="keep torch's structured trace (TORCH_TRACE, for tlparse) of each failing watched test, per process "
+                    "and rank, in DIR/<test>/; passing tests keep nothing (ini: nocompile_trace_dir)")
+    parser.addini("nocompile_trace_dir", type="string", default=None,
+                  help="folder for failing watched tests' structured traces, relative to the ini file (default: none, "
+                  "off) [pytest-nocompile]")
     group.addoption("--nocompile-private-caches", action="store_true", default=None,
                     help="give each process that runs tests (each xdist worker) its own torch compile caches, under "
                     "pytest's base temp folder, for the session (ini: nocompile_private_caches)")

@@ -65,6 +65,7 @@ class TestResult:
     ``test_process`` and each kind's count), the test's own first.
     ``shown`` holds, for a health kind with shown signals (compile time's
     breakdown), their call-phase totals over the test's processes, by kind key.
+    ``trace`` is the folder the test's structured trace was kept in (``--nocompile-trace-dir``, a failed test).
     """
 
     __test__ = False  # not a test class, whatever pytest collects
@@ -77,6 +78,7 @@ class TestResult:
     details: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: _NO_DETAILS)
     processes: tuple[dict[str, Any], ...] = ()
     shown: dict[str, dict[str, float]] = field(default_factory=dict)
+    trace: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: what the JSON report holds per test, and what xdist carries."""
@@ -89,6 +91,7 @@ class TestResult:
             **self.details,
             "processes": list(self.processes),
             **{_shown_key(kind): self.shown.get(kind.key, {}) for kind in _KINDS_WITH_SHOWN},
+            "trace": self.trace,
         }
 
     @classmethod
@@ -102,6 +105,7 @@ class TestResult:
             details={key: list(data.get(key, ())) for key in DETAIL_KEYS},
             processes=tuple(data.get("processes", ())),
             shown={kind.key: dict(data[_shown_key(kind)]) for kind in _KINDS_WITH_SHOWN if data.get(_shown_key(kind))},
+            trace=data.get("trace"),
         )
 
     def budget_text(self) -> str:

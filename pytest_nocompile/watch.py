@@ -15,8 +15,10 @@ import pytest
 if TYPE_CHECKING:
     from .budget import RecompileBudget
     from .observe.children import TestReports
+    from .output.trace_dir import TestTrace, TraceFolders
     from .planning import Plan
     from .record import RecompileRecord
+    from .settings import RunSettings
 
 # The run's open watches by node id, in its config's stash: the fixtures find their test's there.
 WATCHES_KEY = pytest.StashKey["dict[str, Watch]"]()
@@ -30,11 +32,15 @@ class CompileTimeWarning(pytest.PytestWarning):
     """A compile-time or compile-instruction budget could not be checked here (no perf events; a torch that moved its metrics)."""
 
 
+class TraceWarning(pytest.PytestWarning):
+    """A failing test's structured trace could not be kept, or tlparse failed on it (``--nocompile-trace-dir``)."""
+
+
 class Watch:
     """A watched test: its budget and record from setup on, or why its marker is unusable."""
 
     __slots__ = ("budget", "record", "usage_error", "plan", "over", "strict", "strict_patch", "problem", "reports", "attached",
-                 "closed", "nodeid", "item")
+                 "closed", "nodeid", "item", "trace")
 
     def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord], usage_error: Optional[str] = None,
                  plan: Optional[Plan] = None) -> None:
@@ -51,6 +57,7 @@ class Watch:
         self.closed = False
         self.nodeid = ""  # the test's, once opened
         self.item: Optional[pytest.Item] = None  # the test, once opened
+        self.trace: Optional[TestTrace] = None  # its structured trace (--nocompile-trace-dir), once opened
 
 
 def said_if_compile_time_not_measured(item: pytest.Item, budget: RecompileBudget) -> bool:
@@ -80,8 +87,21 @@ def opened(watch: Watch) -> None:
 
 def closed(watch: Watch) -> None:
     watch.closed = True
+    if watch.trace is not None:  # this process's trace handler off, and the variable children read as it was
+        watch.trace.stop()
     if watch in _OPEN:
         _OPEN.remove(watch)
+
+
+def trace_folders(config: pytest.Config, settings: RunSettings) -> Optional[TraceFolders]:
+    """The run's folders for watched tests' structured traces, closed with the run; None where none are kept."""
+    if settings.trace_dir is None:
+        return None
+    from .output.trace_dir import TraceFolders
+
+    folders = TraceFolders(settings.trace_dir, settings.is_worker)
+    config.pluginmanager.register(folders, "nocompile-trace-folders")
+    return folders
 
 
 def recording_now() -> Optional[RecompileRecord]:

@@ -31,7 +31,7 @@ from .observe.event_files import ENV_VAR
 from .planning import Plan, any_asks_to_be_watched, plan_key, plan_test, uses_a_nocompile_fixture
 from .record import RecompileRecord
 from .result import RESULT_ATTRIBUTE, TestResult, count_properties, judge, kinds_over_budget
-from .watch import WATCHES_KEY, CaptureLostWarning, Watch, closed, end_warnings, opened, said_if_compile_time_not_measured, warn_if_compiled_unwatched
+from .watch import WATCHES_KEY, CaptureLostWarning, Watch, closed, end_warnings, opened, said_if_compile_time_not_measured, trace_folders, warn_if_compiled_unwatched
 
 if TYPE_CHECKING:
     from .observe.children import ChildReports
@@ -121,6 +121,7 @@ class Watcher:
         self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
         # By planning.plan_key: the plan its tests share (parents live as long as the run).
         self._plans: dict[Hashable, Plan] = {}
+        self.traces = trace_folders(config, settings)  # None: no structured traces are kept
 
     # A wrapper: a test interrupted in its setup (KeyboardInterrupt, pytest.exit in a fixture)
     # never reaches its teardown; its watch closes here, leaving torch as the test found it.
@@ -165,6 +166,7 @@ class Watcher:
         if self.child_reports is not None:
             watch.reports = self.child_reports.begin()
             record.read_children_from(watch.reports)
+        watch.trace = self.traces.begin(item) if self.traces is not None else None
         dynamo_here = arrival.dynamo_imported()
         # A torch that is imported (or missing) but unusable fails a budget that cannot be checked.
         problem = dynamo_state.torch_problem() if dynamo_here or dynamo_state.torch_imported_or_missing() else None
@@ -192,6 +194,8 @@ class Watcher:
     def _attach(self, watch: Watch, record: RecompileRecord) -> None:
         DYNAMO_LOGS.attach(record)
         watch.attached = True
+        if watch.trace is not None:
+            watch.trace.attach()
 
     @staticmethod
     def _enter_strict(watch: Watch) -> None:
@@ -274,12 +278,18 @@ class Watcher:
         watch = self._running(item)
         if watch is not None and watch.reports is not None:
             self.child_reports.enter(watch.reports, "teardown")  # type: ignore[union-attr]
+        failed = True  # until the teardown ends without raising
         try:
-            return (yield)
+            result = yield
+            failed = False
+            return result
         finally:
             if watch is not None:
                 self._close(watch)
-                for warning in end_warnings(watch.record) if watch.record is not None else ():
+                warnings = end_warnings(watch.record) if watch.record is not None else []
+                if watch.trace is not None:  # kept if the test failed, else removed
+                    warnings += watch.trace.end(failed)
+                for warning in warnings:
                     item.warn(warning)  # after the close: as an error (-W error), it finds everything cleaned up
                 if not (watch.attached or self.dynamo_arrived_here) and arrival.DYNAMO in sys.modules:
                     # Imported past the import hook (something bypassed sys.meta_path): the
@@ -333,6 +343,8 @@ class Watcher:
                     from .output.report import add_recompile_section
 
                     add_recompile_section(report, record, when)
+            if watch.trace is not None:  # a failure says where the trace is kept; the result carries it
+                made_here = watch.trace.report(report, made_here)
         # A worker's controller gathers, from the reports it sends; a plain pass of setup or call
         # changes nothing there (Results.gather's first check, made here to spare the call).
         if self.gathers and (when == "teardown" or report.outcome != "passed" or "wasxfail" in report.__dict__):

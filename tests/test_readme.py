@@ -201,7 +201,7 @@ def test_reference_names_every_option_ini_key_marker_fixture_and_public_name(pyt
                 if "[pytest-nocompile]" in description}
     markers = set(re.findall(r"^@pytest\.mark\.((?:max|min|nocompile)_\w+)\(", run("--markers").stdout.str(), flags=re.M))
     fixtures = set(re.findall(r"^(nocompile_\w+)", run("--fixtures").stdout.str(), flags=re.M))
-    assert len(options) == 20 and len(ini_keys) == 15 and len(markers) == 9 and len(fixtures) == 11
+    assert len(options) == 21 and len(ini_keys) == 16 and len(markers) == 9 and len(fixtures) == 11
     reference = reference_section()
     public = set(pytest_nocompile.__all__)
     missing = sorted(name for name in options | ini_keys | markers | fixtures | public if f"`{name}" not in reference)

@@ -1,0 +1,249 @@
+"""``--nocompile-trace-dir=DIR``: where each watched test's structured trace is written, and kept only when the test failed.
+
+In each process that runs tests, the running test's trace goes to a
+scratch folder of the run inside DIR, ``DIR/.nocompile-<random>/running/``
+(torch makes it with the first trace file a process writes). A test that
+failed keeps that folder: it is renamed to ``DIR/<node id as a file name>/``,
+holding torch's own files (``dedicated_log_torch_trace_[rank_<N>_]<random>.log``,
+one per process that compiled), and, where a ``tlparse`` executable is on
+``PATH``, tlparse's pages for each beside it (``<file name without .log>/index.html``).
+A passing test's files are removed and the folder is left for the next test:
+making and removing a folder per test cost 3 ms on an ext4 file system here,
+unlinking a file 17 µs. The scratch folder goes with the run. An xdist worker
+keeps its own tests' traces; the controller does nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Optional
+
+import pytest
+
+from ..observe.structured_trace import StructuredTrace
+from ..result import RESULT_ATTRIBUTE
+from ..watch import TraceWarning
+
+if TYPE_CHECKING:
+    from ..result import TestResult
+
+SCRATCH_PREFIX = ".nocompile-"
+RUNNING = "running"  # the scratch folder's folder for the test now running
+TRACE_SUFFIX = ".log"  # torch's trace files: dedicated_log_torch_trace_*.log
+SECTION_TITLE = "nocompile trace"
+TLPARSE = "tlparse"
+TLPARSE_SECONDS = 60.0  # for all of one test's trace files together
+_NAME_LIMIT = 120  # characters of a kept folder's name; a longer node id is cut and given a hash
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_UNSET = object()
+
+
+def folder_name(nodeid: str) -> str:
+    """A test's kept folder's name: its node id with every run of other characters than letters, digits, ``.``, ``_``
+    and ``-`` made one ``_`` (``test_a.py::test_b[1-2]`` gives ``test_a.py_test_b_1-2``)."""
+    name = _UNSAFE.sub("_", nodeid).strip("._") or "test"
+    if len(name) > _NAME_LIMIT:
+        name = f"{name[:_NAME_LIMIT - 11]}-{hashlib.sha1(nodeid.encode()).hexdigest()[:10]}"
+    return name
+
+
+def trace_files(folder: str) -> list[str]:
+    """The trace files torch wrote in ``folder`` (none where it was never made)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(name for name in names if name.endswith(TRACE_SUFFIX))
+
+
+def check_trace_dir(path: str) -> Optional[str]:
+    """Why traces cannot be kept under ``path`` (made if missing), or None."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        return error.strerror or str(error)
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"folder {path} is not writable"
+    return None
+
+
+class TestTrace:
+    """One watched test's structured trace: written to a folder of its own while it runs, kept if the test failed."""
+
+    __slots__ = ("folders", "nodeid", "process", "failed", "said", "kept")
+    __test__ = False  # not a pytest test class, whatever its name
+
+    def __init__(self, folders: TraceFolders, nodeid: str, process: StructuredTrace) -> None:
+        self.folders = folders
+        self.nodeid = nodeid
+        self.process = process  # where this process and those the test starts write it
+        self.failed = False  # a report of the test failed (setup, or the call: over budget too)
+        self.said = False  # a failing report said where the trace is kept
+        self.kept: Optional[str] = None  # where it was kept, once the test ended
+
+    def attach(self) -> None:
+        """dynamo is here: this process's trace goes to the test's folder."""
+        self.process.attach()
+
+    def stop(self) -> None:
+        """The test's processes stop writing here (this one, and those it starts from now on)."""
+        self.process.stop()
+
+    def end(self, teardown_failed: bool) -> list[pytest.PytestWarning]:
+        """After the teardown: the trace kept if the test failed in any phase, else removed; the problems met."""
+        self.folders.unfinished = None
+        if not (self.failed or teardown_failed):
+            self.folders.discard(self.process.folder)
+            return []
+        self.kept, problems = self.folders.keep(self.process.folder, self.nodeid)
+        return [TraceWarning(problem) for problem in problems]
+
+    def report(self, report: pytest.TestReport, result: Optional[TestResult]) -> Optional[TestResult]:
+        """A report of the test: the first failing one says where the trace is kept; ``result`` (the teardown's) carries it."""
+        if report.failed:
+            self.failed = True
+            if not self.said:
+                self.said = True
+                line = self.folders.failure_line(self.process.folder, self.nodeid) if self.kept is None else f"trace: {self.kept}"
+                if line is not None:
+                    report.sections.append((SECTION_TITLE, line))
+        if result is None or self.kept is None:
+            return result
+        result = replace(result, trace=self.kept)
+        report.user_properties.append(("nocompile_trace", self.kept))
+        if self.folders.is_worker:  # the controller reads the result from the report
+            setattr(report, RESULT_ATTRIBUTE, result.to_dict())
+        return result
+
+
+class TraceFolders:
+    """Per run, in each process that runs tests: a folder for each watched test's trace, kept when the test failed."""
+
+    def __init__(self, root: str, is_worker: bool = False) -> None:
+        self.root = root
+        self.is_worker = is_worker  # an xdist worker: a kept trace goes to the controller on the test's result
+        self._scratch: Optional[str] = None  # made with the first watched test
+        self.unfinished: Optional[TestTrace] = None  # the trace of a test that has not ended (its folder is in use)
+        self._off = False  # the scratch folder could not be made: said once, then no test is traced
+        self._kept: set[str] = set()  # names of the folders this process kept
+        self._tlparse: object = _UNSET  # the executable's path, None where there is none; looked up once
+
+    def begin(self, item: pytest.Item) -> Optional[TestTrace]:
+        """A test's setup starts: its trace goes to the scratch folder's ``running`` (made by the first process that writes)."""
+        if self._scratch is None:
+            if self._off:
+                return None
+            import tempfile
+
+            try:
+                self._scratch = tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=self.root)
+            except OSError as error:  # DIR removed or made unwritable during the run
+                self._off = True
+                item.warn(TraceWarning(f"--nocompile-trace-dir: no structured trace is kept from {item.nodeid} on: {error}"))
+                return None
+        folder = f"{self._scratch}/{RUNNING}"
+        if self.unfinished is not None:  # an earlier attempt that never reached its teardown: its files are not this test's
+            self.discard(folder)
+        trace = self.unfinished = TestTrace(self, item.nodeid, StructuredTrace(folder))
+        trace.process.start()
+        return trace
+
+    def destination(self, nodeid: str) -> str:
+        return os.path.join(self.root, folder_name(nodeid))
+
+    def failure_line(self, folder: str, nodeid: str) -> Optional[str]:
+        """The line a failing test's report shows: where its trace will be kept (None: nothing traced so far)."""
+        written = trace_files(folder)
+        if not written:
+            return None
+        kept = self.destination(nodeid)
+        line = f"trace: {kept}"
+        if self.tlparse() is not None:
+            where = _index(kept, written[0]) if len(written) == 1 else f"{kept}/*/index.html, one per trace file"
+            line += f" (tlparse: {where})"
+        return line
+
+    def keep(self, folder: str, nodeid: str) -> tuple[Optional[str], list[str]]:
+        """A failed test's trace, moved to its folder under the root: (that folder, or None when no process wrote a
+        trace; the problems met, each a sentence)."""
+        written = trace_files(folder)
+        if not written:
+            self.discard(folder)
+            return None, []
+        kept = self.destination(nodeid)
+        if os.path.basename(kept) in self._kept:  # another test of this run whose node id gives the same name
+            kept = f"{kept}-{hashlib.sha1(nodeid.encode()).hexdigest()[:10]}"
+        try:
+            if os.path.lexists(kept):  # an earlier run's trace of the same test
+                self._remove(kept)
+            os.rename(folder, kept)
+        except OSError as error:
+            return None, [f"could not keep the structured trace of {nodeid} in {kept}: {error}"]
+        self._kept.add(os.path.basename(kept))
+        return kept, self._parse(kept, written)
+
+    def discard(self, folder: str) -> None:
+        """A passing test's trace: its files removed, the folder left for the next test (nothing to do where no process wrote)."""
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                os.unlink(path)
+            except OSError:  # a folder, or what unlink refused: removed whole, bounded
+                self._remove(path)
+
+    def pytest_unconfigure(self) -> None:
+        """The run ended: remove the scratch folder, with whatever a process still running wrote late."""
+        if self._scratch is not None:
+            self._remove(self._scratch)
+            self._scratch = None
+
+    def tlparse(self) -> Optional[str]:
+        if self._tlparse is _UNSET:
+            import shutil
+
+            self._tlparse = shutil.which(TLPARSE)
+        return self._tlparse  # type: ignore[return-value]
+
+    def _parse(self, kept: str, written: list[str]) -> list[str]:
+        """tlparse's pages for each trace file, beside it; the problems, each a sentence."""
+        executable = self.tlparse()
+        if executable is None:
+            return []
+        import subprocess
+
+        problems = []
+        deadline = time.monotonic() + TLPARSE_SECONDS
+        for name in written:
+            out = os.path.join(kept, name[:-len(TRACE_SUFFIX)])
+            command = [executable, os.path.join(kept, name), "-o", out, "--overwrite", "--no-browser"]
+            try:
+                done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+                                      timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                problems.append(f"tlparse did not end within {TLPARSE_SECONDS:g} s on {out}{TRACE_SUFFIX}")
+                break
+            except OSError as error:
+                problems.append(f"tlparse could not be run on {out}{TRACE_SUFFIX}: {error}")
+                break
+            if done.returncode != 0:
+                said = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
+                problems.append(f"tlparse failed on {out}{TRACE_SUFFIX} (exit code {done.returncode}): {said[0]}")
+        return problems
+
+    @staticmethod
+    def _remove(path: str) -> None:
+        from ..observe.run_folders import Budget, remove_tree
+
+        remove_tree(path, Budget(5.0, 1_000_000))
+
+
+def _index(kept: str, name: str) -> str:
+    return os.path.join(kept, name[:-len(TRACE_SUFFIX)], "index.html")
