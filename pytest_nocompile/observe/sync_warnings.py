@@ -37,6 +37,7 @@ import warnings
 from typing import Any, Callable, Optional
 
 from ..health_lines import SYNC_SIGNAL
+from .dynamo_state import torch_import_warnings_silenced
 
 SYNC_WARNING = "called a synchronizing CUDA operation"  # c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync()
 DEFAULT, WARN, ERROR = 0, 1, 2  # torch's sync debug modes
@@ -141,7 +142,16 @@ def _sync_modes(torch: Any) -> Optional[tuple[Callable[[], int], Callable[[int],
     """torch's own getter and setter of the sync debug mode (a build without CUDA has none)."""
     getter = getattr(torch._C, "_cuda_get_sync_debug_mode", None)
     setter = getattr(torch._C, "_cuda_set_sync_debug_mode", None)
-    return None if getter is None or setter is None else (getter, setter)
+    if getter is None or setter is None:
+        return None
+
+    def set_quietly(mode: int) -> None:
+        # The setter warns once per process that the mode "is a prototype feature" (TORCH_WARN_ONCE): the
+        # plugin's setting is no news to the user, and under -W error that warning would raise.
+        with torch_import_warnings_silenced():
+            setter(mode)
+
+    return getter, set_quietly
 
 
 _NOT_OBSERVED: list[Optional[str]] = []  # the answer, once torch has given it: a GPU does not come or go
