@@ -174,7 +174,7 @@ class Watcher:
             if watch.plan is not None and watch.plan.isolate:
                 dynamo_state.reset_dynamo()
             self._attach(watch, record)
-        elif watch.plan is not None and watch.plan.health_signals:
+        elif watch.plan is not None and (watch.plan.health_signals or self.settings.watch_every_test):
             DYNAMO_LOGS.attach_early(record)  # a source that needs no dynamo (syncs) hears this test from now on
         return record
 

@@ -1,9 +1,11 @@
 """max_kernels: the kernels inductor generated for each graph compiled, with real inductor compiles on CPU.
 
-Each run compiles into a cache folder of its own under the test's tmp_path
-(``TORCHINDUCTOR_CACHE_DIR``). A cold C++ compile costs some 10 s on 2 cores:
-the three graphs below are compiled once, cold, and their counts checked
-again in a second process that finds them in the shared cache.
+The docs' example (docs/kernels.md) is run as written, beside a file that
+resets torch's metrics and uses a block. Each run compiles into a cache
+folder of its own under the test's tmp_path (``TORCHINDUCTOR_CACHE_DIR``). A
+cold C++ compile costs some 10 s on 2 cores: the three graphs are compiled
+once, cold, and their counts checked again in a second process that finds
+them in the shared cache.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from test_cache_misses import text_block_after
+from test_readme import block_containing
 
 from nocompile_testing import RunPytest, expect_lines
 from pytest_nocompile.health_lines import KERNELS_SIGNAL
@@ -20,7 +24,7 @@ from pytest_nocompile.observe.kernel_counts import KernelCounts
 
 torch = pytest.importorskip("torch")
 
-CHAINS = '''
+COUNTED = '''
 import pytest
 import torch
 from torch._inductor import metrics
@@ -32,25 +36,14 @@ def chain(x):
     return (x.sin() + 1).cos()
 
 
-def split(x):
-    y = x.sin() + 1
-    torch._dynamo.graph_break()
-    return y.cos()
-
-
 @pytest.mark.max_kernels(0)
-def test_fused():
+def test_reset():
     torch.compile(chain)(torch.ones(8))
     metrics.reset()  # as torch's own tests do: a graph counted stays counted
 
 
-@pytest.mark.max_kernels(0)
-def test_split():
-    torch.compile(split)(torch.ones(8))
-
-
 def test_block():
-    with pytest.raises(KernelBudgetExceeded, match=r"^1 kernel > assert_max_kernels\\(0\\)\\nchain \\(test_chains.py:8\\), compile 0/0: 1 kernel"):
+    with pytest.raises(KernelBudgetExceeded, match=r"^1 kernel > assert_max_kernels\\(0\\)\\nchain \\(test_counted.py:8\\), compile 0/0: 1 kernel"):
         with assert_max_kernels(0):
             torch.compile(chain)(torch.ones(8))
 '''
@@ -63,29 +56,22 @@ def kernels_by_test(report: Path) -> dict[str, int]:
 def test_a_fused_chain_is_one_kernel_split_by_a_graph_break_two_and_a_warm_cache_counts_the_same(
         pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(pytester.path / "inductor-cache"))
-    pytester.makepyfile(test_chains=CHAINS)
+    fusion = block_containing("def test_broken")  # the docs' example (docs/kernels.md), as written
+    pytester.makepyfile(**{fusion.file_name[:-3]: fusion.text}, test_counted=COUNTED)
+    failure = text_block_after(fusion, "`test_fused` passes").splitlines()
+    counts = {"test_reset": 1, "test_block": 1, "test_fused": 1, "test_broken": 2}
     cold = run("-p", "no:randomly", "-W", "ignore::DeprecationWarning", "--nocompile-json=cold.json")
-    cold.assert_outcomes(failed=2, passed=1)
-    expect_lines(cold, [
-        "1 kernel > max_kernels(0) (marker on the test)",
-        "chain (test_chains.py:8), compile 0/0: 1 kernel",
-    ])
-    expect_lines(cold, [
-        "2 kernels > max_kernels(0) (marker on the test)",
-        "split (test_chains.py:12), compile 0/0: 1 kernel",
-        "split (resumed after the graph break at test_chains.py:14), compile 1/0: 1 kernel",
-    ])
-    assert kernels_by_test(pytester.path / "cold.json") == {"test_fused": 1, "test_split": 2, "test_block": 1}
+    cold.assert_outcomes(failed=2, passed=2)
+    expect_lines(cold, failure)
+    expect_lines(cold, ["1 kernel > max_kernels(0) (marker on the test)", "chain (test_counted.py:8), compile 0/0: 1 kernel*"])
+    assert kernels_by_test(pytester.path / "cold.json") == counts
 
     # A second process sharing the cache: every graph comes from it, and counts the kernels it holds.
     warm = run("-p", "no:randomly", "-W", "ignore::DeprecationWarning", "--nocompile-json=warm.json")
-    warm.assert_outcomes(failed=2, passed=1)
-    expect_lines(warm, [
-        "2 kernels > max_kernels(0) (marker on the test)",
-        "split (test_chains.py:12), compile 0/0: 1 kernel (from the FX graph cache)",
-        "split (resumed after the graph break at test_chains.py:14), compile 1/0: 1 kernel (from the FX graph cache)",
-    ])
-    assert kernels_by_test(pytester.path / "warm.json") == {"test_fused": 1, "test_split": 2, "test_block": 1}
+    warm.assert_outcomes(failed=2, passed=2)
+    expect_lines(warm, [failure[0]] + [f"{line} (from the FX graph cache)" for line in failure[1:]])
+    expect_lines(warm, [text_block_after(fusion, "Run again")])
+    assert kernels_by_test(pytester.path / "warm.json") == counts
 
 
 @pytest.fixture

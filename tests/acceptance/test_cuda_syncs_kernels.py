@@ -15,30 +15,11 @@ import pytest
 
 from examples.test_compiled_lr_scheduler import test_tensor_lr_steps_make_no_device_to_host_sync  # noqa: F401  (collected here)
 from examples.test_foreach_map_adam import test_foreach_map_adam_step_is_fused_into_few_kernels  # noqa: F401
-from nocompile_testing import RunPytest
+from nocompile_testing import RunPytest, docs_snippet
 
 pytestmark = pytest.mark.cuda
 
-SCHEDULER = '''
-import pytest
-import torch
-
-
-class Scheduler:
-    def __init__(self):
-        self.timesteps = torch.arange(999, 0, -333, device="cuda")
-
-    def step(self, i):
-        t = self.timesteps[i].item()
-        return t
-
-
-@pytest.mark.max_syncs(0)
-def test_denoise():
-    scheduler = Scheduler()
-    for i in range(3):
-        scheduler.step(i)
-'''
+SCHEDULER = docs_snippet("syncs.md", "test_sched.py")  # the page's example, run as written
 
 
 def test_a_schedulers_item_fails_a_zero_sync_budget_naming_its_line(pytester: pytest.Pytester, run: RunPytest) -> None:
@@ -47,7 +28,7 @@ def test_a_schedulers_item_fails_a_zero_sync_budget_naming_its_line(pytester: py
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "3 syncs > max_syncs(0) (marker on the test)",
-        "3 × test_sched.py:10 in step: t = self.timesteps[i].item()",
+        "3 × test_sched.py:11 in step: t = self.timesteps[i].item()",  # as the page shows it
     ])
     assert "warnings summary" not in result.stdout.str()
 
