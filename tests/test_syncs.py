@@ -175,11 +175,20 @@ def test_after_them():
 def test_the_users_mode_and_warning_filters_are_theirs_and_a_mode_they_set_is_kept(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makeconftest(FAKE_CUDA)
     pytester.makepyfile(test_own=USERS_OWN)
-    result = run("-p", "no:randomly", "--nocompile-json=report.json")
+    result = run("-p", "no:randomly")  # no report: the last test is not watched, and sees what the others left
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["test_own.py::test_sets_warn_itself", "  *: UserWarning: called a synchronizing CUDA operation*"])
-    tests = {test["nodeid"].split("::")[1]: test["syncs"] for test in json.loads((pytester.path / "report.json").read_text())["tests"]}
-    assert tests == {"test_sees_its_own_mode": 0, "test_sets_warn_itself": 1, "test_after_them": 0}
+    result.stdout.fnmatch_lines(["compiles  recompiles  graph breaks  syncs  budget    verdict        test",
+                                 "       0           0             0      1  syncs<=5  within budget  test_own.py::test_sets_warn_itself"])
+
+
+def test_a_report_counts_the_syncs_of_every_test_though_none_compiles(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makeconftest(FAKE_CUDA)
+    pytester.makepyfile(test_plain="import torch\n\n\ndef test_unbudgeted():\n    torch.fake_sync(0)\n")
+    result = run("--nocompile-json=report.json")
+    result.assert_outcomes(passed=1)
+    (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert (test["syncs"], test.get("not_measured")) == (1, None)
 
 
 BLOCKS = '''
