@@ -69,6 +69,11 @@ except ImportError:  # torch < 2.7
 
 FOREACH_MAP_MISSING = f"torch {torch.__version__} has no torch._higher_order_ops.foreach_map (added in torch 2.7)"
 
+# The kernels inductor generates for the compiled step, by device (pytest-nocompile's max_kernels, measured): on an
+# H100 (torch 2.11, the tutorials' model) the fused update and the step count's; on CPU (torch 2.13, the small model)
+# inductor's C++ backend makes 4.
+STEP_KERNELS = {"cuda": 2, "cpu": 4}
+
 
 def foreach_map_available() -> bool:
     return foreach_map is not None

@@ -10,18 +10,20 @@ the tests assert what holds on all of them: at least one, naming that guard.
 from typing import Sequence
 
 import pytest
+import torch
 
 from examples.compiled_lr_scheduler import (
     BETA1_GUARD,
     LINEAR_TOTAL_ITERS,
     LR_GUARD,
+    compile_optimizer_and_scheduler_step,
     expected_linear_warmup_lrs,
     linear_warmup,
     one_cycle,
     run_scheduled_adam,
 )
-from examples.compiled_optimizer import LEARNING_RATE
-from examples.workload import Workload, assert_all_close, parameter_atol
+from examples.compiled_optimizer import LEARNING_RATE, make_adam
+from examples.workload import Workload, assert_all_close, build_model, parameter_atol, parameters_of, train
 
 STEPS = LINEAR_TOTAL_ITERS + 1  # the whole ramp, then one step on the plateau
 FLOAT_LR_STEPS = 3  # the LR changes after every step, so the second call already meets a new one
@@ -44,6 +46,19 @@ def test_tensor_lr_follows_the_schedule_without_recompiling(workload: Workload) 
     assert len(set(compiled.lrs[:LINEAR_TOTAL_ITERS])) == LINEAR_TOTAL_ITERS, "the LR must change at every ramp step"
     # The compiled step really uses the changing LR: it trains as eager Adam does with the float schedule.
     assert_all_close(compiled.params, eager.params, "parameter", atol=parameter_atol(STEPS, LEARNING_RATE))
+
+
+def test_tensor_lr_steps_make_no_device_to_host_sync(workload: Workload, nocompile_assert_max_syncs) -> None:
+    """Compiled, Adam takes its capturable path: the LR and the step counts stay tensors, and no step reads one back.
+
+    Only the steps are in the block: moving the weights to the device syncs, and so do the comparisons of the
+    test above. Without CUDA torch warns of no sync and the block has nothing to count.
+    """
+    model = build_model(workload)
+    optimizer = make_adam(model, lr=torch.tensor(LEARNING_RATE))
+    step = compile_optimizer_and_scheduler_step(optimizer, linear_warmup(optimizer))
+    with nocompile_assert_max_syncs(0):
+        train(parameters_of(model), step, STEPS)
 
 
 @pytest.mark.xfail(strict=True, reason="float LR: dynamo guards on param_groups[0]['lr'] and recompiles")

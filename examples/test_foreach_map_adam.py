@@ -4,12 +4,14 @@ import pytest
 
 from examples.foreach_map_adam import (
     FOREACH_MAP_MISSING,
+    STEP_KERNELS,
+    ForeachMapAdam,
     adam_state,
     foreach_map_available,
     optimizer_params,
     train_foreach_map_and_torch_adam,
 )
-from examples.workload import Workload, assert_all_close, parameter_atol
+from examples.workload import Workload, assert_all_close, build_model, parameter_atol, parameters_of, train
 
 STEPS = 10
 
@@ -26,3 +28,11 @@ def test_foreach_map_adam_matches_torch_adam_without_recompiling(workload: Workl
     assert_all_close(ours.exp_avg_sqs, adam_state(reference, "exp_avg_sq"), "exp_avg_sq")
     assert float(ours.step_count) == STEPS
     assert [float(step) for step in adam_state(reference, "step")] == [STEPS] * len(ours.params)
+
+
+@pytest.mark.skipif(not foreach_map_available(), reason=FOREACH_MAP_MISSING)
+def test_foreach_map_adam_step_is_fused_into_few_kernels(workload: Workload, nocompile_assert_max_kernels) -> None:
+    """A graph break or a lost fusion in the step would add kernels: the budget is what inductor makes of it now."""
+    optimizer = ForeachMapAdam(parameters_of(build_model(workload)))
+    with nocompile_assert_max_kernels(STEP_KERNELS[workload.device]):
+        train(optimizer.params, optimizer.step, STEPS)

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
         assert_max_compile_seconds,
         assert_max_compiles,
         assert_max_graph_breaks,
+        assert_max_kernels,
         assert_max_recompiles,
+        assert_max_syncs,
         assert_min_compiles,
     )
     from .budget import RecompileBudget
@@ -52,7 +54,9 @@ if TYPE_CHECKING:
         CudagraphRerecordBudgetExceeded,
         CudagraphSkipBudgetExceeded,
         GraphBreakBudgetExceeded,
+        KernelBudgetExceeded,
         RecompileBudgetExceeded,
+        SyncBudgetExceeded,
         TooFewCompiles,
         WarmStartFailed,
     )
@@ -62,7 +66,7 @@ if TYPE_CHECKING:
     from .record import RecompileLog
     from .result import TestResult, Verdict
     from .warm_start import CompileRun, WarmStart, WarmStartRunner
-    from .watch import CaptureLostWarning, CompileTimeWarning, TraceWarning
+    from .watch import CaptureLostWarning, CompileTimeWarning, NotMeasuredWarning, TraceWarning
 
 __version__ = "0.1.0"
 
@@ -74,6 +78,8 @@ _PUBLIC_MODULES = {
     "assert_max_compile_instructions": ".assertions",
     "assert_max_compile_seconds": ".assertions",
     "assert_max_graph_breaks": ".assertions",
+    "assert_max_kernels": ".assertions",
+    "assert_max_syncs": ".assertions",
     "assert_max_recompiles": ".assertions",
     "assert_min_compiles": ".assertions",
     "KINDS": ".kinds",
@@ -89,6 +95,8 @@ _PUBLIC_MODULES = {
     "TooFewCompiles": ".exceptions",
     "CudagraphRerecordBudgetExceeded": ".exceptions",
     "CudagraphSkipBudgetExceeded": ".exceptions",
+    "KernelBudgetExceeded": ".exceptions",
+    "SyncBudgetExceeded": ".exceptions",
     "WarmStartFailed": ".exceptions",
     "CodeLocation": ".events",
     "CompileEvent": ".events",
@@ -106,6 +114,7 @@ _PUBLIC_MODULES = {
     "CaptureLostWarning": ".watch",
     "CompileTimeWarning": ".watch",
     "TraceWarning": ".watch",
+    "NotMeasuredWarning": ".watch",
     "SwallowedCompileErrorWarning": ".swallowed",
     "CompileRun": ".warm_start",
     "WarmStart": ".warm_start",
@@ -134,6 +143,8 @@ __all__ = [
     "GraphBreakEvent",
     "GuardFailure",
     "CompileTimeWarning",
+    "KernelBudgetExceeded",
+    "NotMeasuredWarning",
     "ProcessInfo",
     "RecompileBudget",
     "RecompileBudgetExceeded",
@@ -141,6 +152,7 @@ __all__ = [
     "RecompileLimitHit",
     "RecompileLog",
     "SwallowedCompileErrorWarning",
+    "SyncBudgetExceeded",
     "TestResult",
     "TooFewCompiles",
     "TraceWarning",
@@ -154,7 +166,9 @@ __all__ = [
     "assert_max_cache_misses",
     "assert_max_compiles",
     "assert_max_graph_breaks",
+    "assert_max_kernels",
     "assert_max_recompiles",
+    "assert_max_syncs",
     "assert_min_compiles",
     "child_env",
     "parse_recompile_message",

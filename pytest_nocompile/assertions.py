@@ -18,7 +18,18 @@ from .budget import RecompileBudget, validate_count
 from .events import ProcessInfo
 from .exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded, TooFewCompiles
 from .graph_break_events import GraphBreakEvent
-from .kinds import CACHE_MISSES, COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND, COMPILES, GRAPH_BREAKS, MIN_COMPILES, RECOMPILES, BudgetKind
+from .kinds import (
+    CACHE_MISSES,
+    COMPILE_INSTRUCTIONS_KIND,
+    COMPILE_SECONDS_KIND,
+    COMPILES,
+    GRAPH_BREAKS,
+    KERNELS,
+    MIN_COMPILES,
+    RECOMPILES,
+    SYNCS,
+    BudgetKind,
+)
 from .measures import Amount
 from .output.report import explain
 from .record import ProcessEvents, RecompileLog, RecompileRecord
@@ -28,7 +39,7 @@ from .torch_support import refuse_where_torch_lacks
 __all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
     "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
     "TooFewCompiles", "assert_max_cache_misses", "assert_max_compile_instructions", "assert_max_compile_seconds", "assert_max_compiles",
-    "assert_max_graph_breaks", "assert_max_recompiles", "assert_min_compiles", "block_assertion",
+    "assert_max_graph_breaks", "assert_max_kernels", "assert_max_recompiles", "assert_max_syncs", "assert_min_compiles", "block_assertion",
 ]
 
 
@@ -87,14 +98,17 @@ class _BudgetBlock(ContextDecorator):
         return _BudgetBlock(self._kind, self._given_record, self._allowed, self._exact, self._name)
 
     def __enter__(self) -> BlockLog:
-        if self._kind.health_signals:
+        signals = self._kind.health_signals
+        if signals:
             from .observe.capture import DYNAMO_LOGS
 
-            DYNAMO_LOGS.want(self._kind.health_signals)  # before its own capture arms: the sources it reads arm with it
+            DYNAMO_LOGS.want(signals)  # before its own capture arms: the sources it reads arm with it
         record = self._given_record or _recording_now()
         if record is None:
-            self._own = _OwnCapture()
+            self._own = _OwnCapture(signals)
             record = self._own.record
+        elif signals:
+            _heard_before_dynamo(record)
         self._record = record
         record.read_children()
         # By pid (and which of that pid's processes): a child's rank may be known only later (torch.distributed initialised in the block).
@@ -139,6 +153,15 @@ class _BudgetBlock(ContextDecorator):
         if over_budget(self._kind, count, self._allowed, compile_error=errors):
             headline = self._kind.headline(count, self._allowed, self._shown)
             raise self._kind.exceeded("\n".join([headline, *why_too_few(new, count)]))
+
+
+def _heard_before_dynamo(record: RecompileRecord) -> None:
+    """A watched test's record not attached yet (no dynamo so far): a source that needs none (syncs) hears it from now on.
+    Whoever owns the record detaches it (the test's watch, at its end)."""
+    from .observe.capture import DYNAMO_LOGS
+
+    if not DYNAMO_LOGS.attached(record):
+        DYNAMO_LOGS.attach_early(record)
 
 
 def _pid(process: Optional[ProcessInfo]) -> Optional[tuple[int, int]]:
@@ -190,6 +213,8 @@ assert_max_compiles = _standalone(COMPILES)
 assert_max_compile_seconds = _standalone(COMPILE_SECONDS_KIND)
 assert_max_compile_instructions = _standalone(COMPILE_INSTRUCTIONS_KIND)
 assert_max_cache_misses = _standalone(CACHE_MISSES)
+assert_max_syncs = _standalone(SYNCS)
+assert_max_kernels = _standalone(KERNELS)
 assert_min_compiles = _standalone(MIN_COMPILES)
 
 
@@ -207,17 +232,23 @@ def _recording_now() -> Optional[RecompileRecord]:
 
 
 class _OwnCapture:
-    """Capture for one block outside any watched test; ``stop`` restores torch's logging state (when no other sink is attached)."""
+    """Capture for one block outside any watched test; ``stop`` restores torch's logging state (when no other sink is attached).
 
-    def __init__(self) -> None:
-        from .observe import dynamo_state
+    A block of signals that need no dynamo (syncs) imports none: it captures them alone until something else imports dynamo.
+    """
+
+    def __init__(self, signals: tuple[str, ...] = ()) -> None:
+        from .observe import arrival, dynamo_state
         from .observe.capture import DYNAMO_LOGS
 
         problem = dynamo_state.torch_problem()
         if problem is not None:
             raise RuntimeError(f"pytest-nocompile cannot count: {problem}")
         self.record = RecompileRecord(RecompileBudget())
-        DYNAMO_LOGS.attach(self.record)
+        if signals and not arrival.dynamo_imported() and not DYNAMO_LOGS.needs_dynamo(signals):
+            DYNAMO_LOGS.attach_early(self.record)
+        else:
+            DYNAMO_LOGS.attach(self.record)
         self.record.start_call()
         _OWN_RECORDS.append(self.record)
 

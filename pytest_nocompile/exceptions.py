@@ -9,8 +9,8 @@ asked raises (:class:`WarmStartFailed`).
 from __future__ import annotations
 
 __all__ = ["BudgetExceeded", "CacheMissBudgetExceeded", "CompileBudgetExceeded", "CompileInstructionBudgetExceeded", "CompileTimeBudgetExceeded",
-           "CudagraphRerecordBudgetExceeded", "CudagraphSkipBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
-           "TooFewCompiles", "WarmStartFailed"]
+           "CudagraphRerecordBudgetExceeded", "CudagraphSkipBudgetExceeded", "GraphBreakBudgetExceeded", "KernelBudgetExceeded",
+           "RecompileBudgetExceeded", "SyncBudgetExceeded", "TooFewCompiles", "WarmStartFailed"]
 
 
 class BudgetExceeded(AssertionError):
@@ -63,6 +63,14 @@ class CudagraphRerecordBudgetExceeded(BudgetExceeded):
 
 class CudagraphSkipBudgetExceeded(BudgetExceeded):
     """A block went over its CUDA-graph skip budget."""
+
+
+class SyncBudgetExceeded(BudgetExceeded):
+    """A block made more device-to-host syncs than its budget (``assert_max_syncs``)."""
+
+
+class KernelBudgetExceeded(BudgetExceeded):
+    """The graphs a block compiled hold more inductor kernels than its budget (``assert_max_kernels``)."""
 
 
 class WarmStartFailed(Exception):

@@ -12,7 +12,7 @@ read in :mod:`.budget`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Literal, Mapping, Optional, Sequence
 
 from .compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
 from .exceptions import (
@@ -24,10 +24,16 @@ from .exceptions import (
     CudagraphRerecordBudgetExceeded,
     CudagraphSkipBudgetExceeded,
     GraphBreakBudgetExceeded,
+    KernelBudgetExceeded,
     RecompileBudgetExceeded,
+    SyncBudgetExceeded,
     TooFewCompiles,
 )
+from .health_lines import KERNELS_SIGNAL, SYNC_SIGNAL, kernel_lines, sync_lines
 from .measures import COUNT, INSTRUCTIONS, SECONDS, Amount, Measure
+
+if TYPE_CHECKING:
+    from .events import HealthEvent
 
 PLUGIN = "[pytest-nocompile]"
 
@@ -66,6 +72,9 @@ class BudgetKind:
     shown_signals: tuple[str, ...] = ()
     # How the shown signals' call-phase totals read in a failure, after its headline (default: "name total, ...").
     describe_shown: Optional[Callable[[Mapping[str, float]], str]] = None
+    # The lines a failure lists for the events it counts (default: one entry per event). A kind with its own lines
+    # also shows its events outside the call phase (in fixtures), not counted.
+    describe_events: Optional[Callable[[Sequence[HealthEvent]], list[str]]] = None
     # Every compile has some (seconds, instructions): its table column and junit properties only where a test budgets it.
     shown_only_where_budgeted: bool = False
     shown_label: str = "shown"  # the word before the shown signals' totals, e.g. "breakdown"
@@ -281,9 +290,36 @@ CUDAGRAPH_SKIPS = BudgetKind(
     exceeded=CudagraphSkipBudgetExceeded,
 )
 
+SYNCS = BudgetKind(
+    key="syncs",
+    marker="max_syncs",
+    events="health",
+    noun="sync",
+    counts="device-to-host syncs (each synchronizing CUDA operation torch's sync debug mode warns of; needs CUDA)",
+    column="syncs",
+    short="syncs",
+    signals=(SYNC_SIGNAL,),  # observe.sync_warnings
+    describe_events=sync_lines,
+    exceeded=SyncBudgetExceeded,
+    gated_by_baseline=False,
+)
+KERNELS = BudgetKind(
+    key="kernels",
+    marker="max_kernels",
+    events="health",
+    noun="kernel",
+    counts="kernels inductor generated for the graphs compiled (a graph from the FX graph cache counts the kernels it holds)",
+    column="kernels",
+    short="kernels",
+    signals=(KERNELS_SIGNAL,),  # observe.kernel_counts
+    describe_events=kernel_lines,
+    exceeded=KernelBudgetExceeded,
+    gated_by_baseline=False,
+)
+
 # In the summary table's column order; new kinds go at the end.
 KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES, COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES,
-                                 CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS)
+                                 CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS, SYNCS, KERNELS)
 KINDS_BY_MARKER: dict[str, BudgetKind] = {kind.marker: kind for kind in KINDS}
 KINDS_BY_KEY: dict[str, BudgetKind] = {kind.key: kind for kind in KINDS}
 # The kinds with a count of their own: the table's columns, the JSON report's counts, junit properties.

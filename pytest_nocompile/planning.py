@@ -14,7 +14,7 @@ import pytest
 
 from .budget import BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
 from .fixtures import FIXTURE_NAMES
-from .kinds import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND, KINDS, KINDS_BY_MARKER, RECOMPILES
+from .kinds import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND, KERNELS, KINDS, KINDS_BY_MARKER, RECOMPILES, SYNCS
 from .torch_support import installed_torch_lacks
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
 class Plan:
     """How a test is watched, worked out once for the tests that share it (see :func:`plan_key`)."""
 
-    __slots__ = ("budget", "watched", "strict", "isolate", "idle", "health_signals", "times_compiles")
+    __slots__ = ("budget", "watched", "strict", "isolate", "idle", "health_signals", "may_go_unmeasured", "unmeasured_shown")
 
     def __init__(self, budget: RecompileBudget, watched: bool, settings: RunSettings) -> None:
         self.budget = budget
@@ -93,8 +93,15 @@ class Plan:
         self.idle: Optional[tuple[TestResult, list[tuple[str, object]]]] = None  # the result of its tests that recorded nothing
         # The health signals its budgets read: the capture's sources must report them (DynamoLogs.want).
         self.health_signals = frozenset(signal for kind in KINDS if budget.allowed(kind) is not None for signal in kind.health_signals)
-        # A compile-time or instruction budget, which some machines cannot check (said once per run).
-        self.times_compiles = any(budget.allowed(kind) is not None for kind in (COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND))
+        # Its budgets that some machines cannot check (compile time, instructions, syncs without CUDA): said once per run.
+        self.may_go_unmeasured = tuple(kind for kind in MEASURED_WHERE_POSSIBLE if budget.allowed(kind) is not None)
+        # The kinds its result says were not measured, where so: those it budgets, or every one in a run that reports all.
+        self.unmeasured_shown = tuple(kind for kind in SHOWN_UNMEASURED if settings.watch_every_test or budget.allowed(kind) is not None)
+
+
+# The kinds some machines or torch versions cannot measure; those whose count a result then gives as no count.
+MEASURED_WHERE_POSSIBLE = (COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND, SYNCS, KERNELS)
+SHOWN_UNMEASURED = (SYNCS, KERNELS)
 
 
 def plan_key(item: pytest.Item) -> Optional[Hashable]:

@@ -44,6 +44,8 @@ def over_budget(kind: BudgetKind, count: Amount, allowed: Optional[Amount], *, e
     return count > allowed or (exact and count != allowed) or (limit_hit and kind.limit_hit_fails)
 
 
+_MEASURED: Mapping[str, str] = {}  # shared, never changed: every kind measured
+
 RESULT_ATTRIBUTE = "nocompile_entry"  # on teardown reports: a result's to_dict(), JSON-able, so xdist carries it
 
 # The event lists a result carries, as JSON keys.
@@ -66,6 +68,9 @@ class TestResult:
     ``shown`` holds, for a health kind with shown signals (compile time's
     breakdown), their call-phase totals over the test's processes, by kind key.
     ``trace`` is the folder the test's structured trace was kept in (``--nocompile-trace-dir``, a failed test).
+    ``unmeasured`` says, by kind key, why a kind could not be measured where
+    the test ran (syncs without CUDA): its count is then no count (``null``
+    in JSON, ``n/a`` in the table), not 0.
     """
 
     __test__ = False  # not a test class, whatever pytest collects
@@ -79,11 +84,13 @@ class TestResult:
     processes: tuple[dict[str, Any], ...] = ()
     shown: dict[str, dict[str, float]] = field(default_factory=dict)
     trace: Optional[str] = None
+    unmeasured: Mapping[str, str] = field(default_factory=lambda: _MEASURED)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: what the JSON report holds per test, and what xdist carries."""
+        unmeasured = self.unmeasured
         return {
-            **{kind.key: kind.measure.for_json(self.counts.get(kind.key, 0)) for kind in COUNTED_KINDS},
+            **{kind.key: None if kind.key in unmeasured else kind.measure.for_json(self.counts.get(kind.key, 0)) for kind in COUNTED_KINDS},
             **{kind.marker: self.budgets.get(kind.key) for kind in KINDS},  # a result made before a kind existed lacks it
             "verdict": self.verdict.value,
             "over_budget": list(self.over),
@@ -92,12 +99,14 @@ class TestResult:
             "processes": list(self.processes),
             **{_shown_key(kind): self.shown.get(kind.key, {}) for kind in _KINDS_WITH_SHOWN},
             "trace": self.trace,
+            **({"not_measured": dict(unmeasured)} if unmeasured else {}),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TestResult:
         return cls(
-            counts={kind.key: data[kind.key] for kind in COUNTED_KINDS},  # JSON keeps an int an int, and seconds a float
+            # JSON keeps an int an int, and seconds a float; a kind not measured has null
+            counts={kind.key: 0 if data[kind.key] is None else data[kind.key] for kind in COUNTED_KINDS},
             budgets={kind.key: data[kind.marker] for kind in KINDS},
             verdict=Verdict(data["verdict"]),
             over=tuple(data["over_budget"]),
@@ -106,6 +115,7 @@ class TestResult:
             processes=tuple(data.get("processes", ())),
             shown={kind.key: dict(data[_shown_key(kind)]) for kind in _KINDS_WITH_SHOWN if data.get(_shown_key(kind))},
             trace=data.get("trace"),
+            unmeasured=dict(data.get("not_measured") or _MEASURED),
         )
 
     def budget_text(self) -> str:
@@ -160,8 +170,9 @@ def _kinds_of(record: RecompileRecord, found: list[tuple[Optional[ProcessInfo], 
     return _with_floors(record, tuple(key for key, _ in record.budget.limits if key in over))
 
 
-def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> TestResult:
-    """The verdict on a finished test's record, with everything the reports show (``over``: already judged)."""
+def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None, unmeasured: Optional[Mapping[str, str]] = None) -> TestResult:
+    """The verdict on a finished test's record, with everything the reports show (``over``: already judged;
+    ``unmeasured``: why kinds could not be measured here, by key)."""
     budget = record.budget
     processes: tuple[dict[str, Any], ...] = ()
     if not record.children:  # the usual case: the test's own process only
@@ -195,6 +206,7 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None) -> Te
         details=_details(record) if _has_details(record) else _NO_DETAILS,
         processes=processes,
         shown=_shown_totals(record) if _KINDS_WITH_SHOWN and record.any_health() else {},
+        unmeasured=unmeasured or _MEASURED,
     )
 
 
@@ -219,7 +231,7 @@ def _shown_totals(record: RecompileRecord) -> dict[str, dict[str, float]]:
     return found
 
 
-def idle_result(budget: RecompileBudget) -> TestResult:
+def idle_result(budget: RecompileBudget, unmeasured: Optional[Mapping[str, str]] = None) -> TestResult:
     """The result of a test that ran before anything imported torch: nothing can have compiled."""
     if budget.has_floor:  # nothing compiled: a floor above 0 is missed
         missed = tuple(key for key, allowed in budget.limits if KINDS_BY_KEY[key].is_floor and allowed > 0)
@@ -231,6 +243,7 @@ def idle_result(budget: RecompileBudget) -> TestResult:
         counts={kind.key: 0 for kind in COUNTED_KINDS},
         budgets=budget.by_key(),
         verdict=Verdict.WITHIN if budget.budgeted else Verdict.NO_BUDGET,
+        unmeasured=unmeasured or _MEASURED,
     )
 
 
@@ -245,6 +258,7 @@ def shows(kind: BudgetKind, result: TestResult) -> bool:
 def count_properties(result: TestResult) -> list[tuple[str, object]]:
     """The counts as ``user_properties`` (and so junit XML ``<property>`` elements), and each process's when children reported."""
     kinds = [kind for kind in COUNTED_KINDS if shows(kind, result)]
+    kinds = [kind for kind in kinds if kind.key not in result.unmeasured]  # no count: no property, rather than a 0
     properties: list[tuple[str, object]] = [(f"nocompile_{kind.key}", kind.measure.for_json(result.counts[kind.key])) for kind in kinds]
     for process in result.processes:
         counts = " ".join(f"{kind.key}={process[kind.key]}" for kind in kinds)
@@ -270,7 +284,10 @@ def _first_cause(record: RecompileRecord, over: tuple[str, ...], counts: dict[st
         return floor_cause(record, kind)
     recompiles, _, graph_breaks = record.events_of(process, "call")
     if kind.events == "health":
-        for signal in record.process_of(process).signals(kind.signals):
+        counted = record.process_of(process).signals(kind.signals)
+        if kind.describe_events is not None and counted:
+            return kind.describe_events(counted)[0]  # e.g. its first sync's line, counted
+        for signal in counted:
             of = f" of {signal.compiling_place}" if signal.compiling is not None else ""
             return f"{signal.what}{of}" + (f": {signal.reason}" if signal.reason else "")
     for source in kind.explained_by:

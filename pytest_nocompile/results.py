@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generator, Optional
+from typing import TYPE_CHECKING, Any, Generator, Mapping, Optional
 
 import pytest
 
@@ -28,15 +28,17 @@ class Results:
         # of the test now running, and of each finished test that had any.
         self._outcomes: dict[str, list[tuple[str, str, bool]]] = {}
         self._final_outcomes: dict[str, list[tuple[str, str, bool]]] = {}
-        self._idle: dict[RecompileBudget, tuple[TestResult, list[tuple[str, object]]]] = {}
+        self._idle: dict[tuple[RecompileBudget, tuple[tuple[str, str], ...]], tuple[TestResult, list[tuple[str, object]]]] = {}
         self.after_their_test: list[str] = []  # fixtures' processes that compiled after their test ended
 
-    def idle(self, budget: RecompileBudget) -> tuple[TestResult, list[tuple[str, object]]]:
-        """The result and count properties of a test that recorded nothing: the same for every such test of a budget."""
-        cached = self._idle.get(budget)
+    def idle(self, budget: RecompileBudget, unmeasured: Optional[Mapping[str, str]] = None) -> tuple[TestResult, list[tuple[str, object]]]:
+        """The result and count properties of a test that recorded nothing: the same for every such test of a budget
+        (and of the kinds not measured, ``unmeasured``)."""
+        key = (budget, tuple(unmeasured.items()) if unmeasured else ())
+        cached = self._idle.get(key)
         if cached is None:
-            result = idle_result(budget)
-            cached = self._idle[budget] = (result, count_properties(result))
+            result = idle_result(budget, unmeasured)
+            cached = self._idle[key] = (result, count_properties(result))
         return cached
 
     def gather(self, report: pytest.TestReport, made_here: Optional[TestResult] = None) -> None:

@@ -8,12 +8,13 @@ and the files its child processes write. Nothing here registers a hook.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ContextManager, Optional
+from typing import TYPE_CHECKING, ContextManager, Mapping, Optional, Sequence
 
 import pytest
 
 if TYPE_CHECKING:
     from .budget import RecompileBudget
+    from .kinds import BudgetKind
     from .observe.children import TestReports
     from .output.trace_dir import TestTrace, TraceFolders
     from .planning import Plan
@@ -28,7 +29,11 @@ class CaptureLostWarning(pytest.PytestWarning):
     """pytest-nocompile could no longer see recompiles: something switched its capture off."""
 
 
-class CompileTimeWarning(pytest.PytestWarning):
+class NotMeasuredWarning(pytest.PytestWarning):
+    """A budget could not be checked here: what it counts was not measured (syncs without CUDA; a torch that moved what it reads)."""
+
+
+class CompileTimeWarning(NotMeasuredWarning):
     """A compile-time or compile-instruction budget could not be checked here (no perf events; a torch that moved its metrics)."""
 
 
@@ -60,21 +65,54 @@ class Watch:
         self.trace: Optional[TestTrace] = None  # its structured trace (--nocompile-trace-dir), once opened
 
 
-def said_if_compile_time_not_measured(item: pytest.Item, budget: RecompileBudget) -> bool:
-    """Warn that the test's compile-time or instruction budget cannot be checked here, if so (its other budgets
-    still judge it); whether it did. Asked of a test whose plan has such a budget (``Plan.times_compiles``)."""
-    from .kinds import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND
-    from .observe.compile_metrics import compile_time_not_measured
-    from .observe.instruction_counter import instructions_not_counted
+def why_not_measured(kind: BudgetKind) -> Optional[str]:
+    """Why ``kind`` cannot be measured in this process (``syncs were not observed: torch.cuda.is_available() is False``),
+    or None when it can; asked of the kinds in ``planning.MEASURED_WHERE_POSSIBLE``."""
+    if kind.key == "compile_seconds":
+        from .observe.compile_metrics import compile_time_not_measured
 
-    for kind, why, advice in ((COMPILE_SECONDS_KIND, compile_time_not_measured(), ""),
-                              (COMPILE_INSTRUCTIONS_KIND, instructions_not_counted(),
-                               " (max_compile_seconds measures compile time everywhere)")):
-        if why is not None and budget.allowed(kind) is not None:
-            item.warn(CompileTimeWarning(f"{item.nodeid}: {budget.describe(kind)} is not checked: {why}. Tests are judged "
-                                         f"on their other budgets{advice}; said once per run"))
-            return True
-    return False
+        return compile_time_not_measured()
+    if kind.key == "compile_instructions":
+        from .observe.instruction_counter import instructions_not_counted
+
+        return instructions_not_counted()
+    if kind.key == "syncs":
+        from .observe.sync_warnings import syncs_not_observed
+
+        why = syncs_not_observed()
+        return None if why is None else f"syncs were not observed: {why}"
+    if kind.key == "kernels":
+        from .observe.kernel_counts import kernels_not_measured
+
+        return kernels_not_measured()
+    return None
+
+
+def not_measured(kinds: Sequence[BudgetKind]) -> Mapping[str, str]:
+    """Why each of ``kinds`` could not be measured here, by key (only those that could not)."""
+    found = {}
+    for kind in kinds:
+        why = why_not_measured(kind)
+        if why is not None:
+            found[kind.key] = why
+    return found
+
+
+def say_if_not_measured(item: pytest.Item, budget: RecompileBudget, kinds: Sequence[BudgetKind], said: set[str]) -> None:
+    """Warn that the test's budgets of ``kinds`` cannot be checked here, where so (its other budgets still judge it),
+    each kind once per run (``said``: the keys said so far, added to). Asked of a test whose plan has such a budget
+    (``Plan.may_go_unmeasured``)."""
+    for kind in kinds:
+        if kind.key in said:
+            continue
+        why = why_not_measured(kind)
+        if why is None:
+            continue
+        said.add(kind.key)
+        advice = " (max_compile_seconds measures compile time everywhere)" if kind.key == "compile_instructions" else ""
+        category = CompileTimeWarning if kind.key.startswith("compile_") else NotMeasuredWarning
+        item.warn(category(f"{item.nodeid}: {budget.describe(kind)} is not checked: {why}. Tests are judged "
+                           f"on their other budgets{advice}; said once per run"))
 
 
 # Every open watch in this process, latest last (pytester runs nest).

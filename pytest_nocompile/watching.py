@@ -31,7 +31,7 @@ from .observe.event_files import ENV_VAR
 from .planning import Plan, any_asks_to_be_watched, plan_key, plan_test, uses_a_nocompile_fixture
 from .record import RecompileRecord
 from .result import RESULT_ATTRIBUTE, TestResult, count_properties, judge, kinds_over_budget
-from .watch import WATCHES_KEY, CaptureLostWarning, Watch, closed, end_warnings, opened, said_if_compile_time_not_measured, trace_folders, warn_if_compiled_unwatched
+from .watch import WATCHES_KEY, CaptureLostWarning, Watch, closed, end_warnings, not_measured, opened, say_if_not_measured, trace_folders, warn_if_compiled_unwatched
 
 if TYPE_CHECKING:
     from .observe.children import ChildReports
@@ -116,7 +116,7 @@ class Watcher:
         self.last_closed: Optional[Watch] = None  # its teardown report comes next
         self.gathers = not settings.is_worker  # results are gathered here (not on an xdist worker)
         self.dynamo_arrived_here = False  # the import hook saw dynamo arrive during this run
-        self.said_compile_time_not_measured = False  # a compile-time budget was found uncheckable, and said
+        self.said_not_measured: set[str] = set()  # the kinds whose budgets were found uncheckable here, and said
         # Tests whose fixtures started processes that reported: (node id, record, what each child had reported by its end).
         self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
         # By planning.plan_key: the plan its tests share (parents live as long as the run).
@@ -176,6 +176,8 @@ class Watcher:
             if watch.plan is not None and watch.plan.isolate:
                 dynamo_state.reset_dynamo()
             self._attach(watch, record)
+        elif watch.plan is not None and (watch.plan.health_signals or self.settings.watch_every_test):
+            DYNAMO_LOGS.attach_early(record)  # a source that needs no dynamo (syncs) hears this test from now on
         return record
 
     def dynamo_arrived(self) -> None:
@@ -238,8 +240,8 @@ class Watcher:
         watch.record.end_call()
         if watch.strict_patch is not None:
             self._exit_strict(watch)
-        if not self.said_compile_time_not_measured and watch.plan is not None and watch.plan.times_compiles:
-            self.said_compile_time_not_measured = said_if_compile_time_not_measured(item, watch.budget)
+        if watch.plan is not None and watch.plan.may_go_unmeasured:
+            say_if_not_measured(item, watch.budget, watch.plan.may_go_unmeasured, self.said_not_measured)
         if watch.attached and not DYNAMO_LOGS.check():
             item.warn(CaptureLostWarning(
                 f"recompile capture was switched off during {item.nodeid} (torch's log state was replaced "
@@ -308,7 +310,7 @@ class Watcher:
             self._exit_strict(watch)
         record = watch.record
         if record is not None:
-            if watch.attached:
+            if watch.attached or DYNAMO_LOGS.attached(record):  # or attached early (a source that needs no dynamo)
                 DYNAMO_LOGS.detach(record)
             record.read_children(final=True)  # the teardown's, for its section
         if watch.reports is not None and self.child_reports is not None:
@@ -364,19 +366,21 @@ class Watcher:
         properties = report.user_properties
         if properties:  # an earlier attempt's (pytest-rerunfailures) are on the same list: this attempt's replace them
             properties[:] = [prop for prop in properties if not str(prop[0]).startswith("nocompile_")]
+        plan = watch.plan
+        # Kinds not measured here (syncs without CUDA) that its result shows: no count, rather than a 0.
+        unmeasured = not_measured(plan.unmeasured_shown) if plan is not None and plan.unmeasured_shown else None
         if empty:  # nothing compiled: the same result for every such test
-            plan = watch.plan
-            idle = plan.idle if plan is not None else None
+            idle = plan.idle if plan is not None and not unmeasured else None
             if idle is None:
-                idle = self.results.idle(watch.budget)
-                if plan is not None:
+                idle = self.results.idle(watch.budget, unmeasured)
+                if plan is not None and not unmeasured:
                     plan.idle = idle
             result, counts = idle
             properties.extend(counts)
-            if self.settings.is_worker and watch.budget is not self.settings.default_budget:
+            if self.settings.is_worker and (watch.budget is not self.settings.default_budget or unmeasured):
                 setattr(report, RESULT_ATTRIBUTE, result.to_dict())  # the controller reads the default budget's from the counts
             return result
-        result = judge(record, watch.over)
+        result = judge(record, watch.over, unmeasured)
         properties.extend(count_properties(result))
         if self.settings.is_worker:  # for the xdist controller, which gathers it as JSON
             setattr(report, RESULT_ATTRIBUTE, result.to_dict())

@@ -20,10 +20,11 @@ def test_every_kind_has_distinct_names() -> None:
         counted = KINDS_BY_KEY[floor.same_count_as]
         assert (floor.noun, floor.short, floor.events) == (counted.noun, counted.short, counted.events)
     assert set(KINDS_BY_MARKER) == {"max_recompiles", "max_graph_breaks", "max_compiles", "min_compiles", "max_compile_seconds",
-                                    "max_compile_instructions", "max_cache_misses", "max_cudagraph_rerecords", "max_cudagraph_skips"}
+                                    "max_compile_instructions", "max_cache_misses", "max_cudagraph_rerecords", "max_cudagraph_skips",
+                                    "max_syncs", "max_kernels"}
     assert [kind.option for kind in KINDS] == ["--max-compiles", "--max-recompiles", "--max-graph-breaks", "--min-compiles",
                                                "--max-compile-seconds", "--max-compile-instructions", "--max-cache-misses",
-                                               "--max-cg-rerecords", "--max-cg-skips"]
+                                               "--max-cg-rerecords", "--max-cg-skips", "--max-syncs", "--max-kernels"]
 
 
 def test_marker_forms_and_help_come_from_the_entry() -> None:
@@ -98,13 +99,16 @@ def test_each_kind_raises_its_own_exception_under_one_base() -> None:
         CudagraphRerecordBudgetExceeded,
         CudagraphSkipBudgetExceeded,
         GraphBreakBudgetExceeded,
+        KernelBudgetExceeded,
         RecompileBudgetExceeded,
+        SyncBudgetExceeded,
         TooFewCompiles,
     )
 
     assert [kind.exceeded for kind in KINDS] == [CompileBudgetExceeded, RecompileBudgetExceeded, GraphBreakBudgetExceeded, TooFewCompiles,
                                                  CompileTimeBudgetExceeded, CompileInstructionBudgetExceeded, CacheMissBudgetExceeded,
-                                                 CudagraphRerecordBudgetExceeded, CudagraphSkipBudgetExceeded]
+                                                 CudagraphRerecordBudgetExceeded, CudagraphSkipBudgetExceeded, SyncBudgetExceeded,
+                                                 KernelBudgetExceeded]
     assert all(issubclass(kind.exceeded, BudgetExceeded) and issubclass(kind.exceeded, AssertionError) for kind in KINDS)
     # Code written when every kind (these three) raised RecompileBudgetExceeded still catches each of them with it;
     # kinds added since never raised it.

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_syncs import FAKE_CUDA
 
 from nocompile_testing import TORCH, RunPytest
 
 pytest.importorskip("torch")
 
 SOURCES_SEEN = '''
-import collections, logging
+import collections, logging, sys, warnings
 import pytest, torch, torch._dynamo
 import torch._dynamo.utils as dynamo_utils
 
@@ -36,6 +37,11 @@ def armed_sources():
         armed.add("cudagraph logs")
     if logging.getLogger("torch._dynamo.convert_frame").handlers:
         armed.add("convert_frame warnings")  # recompile-limit hits and swallowed compile errors
+    metrics = sys.modules.get("torch._inductor.metrics")
+    if metrics is not None and vars(metrics.CachedMetricsHelper)["get_deltas"].__module__ != metrics.__name__:
+        armed.add("kernel counts")
+    if warnings._showwarnmsg.__module__ != "warnings":
+        armed.add("sync warnings")
     return armed
 
 
@@ -67,13 +73,32 @@ def test_cache_budget():
 def test_a_report_arms_every_source_and_holds_every_tests_compile_time(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_sources=SOURCES_SEEN + '''
 def test_compiles():
-    assert armed_sources() == {"counters", "compile metrics", "cache bypass reasons", "cudagraph logs", "convert_frame warnings"}
+    assert armed_sources() == {"counters", "compile metrics", "cache bypass reasons", "cudagraph logs", "kernel counts",
+                               "convert_frame warnings"}  # syncs too where torch has CUDA
     torch.compile(scale, backend="eager")(torch.ones(2), 2)
 ''')
     result = run("--nocompile-json=report.json")
     result.assert_outcomes(passed=1)
     (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
     assert "compile_seconds" in {event["what"] for event in test["health_events"]}
+
+
+def test_the_kernel_and_sync_sources_arm_from_the_first_test_that_reads_them(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makeconftest(FAKE_CUDA)  # the sync source arms only where torch has CUDA
+    pytester.makepyfile(test_sources=SOURCES_SEEN + '''
+def test_neither():
+    assert not {"kernel counts", "sync warnings"} & armed_sources()
+
+@pytest.mark.max_kernels(5)
+def test_kernel_budget():
+    assert armed_sources() == {"kernel counts", "convert_frame warnings"}
+
+@pytest.mark.max_syncs(5)
+def test_sync_budget():
+    assert armed_sources() == {"kernel counts", "sync warnings", "convert_frame warnings"}
+''')
+    result = run("-p", "no:randomly", "--max-recompiles=0")
+    result.assert_outcomes(passed=3)
 
 
 def test_a_block_assertion_of_a_health_kind_arms_its_source_in_a_run_that_budgets_none(pytester: pytest.Pytester, run: RunPytest) -> None:

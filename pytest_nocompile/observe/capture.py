@@ -25,9 +25,12 @@ theirs is wanted (:meth:`DynamoLogs.narrow`), which report through
 :meth:`DynamoLogs.emit_health`: the same fan-out, so a test's record, a block
 assertion and a child's reporter all hear them. The sources:
 :mod:`.counter_increments`, :mod:`.compile_metrics`, :mod:`.cache_bypass_reasons`
-(torch's reason for each cache bypass counted), :mod:`.cudagraph_logs`, and
-:mod:`.swallowed_errors` (the compile errors dynamo swallows, read in every
-armed capture from the warnings the limit handler also reads).
+(torch's reason for each cache bypass counted), :mod:`.cudagraph_logs`,
+:mod:`.kernel_counts`, :mod:`.sync_warnings`, and :mod:`.swallowed_errors`
+(the compile errors dynamo swallows, read in every armed capture from the
+warnings the limit handler also reads). A source that needs no dynamo (syncs:
+a test that never compiles can sync) arms for a sink attached before dynamo
+is imported (:meth:`DynamoLogs.attach_early`); the rest arm once it is.
 
 How each logger is tapped, and why not with ``set_logs``: :mod:`.log_taps`. When torch
 re-initialises its logging while armed (``_init_logs``, ``set_logs``, torch's
@@ -74,6 +77,8 @@ if TYPE_CHECKING:
 
         def arm(self) -> None: ...
         def disarm(self) -> None: ...
+
+        # A source may say ``needs_dynamo = False``: it arms without dynamo too (read with getattr; default True).
 
 RECOMPILES_ARTIFACT = "recompiles"
 VERBOSE_ARTIFACT = "recompiles_verbose"
@@ -125,12 +130,14 @@ class DynamoLogs:
             ("_init_logs", None), ("set_logs", self._before_set_logs))
         from ..compile_cost import COMPILE_SECONDS
         from .cudagraph_logs import CudagraphLogs
+        from .kernel_counts import KernelCounts
+        from .sync_warnings import SyncWarnings
 
         self._wanted: Optional[frozenset[str]] = None  # see narrow
         wanted = self.wanted_signals
         self._sources: list[Source] = [CounterIncrements(self.emit_health, wanted, _every_kinds_signals, not_counters=(COMPILE_SECONDS,)),
                                        CompileMetricsSource(self.emit_health, wanted), CacheBypassReasons(self.emit_health, wanted),
-                                       CudagraphLogs(self.emit_health)]
+                                       CudagraphLogs(self.emit_health), KernelCounts(self.emit_health), SyncWarnings(self.emit_health)]
         self._active: list[Source] = []  # the sources some wanted signal needs, for the set of signals below
         self._active_for: Optional[frozenset[str]] = None
         self._armed_sources: list[Source] = []
@@ -159,19 +166,33 @@ class DynamoLogs:
         if self._wanted is None or self._wanted.issuperset(signals):
             return
         self._wanted = self._wanted.union(signals)
-        if self.armed:
+        if self._sinks:
             self._arm_sources()
 
+    def needs_dynamo(self, signals: Collection[str]) -> bool:
+        """Whether some of ``signals`` come from dynamo or a source that arms only with it (False: syncs alone)."""
+        early = {signal for source in self._sources if not getattr(source, "needs_dynamo", True) for signal in source.signals}
+        return not early.issuperset(signals)
+
     def _arm_sources(self) -> None:
-        """Arm the sources the wanted signals need (each once): a watched test that reads none arms none."""
+        """Arm the sources the wanted signals need (each once): a watched test that reads none arms none.
+
+        Before dynamo is imported (the capture not armed), only those that need no dynamo.
+        """
         wanted = self.wanted_signals()
         if wanted is not self._active_for:
             self._active_for = wanted
             self._active = [source for source in self._sources if not source.signals.isdisjoint(wanted)]
         for source in self._active:
-            if source not in self._armed_sources:
+            if source not in self._armed_sources and (self.armed or not getattr(source, "needs_dynamo", True)):
                 source.arm()
                 self._armed_sources.append(source)
+
+    def _disarm_sources(self) -> None:
+        if self._armed_sources:
+            for source in reversed(self._armed_sources):
+                source.disarm()
+            self._armed_sources = []
 
     def emit_health(self, what: str, amount: float = 1, reason: Optional[str] = None, compile_id: Optional[str] = None) -> None:
         """A source's signal, to every sink, with the user code and thread of the moment, and the compile id
@@ -195,12 +216,22 @@ class DynamoLogs:
         if sink not in self._sinks:
             self._sinks = [*self._sinks, sink]  # a new list: a thread logging now keeps iterating the old one
 
+    def attach_early(self, sink: Sink) -> None:
+        """Send ``sink`` the signals of the sources that need no dynamo, before dynamo is imported (importing nothing);
+        :meth:`attach` arms the rest once it is. Detach it as any sink."""
+        if sink not in self._sinks:
+            self._sinks = [*self._sinks, sink]
+        self._arm_sources()
+
     def detach(self, sink: Sink) -> None:
         """Stop sending to ``sink``; with the last one gone, torch's logging is as it was before."""
         if sink in self._sinks:
             self._sinks = [other for other in self._sinks if other is not sink]
-        if not self._sinks and self.armed:
-            self._disarm()
+        if not self._sinks:
+            if self.armed:
+                self._disarm()
+            elif self._armed_sources:  # attached early only
+                self._disarm_sources()
 
     def attached(self, sink: Sink) -> bool:
         return sink in self._sinks
@@ -225,6 +256,8 @@ class DynamoLogs:
         self._wanted = None
         if self.armed:
             self._disarm()
+        else:
+            self._disarm_sources()
 
     def _arm(self) -> None:
         internals = logging_internals()
@@ -239,10 +272,7 @@ class DynamoLogs:
 
     def _disarm(self) -> None:
         self.armed = False
-        if self._armed_sources:
-            for source in reversed(self._armed_sources):
-                source.disarm()
-            self._armed_sources = []
+        self._disarm_sources()
         for module, name, original, wrapper in self._patched:
             if getattr(module, name, None) is wrapper:  # else someone patched it after us: theirs to undo
                 setattr(module, name, original)

@@ -9,7 +9,9 @@ depth: ``multiprocessing`` (spawn, forkserver), ``torch.multiprocessing.spawn``,
 ``subprocess`` running Python, ``torchrun`` and its workers.
 
 Capture arms only when the process's own code imports dynamo (a process that
-never compiles imports nothing more and writes nothing). It never prints and
+never compiles imports nothing more and writes nothing); in a fork of a
+process that imported torch, the sources that need no dynamo (syncs) arm at
+once. It never prints and
 never changes the process's output or exit code, whatever the environment
 (a ``RANK`` that is no number, no pytest importable): each event is written
 as it happens, and anything that goes wrong is written as a ``problem`` line
@@ -64,6 +66,8 @@ def report_to(directory: str, forked_from: Optional[int] = None) -> None:
         reporter.arm()
     else:
         arrival.when_dynamo_arrives(reporter.arm)
+        if "torch" in sys.modules:  # a fork of a process that imported torch: what needs no dynamo (syncs) reports already
+            reporter.arm_early()
 
 
 def install_fork_handler() -> None:
@@ -109,6 +113,14 @@ class _Reporter:
             from .capture import DYNAMO_LOGS
 
             DYNAMO_LOGS.attach(self)
+        except Exception as error:
+            self._write("problem", message=f"pytest-nocompile could not watch this process: {type(error).__name__}: {error}")
+
+    def arm_early(self) -> None:
+        try:
+            from .capture import DYNAMO_LOGS
+
+            DYNAMO_LOGS.attach_early(self)
         except Exception as error:
             self._write("problem", message=f"pytest-nocompile could not watch this process: {type(error).__name__}: {error}")
 

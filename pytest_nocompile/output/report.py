@@ -14,6 +14,7 @@ from ..measures import COUNT, Measure, plural
 if TYPE_CHECKING:
     import pytest
 
+    from ..process_events import ProcessEvents
     from ..record import RecompileRecord
 
 SECTION_TITLE = "nocompile recompiles"
@@ -172,14 +173,24 @@ def _shown_totals(kind: BudgetKind, health: Sequence[HealthEvent]) -> list[str]:
 
 def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent], limit_hits: Sequence[RecompileLimitHit],
             graph_breaks: Sequence[GraphBreakEvent], not_counted: Sequence[RecompileEvent] = (),
-            health: Sequence[HealthEvent] = ()) -> str:
+            health: Sequence[HealthEvent] = (), health_not_counted: Sequence[HealthEvent] = ()) -> str:
     """A kind's failure: its headline, then the events its table entry says explain it (``health``: the events of its
-    signals, listed, and of its shown signals, summed up in one line)."""
+    signals, listed, and of its shown signals, summed up in one line; ``health_not_counted``: its signals' events
+    outside the call phase, listed after them by a kind with lines of its own)."""
     lines = [headline]
     if kind.events == "health":
         if kind.shown_signals:
             lines += _shown_totals(kind, health)
-        lines += format_health_events([event for event in health if event.what in kind.signals], kind.measure)
+        counted = [event for event in health if event.what in kind.signals]
+        describe = kind.describe_events
+        if describe is None:
+            lines += format_health_events(counted, kind.measure)
+        else:
+            lines += describe(counted)
+            if health_not_counted:
+                total = sum(event.amount for event in health_not_counted)
+                lines.append(f"not counted (in fixtures, outside the call phase): {kind.measure.amount(total, kind.noun)}")
+                lines += describe(health_not_counted)
     for source in kind.explained_by:
         if source == "recompiles":
             lines += format_events(recompiles) + format_limit_hits(limit_hits)
@@ -210,9 +221,11 @@ def format_budget_failure(record: RecompileRecord, over: Sequence[str], stance: 
     for process, kinds_over in over_by_process:
         calls = record.events_of(process, "call")
         label = f"{record.process_label(process)}: " if record.children else ""
+        events = record.process_of(process)
         parts += [
             explain(kind, label + kind.headline(by_process[process][kind.key], budget.allowed(kind) or 0, budget.describe(kind)),
-                    *calls, not_counted=record.events_of(process, "setup")[0], health=record.process_of(process).signals(kind.health_signals))
+                    *calls, not_counted=record.events_of(process, "setup")[0], health=events.signals(kind.health_signals),
+                    health_not_counted=_outside_the_call(events, kind))
             for kind in KINDS if kind.key in kinds_over and not kind.is_floor
         ]
     for kind in KINDS:
@@ -221,6 +234,13 @@ def format_budget_failure(record: RecompileRecord, over: Sequence[str], stance: 
             headline = kind.headline(count, budget.allowed(kind) or 0, budget.describe(kind))
             parts.append("\n".join([headline, *why_too_few(record.processes(), count, stance)]))
     return "\n\n".join(parts)
+
+
+def _outside_the_call(events: ProcessEvents, kind: BudgetKind) -> list[HealthEvent]:
+    """A kind's events in fixtures (setup, teardown so far), for a kind whose failure lists them: shown, not counted."""
+    if kind.describe_events is None or kind.events != "health":
+        return []
+    return [event for event in events.signals(kind.signals, None) if event.phase != "call"]
 
 
 def fixture_processes_after_their_test(tests: list[tuple[str, RecompileRecord, dict[str, int]]]) -> list[str]:

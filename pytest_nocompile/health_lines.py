@@ -1,0 +1,41 @@
+"""How a failure lists syncs and kernels: syncs grouped by the user's line, kernels by graph. Pure code.
+
+A test over ``max_syncs`` may sync a thousand times from one line of a
+scheduler: one line per place in the user's code, counted
+(``3 × sched.py:88 in step: t = self.timesteps[i].item()``), says more than a
+thousand entries. A test over ``max_kernels`` lists each graph inductor
+compiled, named by the function dynamo was compiling, with its kernels.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional, Sequence
+
+from .measures import plural
+
+if TYPE_CHECKING:
+    from .events import HealthEvent
+
+SYNC_SIGNAL = "sync"  # one health event per synchronizing CUDA operation (observe.sync_warnings)
+KERNELS_SIGNAL = "kernels"  # one health event per graph inductor compiled or took from its cache, its kernels the amount
+NO_USER_LINE = "(no line outside torch on the stack)"
+
+
+def sync_lines(events: Sequence[HealthEvent]) -> list[str]:
+    """``3 × sched.py:88 in step: t = self.timesteps[i].item()``: one line per place (and thread), first seen first."""
+    counts: dict[tuple[str, Optional[str]], int] = {}
+    for event in events:
+        place = (str(event.user_code) if event.user_code is not None else NO_USER_LINE, event.thread)
+        counts[place] = counts.get(place, 0) + int(event.amount)
+    return [f"{count} × {where}" + (f" (in thread {thread})" if thread else "") for (where, thread), count in counts.items()]
+
+
+def kernel_lines(events: Sequence[HealthEvent]) -> list[str]:
+    """``f (test_x.py:4), compile 0/0: 2 kernels``: one line per graph, with where its code came from when not compiled anew."""
+    lines = []
+    for event in events:
+        graph = event.compiling_place or "a graph compiled outside a frame (a backward)"
+        compile_id = f", compile {event.compile_id}" if event.compile_id else ""
+        origin = f" ({event.reason})" if event.reason else ""
+        lines.append(f"{graph}{compile_id}: {plural(event.amount, 'kernel')}{origin}")
+    return lines

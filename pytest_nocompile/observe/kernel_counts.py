@@ -1,0 +1,125 @@
+"""A source of health events: the kernels inductor generated for each graph, one event per graph.
+
+``torch._inductor.metrics.generated_kernel_count`` is one module global for
+the process, bumped during code generation and cleared by torch's own tests
+(``metrics.reset()``): a difference read from it around a test is wrong
+wherever anything reset it. This source reads no total. Inductor itself
+works out each graph's share: ``CachedMetricsHelper`` snapshots the metrics
+before a graph's code generation, and its ``get_deltas()`` is what the graph
+added, saved with the graph in the FX graph cache; a cache hit replays that
+saved share through ``CachedMetricsHelper.apply_deltas()``, as does a graph
+compiled in a compile subprocess (read in torch's sources, 2.4 to 2.15:
+``compile_fx``, ``codecache.FxGraphCache``, ``compile_fx_ext``). While armed,
+both are wrapped on the class and each reports its graph's
+``generated_kernel_count`` as it passes: a fresh graph and the same graph
+from a warm cache count alike. Disarming puts torch's functions back.
+
+``torch._inductor.metrics`` is imported at arming where it is not yet (some
+6 ms once dynamo is there): inductor is often first imported in the middle
+of a test's first compile, after the capture armed. Only a run that reads
+kernel counts arms this source.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any, Callable, Optional
+
+from ..health_lines import KERNELS_SIGNAL
+from .dynamo_state import torch_import_warnings_silenced
+
+METRICS = "torch._inductor.metrics"
+HELPER = "CachedMetricsHelper"
+FIELD = "generated_kernel_count"
+
+
+class KernelCounts:
+    """The source: while armed, each graph's kernel count as inductor works it out or replays it."""
+
+    signals = frozenset((KERNELS_SIGNAL,))
+
+    def __init__(self, emit: Callable[[str, float, Optional[str]], None]) -> None:
+        self._emit = emit
+        self._helper: Any = None  # torch's CachedMetricsHelper while armed
+        # torch's get_deltas and apply_deltas (as found in the class __dict__) and our wrappers, made once per torch function.
+        self._wrappers: dict[str, tuple[Any, Any]] = {}
+
+    def arm(self) -> None:
+        if self._helper is not None:
+            return
+        helper = getattr(_metrics(), HELPER, None)
+        if helper is None:
+            return  # a torch without it: kernels_not_measured() says so
+        for name, wrap in (("get_deltas", self._reporting_get_deltas), ("apply_deltas", self._reporting_apply_deltas)):
+            original = vars(helper).get(name)
+            if original is None:
+                continue
+            made = self._wrappers.get(name)
+            if made is None or made[0] is not original:
+                made = self._wrappers[name] = (original, wrap(original))
+            setattr(helper, name, made[1])
+        self._helper = helper
+
+    def disarm(self) -> None:
+        helper, self._helper = self._helper, None
+        if helper is None:
+            return
+        for name, (original, wrapper) in self._wrappers.items():
+            if vars(helper).get(name) is wrapper:  # else someone put their own there after us: theirs
+                setattr(helper, name, original)
+
+    def _report(self, deltas: Any, origin: Optional[str]) -> None:
+        """A graph's share of the metrics: its kernels, as a health event (none for a graph without kernels)."""
+        try:
+            kernels = getattr(deltas, FIELD)
+            if isinstance(kernels, int) and kernels > 0:
+                self._emit(KERNELS_SIGNAL, kernels, origin)
+        except Exception:  # a count we cannot read is a count we lack, not an error in the user's compile
+            pass
+
+    def _reporting_get_deltas(self, original: Any) -> Any:
+        def get_deltas(helper: Any, *args: Any, **kwargs: Any) -> Any:
+            deltas = original(helper, *args, **kwargs)
+            self._report(deltas, None)  # a graph code-generated now
+            return deltas
+
+        return get_deltas
+
+    def _reporting_apply_deltas(self, original: Any) -> Any:
+        function = original.__func__ if isinstance(original, staticmethod) else original
+
+        def apply_deltas(deltas: Any, *args: Any, **kwargs: Any) -> Any:
+            caller = sys._getframe(1).f_code.co_name
+            # compile_fx_ext's _postprocess: a graph code-generated in a compile subprocess; else the FX graph cache's hit.
+            self._report(deltas, "compiled in a subprocess" if caller == "_postprocess" else "from the FX graph cache")
+            return function(deltas, *args, **kwargs)
+
+        return staticmethod(apply_deltas)
+
+
+def _metrics() -> Any:
+    """torch's inductor metrics module, imported if need be; None where it cannot be."""
+    module = sys.modules.get(METRICS)
+    if module is not None or "torch" not in sys.modules:
+        return module
+    try:
+        with torch_import_warnings_silenced():
+            return importlib.import_module(METRICS)
+    except Exception:  # a torch without inductor: nothing generates kernels
+        return None
+
+
+def kernels_not_measured() -> Optional[str]:
+    """Why each graph's kernels cannot be read in this process (a torch that moved them); None when they can, or inductor never came."""
+    module = sys.modules.get(METRICS)
+    if module is None:
+        return None  # inductor never imported: no kernel was generated
+    helper = getattr(module, HELPER, None)
+    deltas = getattr(module, "CachedMetricsDeltas", None)
+    if helper is not None and hasattr(helper, "get_deltas") and hasattr(helper, "apply_deltas") and FIELD in getattr(
+            deltas, "__dataclass_fields__", {}):
+        return None
+    torch = sys.modules.get("torch")
+    return (f"torch {getattr(torch, '__version__', '?')} gives no {METRICS}.{HELPER} with each graph's {FIELD}, "
+            "where the plugin reads each graph's kernels (torch 2.4 to 2.15 do)")
