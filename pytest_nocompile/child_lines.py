@@ -57,14 +57,14 @@ class ChildLine:
         self.message = _message(entry) if event in _WITH_MESSAGE else ""
         self.what: Optional[str] = None  # a health event's signal, its amount and (as message) its reason
         self.amount = 0.0
-        self.compiling: Optional[CodeLocation] = None  # a health event's: the function dynamo was compiling
+        # A compile's or a health event's: the function dynamo was compiling.
+        self.compiling: Optional[CodeLocation] = _location(entry.get("compiling"), "compiling") if event in ("compile", "health") else None
         if event == "health":
             self.what = _short_text(entry, "what")
             if not self.what:
                 raise BadLine("a health event without 'what'")
             self.amount = _number(entry, "amount")
             self.message = "" if entry.get("message") is None else _message(entry)
-            self.compiling = _location(entry.get("compiling"), "compiling")
         self.compile_id = _short_text(entry, "compile_id")
         self.thread = _short_text(entry, "thread")
         self.user_code = _location(entry.get("user_code"))

@@ -142,8 +142,9 @@ class _Reporter:
     def add_recompile(self, message: str, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None:
         self._write("recompile", message=message, compile_id=compile_id, user_code=_where(user_code), thread=thread)
 
-    def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None:
-        self._write("compile", compile_id=compile_id, user_code=_where(user_code), thread=thread)
+    def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],
+                    compiling: Optional[CodeLocation] = None) -> None:
+        self._write("compile", compile_id=compile_id, user_code=_where(user_code), thread=thread, compiling=_where(compiling))
 
     def add_limit_warning(self, message: str, compile_id: Optional[str], thread: Optional[str]) -> None:
         self._write("limit", message=message, compile_id=compile_id, thread=thread)
