@@ -38,7 +38,7 @@ class BadLine(ValueError):
 class ChildLine:
     """A checked line: every field of the type the record expects, texts cut to their caps (else :class:`BadLine`)."""
 
-    __slots__ = ("moment", "pid", "key", "rank", "command", "event", "message", "compile_id", "user_code", "thread", "started_in",
+    __slots__ = ("moment", "pid", "key", "rank", "world", "command", "event", "message", "compile_id", "user_code", "thread", "started_in",
                  "what", "amount", "compiling")
 
     def __init__(self, entry: dict[str, Any], file_token: str, started_in: Optional[str] = None) -> None:
@@ -49,6 +49,8 @@ class ChildLine:
         self.key = proc if proc is not None else f"{file_token}.jsonl"  # a writer without tokens: one file, one key
         rank = entry.get("rank")
         self.rank = None if rank is None else _integer(entry, "rank")
+        world = entry.get("world")  # the job's world size (absent from older writers)
+        self.world = None if world is None else _integer(entry, "world")
         self.command = _short_text(entry, "cmd")  # what the process runs (absent from older writers)
         event = entry.get("event")
         if event not in EVENTS:

@@ -7,10 +7,10 @@ processes share is the reference (of equals, the lowest rank's, else the
 first process's to report); each process whose summary differs is named,
 with each function that differs and the first recompile that made it differ.
 
-A process that compiled nothing writes nothing (:mod:`.observe.event_files`),
-so it is not here to compare: where processes report ranks and a rank
-between 0 and the highest one reported is missing, that rank is named as
-having compiled nothing.
+A process that compiled nothing in the call is not compared: it wrote
+nothing (:mod:`.observe.event_files`), or only in setup or teardown (a
+fixture's). Where the processes say their job's world size (or at least
+their ranks), each rank of it that compiled nothing is named.
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ def differences(processes: list[ProcessEvents], label: Callable[[Optional[Proces
         for process, found in summaries:
             if found != reference:
                 lines += _difference(process, found, reference_process, reference, label)
-    missing = _missing_ranks([process.info for process, _ in summaries])
+    missing = _missing_ranks([process.info for process, _ in summaries], max((process.world or 0 for process in processes), default=0))
     if missing:
         ranks = ", ".join(map(str, missing))
-        lines.append(f"rank{'s' if len(missing) > 1 else ''} {ranks} compiled nothing (reported nothing), while "
+        lines.append(f"rank{'s' if len(missing) > 1 else ''} {ranks} compiled nothing in the call, while "
                      f"{_names(summaries, label)} compiled")
     return lines
 
@@ -111,9 +111,12 @@ def _first_recompile(process: ProcessEvents, function: str) -> Optional[Recompil
     return next((event for event in process.recompiles if event.phase == "call" and event.code_place == function), None)
 
 
-def _missing_ranks(infos: list[Optional[ProcessInfo]]) -> list[int]:
+def _missing_ranks(infos: list[Optional[ProcessInfo]], world: int) -> list[int]:
+    """The ranks of the job (``world``, else up to the highest rank seen) that compiled nothing in the call."""
     ranks = {info.rank for info in infos if info is not None and info.rank is not None}
-    return [rank for rank in range(max(ranks)) if rank not in ranks] if ranks else []
+    if not ranks:
+        return []
+    return [rank for rank in range(max(world, max(ranks) + 1)) if rank not in ranks]
 
 
 def _names(summaries: list[tuple[ProcessEvents, Summary]], label: Callable[[Optional[ProcessInfo]], str]) -> str:

@@ -311,6 +311,8 @@ class RecompileRecord:
         from .events import CompileEvent, parse_limit_warning
 
         child = self._child(line.key, line.pid)
+        if line.world is not None:
+            child.world = line.world
         info = child.info
         assert info is not None  # a child always has its info
         if line.rank is not None and line.rank != info.rank or line.command and not info.command:
