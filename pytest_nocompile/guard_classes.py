@@ -77,9 +77,11 @@ GUARD_CLASSES: tuple[GuardClass, ...] = (
                                  r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)\. expected \d+, actual [01]$"),
                ZERO_ONE_FIX),
     GuardClass("size", _rows(r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)"), SIZE_FIX),
-    # A comparison of a size with a constant: the user's code branched on it and specialised the dim.
+    # A comparison of a size with a constant: the user's code branched on it and specialised the dim
+    # (torch 2.4 writes != and == as sympy's Ne(...) and Eq(...)).
     GuardClass("size compared", _rows(r"^(?P<size>[^ ]+?\.size\(\)\[\d+\]) (?:[!=]=|<=?|>=?) -?\d+$",
-                                      r"^-?\d+ (?:[!=]=|<=?|>=?) (?P<size>[^ ]+?\.size\(\)\[\d+\])$"),
+                                      r"^-?\d+ (?:[!=]=|<=?|>=?) (?P<size>[^ ]+?\.size\(\)\[\d+\])$",
+                                      r"^(?:Ne|Eq)\((?P<size>[^ ,]+?\.size\(\)\[\d+\]), -?\d+\)$"),
                "your code branches on the size of {tensor} dim {dim}: move the branch out of the compiled function, or compute "
                "both sides with torch ops"),
     GuardClass("stride", _rows(r"^tensor '(?P<tensor>.+?)' stride mismatch at index (?P<dim>\d+)")),

@@ -6,7 +6,8 @@ the newest first. Those on a tensor's size (:mod:`.guard_classes`: ``size``,
 
 - **the user's code** specialised it: a guard comparing the size with a
   constant, ``x.size()[0] != 3  # if x.shape[0] == 3:``, made where the
-  code branched on the size (torch names that line in the guard's comment);
+  code branched on the size (torch names that line in the guard's comment
+  from 2.6; torch 2.4 writes ``Ne(L['x'].size()[0], 3)`` and names no line);
 - **a static dim**: ``tensor 'x' size mismatch at index 0. expected 4,
   actual 8``: the entry was compiled for one size. That is automatic
   dynamic's first compile (no ``dynamic=``, no ``mark_dynamic``), or, under
@@ -15,9 +16,10 @@ the newest first. Those on a tensor's size (:mod:`.guard_classes`: ``size``,
 - **dynamo's own 0/1 specialisation**: ``2 <= x.size()[0]``, which torch
   comments "the guard itself is not due user code but due to 0/1
   specialization in the framework", and a mismatch from or to size 0 or 1
-  (the entries that rule made). On every torch recorded (2.6, 2.11, 2.13:
-  tests/data/torch-*-dynamic_sizes.txt) dynamo writes these forms; where a
-  torch gives no comment, the form alone decides. A user's own ``if
+  (the entries that rule made). Every torch recorded (2.4, 2.6, 2.11,
+  2.13, 2.14: tests/data/torch-*-dynamic_sizes.txt) writes these forms;
+  torch 2.4 adds no such comment (it names a line of its own), and there the
+  form alone decides. A user's own ``if
   x.shape[0] >= 2`` guards the same way and is taken for dynamo's: torch
   attributes it to the framework too.
 
@@ -50,7 +52,7 @@ _STRENGTH = {CODE: 3, STATIC: 2, ZERO_ONE: 1}
 _CLASS_CAUSES = {"size compared": CODE, "size": STATIC, "size 0/1": ZERO_ONE}
 
 _ACTUAL = re.compile(r"size mismatch at index \d+\. expected \d+, actual (?P<size>\d+)")
-_NOT_EQUAL = re.compile(r"(?:\.size\(\)\[\d+\] != (?P<after>\d+)$|^(?P<before>\d+) != )")
+_NOT_EQUAL = re.compile(r"\.size\(\)\[\d+\] != (?P<after>\d+)$|^(?P<before>\d+) != |^Ne\(.*, (?P<ne>\d+)\)$")
 _BOUND = re.compile(r"^2 <= |\.size\(\)\[\d+\] >= 2$")
 # How torch says a 0/1 guard is its own; a size guard's comment otherwise ends in the place in torch that made it.
 _FRAMEWORK_NOTE = re.compile(r"not due user code|0/1 specialization in the framework")
@@ -98,7 +100,7 @@ def _size_in(guard: str) -> Optional[int]:
         return int(found["size"])
     found = _NOT_EQUAL.search(guard)
     if found is not None:
-        return int(found["after"] or found["before"])
+        return int(found["after"] or found["before"] or found["ne"])
     return None
 
 

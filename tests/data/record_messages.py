@@ -52,6 +52,8 @@ import tempfile
 from pathlib import Path
 
 KINDS = ("recompiles", "recompiles_verbose", "dynamic_sizes", "limit", "graph_breaks", "capabilities")
+# Recorded on the torch versions at hand when the kind was added (2.4, 2.6, 2.11, 2.13, 2.14), not on every one.
+PARTIAL_KINDS = ("dynamic_sizes",)
 LIMIT = 2  # the recompile limit the limit scenario runs under
 LIMIT_LOGGER = "torch._dynamo.convert_frame"
 
