@@ -74,11 +74,12 @@ def _sizes(values: Iterable[int], what: str, allow_empty: bool = False) -> list[
 
 
 def _by_dynamo(event: RecompileEvent) -> bool:
-    """Every failed guard of the recompile is a size guard of dynamo's own 0/1 rule."""
+    """The recompile's size guards are all of dynamo's own 0/1 rule (and it has one): the other cache entries' guards on
+    something else (a dtype, a duck-sized equality) failed too, but the size 0 or 1 is what recompiled it."""
     from .size_guards import ZERO_ONE, size_guard
 
-    guards = [size_guard(reason) for reason in event.reasons]
-    return bool(guards) and all(guard is not None and guard.cause == ZERO_ONE for guard in guards)
+    causes = {guard.cause for guard in map(size_guard, event.reasons) if guard is not None}
+    return causes == {ZERO_ONE}
 
 
 def _failure(fn: Callable[..., Any], swept: list[SweptSize], failed: list[SweptSize]) -> str:
