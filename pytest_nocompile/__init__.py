@@ -3,7 +3,8 @@
 pytest loads it through its ``pytest11`` entry point (``-p nocompile`` only
 where plugin autoloading is off); budget a test with
 ``@pytest.mark.max_recompiles(N)``. The names below are the public API, for
-annotating fixtures and reading recorded recompiles, and for child processes
+annotating fixtures and reading recorded recompiles, for sweeping a compiled
+function over sizes (:func:`sweep_sizes`), and for child processes
 the start-up hook cannot reach (:func:`watch_this_process`, :func:`child_env`),
 and the ``nocompile_warm_start`` fixture's types (:class:`WarmStart`, :class:`CompileRun`).
 
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from .observe.hook import child_env, watch_this_process
     from .record import RecompileLog
     from .result import TestResult, Verdict
+    from .sweeps import SweptSize, sweep_sizes
     from .warm_start import CompileRun, WarmStart, WarmStartRunner
     from .watch import CaptureLostWarning, CompileTimeWarning, NotMeasuredWarning, TraceWarning
 
@@ -109,6 +111,8 @@ _PUBLIC_MODULES = {
     "child_env": ".observe.hook",
     "watch_this_process": ".observe.hook",
     "RecompileLog": ".record",
+    "SweptSize": ".sweeps",
+    "sweep_sizes": ".sweeps",
     "TestResult": ".result",
     "Verdict": ".result",
     "CaptureLostWarning": ".watch",
@@ -153,6 +157,7 @@ __all__ = [
     "RecompileLog",
     "SwallowedCompileErrorWarning",
     "SyncBudgetExceeded",
+    "SweptSize",
     "TestResult",
     "TooFewCompiles",
     "TraceWarning",
@@ -172,6 +177,7 @@ __all__ = [
     "assert_min_compiles",
     "child_env",
     "parse_recompile_message",
+    "sweep_sizes",
     "watch_this_process",
 ]
 

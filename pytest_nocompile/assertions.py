@@ -11,8 +11,8 @@ logging state on exit.
 
 from __future__ import annotations
 
-from contextlib import ContextDecorator
-from typing import Callable, ContextManager, Optional, Protocol
+from contextlib import ContextDecorator, contextmanager
+from typing import Callable, ContextManager, Iterator, Optional, Protocol
 
 from .budget import RecompileBudget, validate_count
 from .events import ProcessInfo
@@ -231,13 +231,24 @@ def _recording_now() -> Optional[RecompileRecord]:
     return recording_now()
 
 
+@contextmanager
+def own_capture() -> Iterator[RecompileRecord]:
+    """A record of its own, attached to this process's capture for the block, inside a watched test or not (the
+    test's record, if any, hears the same events); blocks nested in it still count from their own record."""
+    capture = _OwnCapture(nested_blocks_count_here=False)
+    try:
+        yield capture.record
+    finally:
+        capture.stop()
+
+
 class _OwnCapture:
     """Capture for one block outside any watched test; ``stop`` restores torch's logging state (when no other sink is attached).
 
     A block of signals that need no dynamo (syncs) imports none: it captures them alone until something else imports dynamo.
     """
 
-    def __init__(self, signals: tuple[str, ...] = ()) -> None:
+    def __init__(self, signals: tuple[str, ...] = (), nested_blocks_count_here: bool = True) -> None:
         from .observe import arrival, dynamo_state
         from .observe.capture import DYNAMO_LOGS
 
@@ -250,11 +261,14 @@ class _OwnCapture:
         else:
             DYNAMO_LOGS.attach(self.record)
         self.record.start_call()
-        _OWN_RECORDS.append(self.record)
+        self._nested = nested_blocks_count_here
+        if nested_blocks_count_here:
+            _OWN_RECORDS.append(self.record)
 
     def stop(self) -> None:
         from .observe.capture import DYNAMO_LOGS
 
         self.record.end_call()
         DYNAMO_LOGS.detach(self.record)
-        _OWN_RECORDS.remove(self.record)
+        if self._nested:
+            _OWN_RECORDS.remove(self.record)

@@ -38,7 +38,7 @@ class BadLine(ValueError):
 class ChildLine:
     """A checked line: every field of the type the record expects, texts cut to their caps (else :class:`BadLine`)."""
 
-    __slots__ = ("moment", "pid", "key", "rank", "command", "event", "message", "compile_id", "user_code", "thread", "started_in",
+    __slots__ = ("moment", "pid", "key", "rank", "world", "command", "event", "message", "compile_id", "user_code", "thread", "started_in",
                  "what", "amount", "compiling")
 
     def __init__(self, entry: dict[str, Any], file_token: str, started_in: Optional[str] = None) -> None:
@@ -49,6 +49,8 @@ class ChildLine:
         self.key = proc if proc is not None else f"{file_token}.jsonl"  # a writer without tokens: one file, one key
         rank = entry.get("rank")
         self.rank = None if rank is None else _integer(entry, "rank")
+        world = entry.get("world")  # the job's world size (absent from older writers)
+        self.world = None if world is None else _integer(entry, "world")
         self.command = _short_text(entry, "cmd")  # what the process runs (absent from older writers)
         event = entry.get("event")
         if event not in EVENTS:
@@ -57,14 +59,14 @@ class ChildLine:
         self.message = _message(entry) if event in _WITH_MESSAGE else ""
         self.what: Optional[str] = None  # a health event's signal, its amount and (as message) its reason
         self.amount = 0.0
-        self.compiling: Optional[CodeLocation] = None  # a health event's: the function dynamo was compiling
+        # A compile's or a health event's: the function dynamo was compiling.
+        self.compiling: Optional[CodeLocation] = _location(entry.get("compiling"), "compiling") if event in ("compile", "health") else None
         if event == "health":
             self.what = _short_text(entry, "what")
             if not self.what:
                 raise BadLine("a health event without 'what'")
             self.amount = _number(entry, "amount")
             self.message = "" if entry.get("message") is None else _message(entry)
-            self.compiling = _location(entry.get("compiling"), "compiling")
         self.compile_id = _short_text(entry, "compile_id")
         self.thread = _short_text(entry, "thread")
         self.user_code = _location(entry.get("user_code"))

@@ -45,7 +45,8 @@ _COMPILE_ID = re.compile(r"^(?P<compile_id>\d+/\d+(?:_\d+)?):\s*(?P<rest>.*)$")
 _STACK_FILE = re.compile(r'^\s*File "(?P<filename>.+)", line (?P<line>\d+), in (?P<function>.+)$')
 _SOURCE_SEPARATOR = re.compile(r"\s{2,}# ")
 _HINT = re.compile(r"^(?P<rest>.*?)\s+\(HINT: (?P<hint>.*)\)\s*$")
-_SOURCE_PLACE = re.compile(r"^(?P<code>.*?)\s{2,}# (?P<path>\S+):(?P<line>\d+) in (?P<function>\S+)$")
+# A size guard's comment ends in the place inside torch that made it: "(_dynamo/variables/tensor.py:2606 in evaluate_expr)".
+_SOURCE_PLACE = re.compile(r"^(?P<code>.*?)\s{2,}# (?P<path>\S+):(?P<line>\d+) in (?P<function>\S+)(?: \([^()]*:\d+ in \S+\))?$")
 
 
 @dataclass(frozen=True)
@@ -259,7 +260,8 @@ class CompileEvent:
     ``compile_id`` is the ``frame/attempt`` id of the frame compile that
     produced the graph (None where torch gives none); ``user_code`` the
     innermost frame outside torch, pytest and this plugin that was running
-    (the user's call that brought the compile).
+    (the user's call that brought the compile); ``compiling`` the function
+    whose frame dynamo compiled (its first line), where it was compiling one.
     """
 
     compile_id: str | None = None
@@ -267,6 +269,7 @@ class CompileEvent:
     phase: Phase = "call"
     thread: str | None = None
     process: ProcessInfo | None = None  # None: the test's own process
+    compiling: CodeLocation | None = None
 
 
 @dataclass(frozen=True)
@@ -365,13 +368,17 @@ def _source_location(source: str | None, function_file: str) -> CodeLocation | N
     """``code  # path:line in f`` (torch 2.9 and 2.10 give no user stack trace) as a location.
 
     torch shortens the path to its last components; where it is the tail of
-    the recompiled function's own file, that file's full path is used.
+    the recompiled function's own file, that file's full path is used. (It cuts
+    the path after the folder it shares with torch's own, and one character
+    more: a file under ``/tmp`` reads ``mp/...``.) A size guard's comment may
+    end in the place in torch that made it, in brackets: left out here.
     """
     match = _SOURCE_PLACE.match(source) if source else None
     if match is None:
         return None
     path = match["path"]
-    if function_file.endswith(os.sep + path) or function_file == path:
+    if function_file.endswith(os.sep + path) or function_file == path or (
+            function_file.startswith(os.sep) and function_file[2:] == path):
         path = function_file
     return CodeLocation(path, int(match["line"]), match["function"], match["code"].strip() or None)
 

@@ -41,11 +41,14 @@ class GuardClass:
 
 @dataclass(frozen=True)
 class ClassifiedGuard:
-    """A failed guard's class, its subject (``n``, ``self.param_groups[0]['lr']``, ``x dim 0``) and its fix, if known."""
+    """A failed guard's class, its subject (``n``, ``self.param_groups[0]['lr']``, ``x dim 0``) and its fix, if known;
+    for a guard on a tensor's size or stride, the tensor (as dynamo names it, ``L['x']`` read as ``x``) and the dim."""
 
     name: str
     subject: Optional[str] = None
     fix: Optional[str] = None
+    tensor: Optional[str] = None
+    dim: Optional[int] = None
 
     @property
     def label(self) -> str:
@@ -134,7 +137,7 @@ def _classified(row: GuardClass, groups: dict[str, Optional[str]]) -> Classified
     if row is _VALUE_CLASS:
         row = _value_class(groups.get("value") or "")
     fix = row.fix.format(subject=subject or "a global setting", tensor=tensor, dim=dim) if row.fix else None
-    return ClassifiedGuard(row.name, subject, fix)
+    return ClassifiedGuard(row.name, subject, fix, tensor, int(dim) if dim is not None else None)
 
 
 def _value_class(value: str) -> GuardClass:

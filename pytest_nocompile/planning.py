@@ -1,9 +1,10 @@
-"""Planning: which tests a run watches, and with what budget (worked out once for the tests that share it).
+"""Planning: which tests a run watches, with what budget and contracts (worked out once for the tests that share it).
 
 A test's plan comes from the closest budget marker of each kind (test,
-class, module) over the run's defaults (options, ini keys). Tests of one
-class or module whose own budget markers say the same share one plan, so
-a test's setup looks its plan up instead of reading every marker again.
+class, module) over the run's defaults (options, ini keys), and the closest
+marker of each contract (:mod:`.contracts`). Tests of one class or module
+whose own markers say the same share one plan, so a test's setup looks its
+plan up instead of reading every marker again.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Hashable, Optional, Sequence
 import pytest
 
 from .budget import BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
+from .contracts import CONTRACT_MARKERS, Contract, ContractUsageError, read_contract
 from .fixtures import FIXTURE_NAMES
 from .kinds import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND, KERNELS, KINDS, KINDS_BY_MARKER, RECOMPILES, SYNCS
 from .torch_support import installed_torch_lacks
@@ -20,6 +22,9 @@ from .torch_support import installed_torch_lacks
 if TYPE_CHECKING:
     from .result import TestResult
     from .settings import RunSettings
+
+# The markers that make a test watched: every budget kind's and every contract's.
+WATCHING_MARKERS = frozenset({*KINDS_BY_MARKER, *CONTRACT_MARKERS})
 
 
 def uses_a_nocompile_fixture(item: pytest.Item) -> bool:
@@ -49,15 +54,23 @@ def any_asks_to_be_watched(items: Sequence[pytest.Item]) -> bool:
 
 
 def _has_a_budget_marker(node: pytest.Item | pytest.Collector) -> bool:
-    return any(marker.name in KINDS_BY_MARKER for marker in node.own_markers)
+    return any(marker.name in WATCHING_MARKERS for marker in node.own_markers)
 
 
 def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
-    """The test's budget and whether the run watches it, or why its marker is unusable."""
+    """The test's budget and contracts and whether the run watches it, or why its marker is unusable."""
     closest: dict[str, tuple[pytest.Mark, str]] = {}
     for node, marker in item.iter_markers_with_node():  # one pass, closest first; most tests have no marker at all
-        if marker.name in KINDS_BY_MARKER and marker.name not in closest:
+        if marker.name in WATCHING_MARKERS and marker.name not in closest:
             closest[marker.name] = (marker, _marked_on(node, item))
+    contracts: list[Contract] = []
+    for name in CONTRACT_MARKERS:
+        if name in closest:
+            marker, where = closest.pop(name)
+            try:
+                contracts.append(read_contract(name, marker.args, marker.kwargs, where))
+            except ContractUsageError as error:
+                return f"invalid {name} marker on {item.nodeid}: {error}"
     budget, watched = settings.default_budget, settings.watch_by_default
     if closest:
         read: dict[str, MarkerBudget] = {}
@@ -75,17 +88,18 @@ def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
             marked_on[kind.key] = where if spec is None else f"{where}, torch {spec}"
         budget = with_markers(budget, read, marked_on)
         watched = budget.budgeted or settings.watch_every_test
-    return Plan(budget, watched, settings)
+    return Plan(budget, watched or bool(contracts), settings, tuple(contracts))
 
 
 class Plan:
     """How a test is watched, worked out once for the tests that share it (see :func:`plan_key`)."""
 
-    __slots__ = ("budget", "watched", "strict", "isolate", "idle", "health_signals", "may_go_unmeasured", "unmeasured_shown")
+    __slots__ = ("budget", "watched", "strict", "isolate", "idle", "health_signals", "may_go_unmeasured", "unmeasured_shown", "contracts")
 
-    def __init__(self, budget: RecompileBudget, watched: bool, settings: RunSettings) -> None:
+    def __init__(self, budget: RecompileBudget, watched: bool, settings: RunSettings, contracts: tuple[Contract, ...] = ()) -> None:
         self.budget = budget
         self.watched = watched
+        self.contracts = contracts  # judged with the budgets when the call ends
         # Whether the call raises at a recompile: a recompile budget, and strict by marker or option.
         self.strict = budget.allowed(RECOMPILES) is not None and (
             budget.strict if budget.strict is not None else settings.strict_by_default)
@@ -120,7 +134,7 @@ def plan_key(item: pytest.Item) -> Optional[Hashable]:
     markers = tuple((marker.name, tuple((type(arg), arg) for arg in marker.args),
                      tuple((name, type(value), _entries_key(value) if isinstance(value, dict) else value)
                            for name, value in marker.kwargs.items()))
-                    for marker in item.own_markers if marker.name in KINDS_BY_MARKER)
+                    for marker in item.own_markers if marker.name in WATCHING_MARKERS)
     if not markers:
         return parent
     key = (parent, markers)

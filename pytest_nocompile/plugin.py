@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 
 from . import cudagraph_tests, fixtures
+from .contracts import MARKER_HELP
 from .installed_versions import distribution_version
 from .kinds import KINDS
 from .output.summary import LONG_TABLE, TABLE_CHOICES
@@ -93,6 +94,8 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     for kind in KINDS:
         config.addinivalue_line("markers", kind.marker_help)
+    for line in MARKER_HELP:
+        config.addinivalue_line("markers", line)
     settings = RunSettings(config)
     results = Results(settings)
     config.pluginmanager.register(results, "nocompile-results")

@@ -16,11 +16,12 @@ if TYPE_CHECKING:
 class ProcessEvents:
     """One process's events in a test: the test's own (``info`` None) or a child's that reported."""
 
-    __slots__ = ("info", "recompiles", "limit_hits", "graph_breaks", "compiles", "health", "problems", "call_counts", "_pending",
+    __slots__ = ("info", "world", "recompiles", "limit_hits", "graph_breaks", "compiles", "health", "problems", "call_counts", "_pending",
                  "_break_places", "_changes", "_counts")
 
     def __init__(self, info: Optional[ProcessInfo] = None) -> None:
         self.info = info
+        self.world: Optional[int] = None  # a child's job's world size, where it said (with its rank)
         self.recompiles: list[RecompileEvent] = []
         self.limit_hits: list[RecompileLimitHit] = []
         self.graph_breaks: list[GraphBreakEvent] = []

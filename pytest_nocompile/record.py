@@ -311,6 +311,8 @@ class RecompileRecord:
         from .events import CompileEvent, parse_limit_warning
 
         child = self._child(line.key, line.pid)
+        if line.world is not None:
+            child.world = line.world
         info = child.info
         assert info is not None  # a child always has its info
         if line.rank is not None and line.rank != info.rank or line.command and not info.command:
@@ -323,7 +325,7 @@ class RecompileRecord:
             event = _recompile_event(line.message, phase, line.compile_id, line.user_code, line.thread)
             child.add_recompile(replace(event, process=info))
         elif what == "compile":
-            child.add_compile(CompileEvent(line.compile_id, line.user_code, phase, line.thread, info))
+            child.add_compile(CompileEvent(line.compile_id, line.user_code, phase, line.thread, info, line.compiling))
         elif what == "limit":
             hit = parse_limit_warning(line.message, phase)
             if hit is not None:
@@ -343,10 +345,11 @@ class RecompileRecord:
     def add_recompile(self, message: str, compile_id: str | None, user_code: CodeLocation | None, thread: str | None) -> None:
         self.own.add_recompile(_recompile_event(message, self.phase, compile_id, user_code, thread))
 
-    def add_compile(self, compile_id: str | None, user_code: CodeLocation | None, thread: str | None) -> None:
+    def add_compile(self, compile_id: str | None, user_code: CodeLocation | None, thread: str | None,
+                    compiling: CodeLocation | None = None) -> None:
         from .events import CompileEvent
 
-        self.own.add_compile(CompileEvent(compile_id, user_code, self.phase, thread))
+        self.own.add_compile(CompileEvent(compile_id, user_code, self.phase, thread, compiling=compiling))
 
     def add_limit_warning(self, message: str, compile_id: str | None = None, thread: str | None = None) -> None:
         from .events import parse_limit_warning

@@ -10,7 +10,8 @@ goes the same way, whatever torch has done so far:
 2. if dynamo arrives later (``torch.compile`` imports it in the middle of a
    test), the import hook attaches the open record right then, before
    anything compiled: the counts start exact at zero either way;
-3. the call is timed and judged: a passing call over budget fails;
+3. the call is timed and judged: a passing call over budget, or that broke
+   a contract (:mod:`.contracts`), fails;
 4. after teardown the watch closes: the record is detached, children's
    reports are read a last time, and the teardown report carries the result.
 
@@ -258,19 +259,23 @@ class Watcher:
         """The failure text of a call that passed but is over budget (or could not be watched), else None."""
         record = watch.record
         assert record is not None
-        if watch.problem is not None and watch.budget.budgeted:
+        contracts = watch.plan.contracts if watch.plan is not None else ()
+        judged = watch.budget.budgeted or bool(contracts)
+        if watch.problem is not None and judged:
             return f"pytest-nocompile cannot watch {item.nodeid}: {watch.problem}"
         if record.empty() and not watch.budget.has_floor:
             return None
-        problems = record.child_problems() if watch.budget.budgeted else ()
+        problems = record.child_problems() if judged else ()
         if problems:
             return f"pytest-nocompile cannot watch a process of {item.nodeid}: " + "; ".join(problems)
         over = watch.over = kinds_over_budget(record)
-        if not over:
+        broken = [text for contract in contracts if (text := contract.broken(record)) is not None]
+        if not (over or broken):
             return None
         from .output.report import format_budget_failure
 
-        return format_budget_failure(record, over, dynamo_state.compile_stance() if watch.budget.has_floor else None)
+        failure = [format_budget_failure(record, over, dynamo_state.compile_stance() if watch.budget.has_floor else None)] if over else []
+        return "\n\n".join([*failure, *broken])
 
     # A wrapper: its code after the yield runs after pytest's own teardown,
     # also when that raised, and before the teardown report is made. A

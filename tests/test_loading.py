@@ -128,7 +128,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
     result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
-        "budget", "compile_cost", "cudagraph_tests", "exceptions", "fixtures", "health_lines", "installed_versions", "kinds", "measures", "observe",
+        "budget", "compile_cost", "contracts", "cudagraph_tests", "exceptions", "fixtures", "health_lines", "installed_versions", "kinds", "measures", "observe",
         "observe.arrival", "observe.cache_bypass_reasons", "observe.capture", "observe.children", "observe.compile_metrics",
         "observe.counter_increments", "observe.cudagraph_logs", "observe.dynamo_state", "observe.event_files", "observe.instruction_counter",
         "observe.kernel_counts", "observe.log_taps", "observe.run_folders", "observe.startup", "observe.swallowed_errors", "observe.sync_warnings",

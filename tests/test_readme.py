@@ -200,9 +200,10 @@ def test_reference_names_every_option_ini_key_marker_fixture_and_public_name(pyt
     # A short key's help starts on its own line (max_syncs), a longer one's on the next.
     ini_keys = {name for name, description in re.findall(r"^  (\w+) \(\w+\):(.*\n(?:^ {20,}.*\n)*)", help_text, flags=re.M)
                 if "[pytest-nocompile]" in description}
-    markers = set(re.findall(r"^@pytest\.mark\.((?:max|min|nocompile)_\w+)\(", run("--markers").stdout.str(), flags=re.M))
+    markers = set(re.findall(r"^@pytest\.mark\.((?:max|min|nocompile)_\w+|dynamic_dims|same_across_ranks)[(:]", run("--markers").stdout.str(),
+                             flags=re.M))
     fixtures = set(re.findall(r"^(nocompile_\w+)", run("--fixtures").stdout.str(), flags=re.M))
-    assert len(options) == 23 and len(ini_keys) == 18 and len(markers) == 11 and len(fixtures) == 13
+    assert len(options) == 23 and len(ini_keys) == 18 and len(markers) == 13 and len(fixtures) == 13
     reference = reference_section()
     public = set(pytest_nocompile.__all__)
     missing = sorted(name for name in options | ini_keys | markers | fixtures | public if f"`{name}" not in reference)
@@ -239,7 +240,7 @@ def test_readme_is_short() -> None:
 
 def test_readme_ranks_example_fails_naming_rank_1(pytester: pytest.Pytester, run: RunPytest) -> None:
     # The snippet as written passes (test_python_snippet_runs_as_written); with n = 2 rank 1 recompiles.
-    block = block_containing("mp.spawn")
+    block = block_containing("def test_ranks_do_not_recompile")
     pytester.makepyfile(test_ranks=block.text.replace('"store"), 1)', '"store"), 2)'))
     result = run()
     result.assert_outcomes(failed=1)

@@ -46,6 +46,35 @@ def test_bad_marker_input_is_an_error_of_that_test_naming_it(pytester: pytest.Py
         expect_lines(result, [f"*ERROR at setup of {name}*", f"invalid max_graph_breaks marker on test_bad.py::{name}: {problem}; {ACCEPTED_GRAPH_BREAKS}"])
 
 
+BAD_CONTRACT_MARKERS = {
+    "test_dims_positional": ('dynamic_dims("x")', "dynamic_dims('x'): name each argument with its dims, positional arguments are not accepted"),
+    "test_dims_negative": ("dynamic_dims(x=-1)", "dynamic_dims(x=-1): x=-1 is not a dim or a tuple of dims (ints >= 0)"),
+    "test_dims_flag": ('dynamic_dims(x=0, framework_specialisation="yes")',
+                       "dynamic_dims(x=0, framework_specialisation='yes'): framework_specialisation must be True or False, got 'yes'"),
+    "test_ranks_argument": ("same_across_ranks(2)", "same_across_ranks(2): takes no arguments"),
+}
+ACCEPTED_CONTRACTS = {
+    "dynamic_dims": "use @pytest.mark.dynamic_dims(x=0, y=(0, 1)), each keyword an argument of the compiled function and each value a "
+                    "dim or a tuple of dims (ints >= 0), with optional framework_specialisation=True/False",
+    "same_across_ranks": "use @pytest.mark.same_across_ranks, without arguments",
+}
+
+
+def test_bad_contract_marker_is_an_error_of_that_test_naming_it(pytester: pytest.Pytester, run: RunPytest) -> None:
+    body = ["import pytest", ""]
+    for name, (marker, _) in BAD_CONTRACT_MARKERS.items():
+        body += [f"@pytest.mark.{marker}", f"def {name}():", "    pass", ""]
+    body += ["@pytest.mark.dynamic_dims(x=(0, 1))", "@pytest.mark.same_across_ranks", "def test_good():", "    pass"]
+    pytester.makepyfile(test_bad="\n".join(body))
+    result = run("--strict-markers")
+    result.assert_outcomes(passed=1, errors=len(BAD_CONTRACT_MARKERS))
+    assert "INTERNALERROR" not in result.stdout.str()
+    for name, (marker, problem) in BAD_CONTRACT_MARKERS.items():
+        kind = marker.partition("(")[0]
+        result.stdout.fnmatch_lines([f"*ERROR at setup of {name}*", f"invalid {kind} marker on test_bad.py::{name}: {problem}; "
+                                     f"{ACCEPTED_CONTRACTS[kind]}"], consecutive=True)
+
+
 SCOPES = RECOMPILE_ONCE + '''
 pytestmark = pytest.mark.max_recompiles(0)
 
@@ -186,6 +215,9 @@ def test_markers_are_listed_and_strict_markers_with_warnings_as_errors_are_clean
     result = run("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.max_recompiles(N, isolate=True, strict=False): fail the test when its call phase has more than N*"])
     result.stdout.fnmatch_lines(["@pytest.mark.max_graph_breaks(N): fail the test when its call phase has more than N*"])
+    result.stdout.fnmatch_lines(["@pytest.mark.dynamic_dims(x=0, y=(0, 1), framework_specialisation=False): fail the test when a "
+                                 "recompile in its call phase specialised one of these dims*"])
+    result.stdout.fnmatch_lines(["@pytest.mark.same_across_ranks: fail the test when the processes it starts*"])
     pytester.makepyfile('''
         import pytest, torch
 

@@ -62,7 +62,8 @@ if TYPE_CHECKING:
         """What a sink takes: each method runs in the thread that compiled, once per record."""
 
         def add_recompile(self, message: str, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None: ...
-        def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None: ...
+        def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],
+                        compiling: Optional[CodeLocation] = None) -> None: ...
         def add_limit_warning(self, message: str, compile_id: Optional[str], thread: Optional[str]) -> None: ...
         def add_graph_break(self, message: str) -> None: ...
         def add_health(self, what: str, amount: float, reason: Optional[str], compile_id: Optional[str],
@@ -333,9 +334,12 @@ class DynamoLogs:
             sink.add_recompile(message, compile_id, user_code, thread)
 
     def _on_graph(self, record: logging.LogRecord) -> None:
-        compile_id, user_code, thread = _current_compile_id(), find_user_code(sys._getframe(1)), _thread(record)
+        from .compiling_code import compiling_code
+
+        frame = sys._getframe(1)
+        compile_id, user_code, thread, compiling = _current_compile_id(), find_user_code(frame), _thread(record), compiling_code(frame)
         for sink in self._sinks:
-            sink.add_compile(compile_id, user_code, thread)
+            sink.add_compile(compile_id, user_code, thread, compiling)
 
     def _on_graph_break(self, record: logging.LogRecord) -> None:
         message = record.getMessage()

@@ -125,6 +125,19 @@ def process_rank() -> int | None:
     return None
 
 
+def process_world_size() -> int | None:
+    """How many ranks this process's job has: ``torch.distributed``'s world size once initialised, else ``WORLD_SIZE``, else None."""
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None:
+        try:
+            if distributed.is_available() and distributed.is_initialized():
+                return int(distributed.get_world_size())
+        except Exception:
+            pass
+    value = os.environ.get("WORLD_SIZE", "")
+    return int(value) if value.isdigit() else None
+
+
 def compile_stance() -> str | None:
     """torch.compiler's stance now (``set_stance``, torch >= 2.6), when not the default; never imports dynamo."""
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")

@@ -99,6 +99,7 @@ class _Reporter:
         self.pid = os.getpid()
         self.writer = EventWriter(directory)
         self._rank: Optional[int] = None  # as last seen: it outlives destroy_process_group()
+        self._world: Optional[int] = None  # the job's world size, as last seen with the rank
         self._forked_from = forked_from
         self._command: Optional[str] = None  # what the process runs, made at its first line (multiprocessing names it by then)
 
@@ -130,32 +131,34 @@ class _Reporter:
             message = fields.get("message")
             if message is not None:
                 fields["message"] = str(message)[:MAX_MESSAGE]
-            rank = self._process_rank()
+            rank, world = self._process_rank()
             if rank is None:
-                rank = self._rank
-            self._rank = rank
+                rank, world = self._rank, self._world
+            self._rank, self._world = rank, world
             if self._command is None:
                 from .command_line import this_process
 
                 self._command = this_process(self._forked_from)
-            self.writer.write({"t": time.time(), "rank": rank, "cmd": self._command, "event": event, **fields})
+            self.writer.write({"t": time.time(), "rank": rank, "world": world, "cmd": self._command, "event": event, **fields})
         except Exception as error:  # a line lost: the test hears of it
             self.writer.unreported(type(error).__name__)
 
     @staticmethod
-    def _process_rank() -> Optional[int]:
+    def _process_rank() -> tuple[Optional[int], Optional[int]]:
+        """The process's rank and its job's world size, where known."""
         state = sys.modules.get(__package__ + ".dynamo_state")
         try:
-            return state.process_rank() if state is not None else None
+            return (state.process_rank(), state.process_world_size()) if state is not None else (None, None)
         except Exception:  # RANK=² and such: no rank, and no error of ours in the child
-            return None
+            return None, None
 
     # The sink's methods (see capture.Sink).
     def add_recompile(self, message: str, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None:
         self._write("recompile", message=message, compile_id=compile_id, user_code=_where(user_code), thread=thread)
 
-    def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None:
-        self._write("compile", compile_id=compile_id, user_code=_where(user_code), thread=thread)
+    def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],
+                    compiling: Optional[CodeLocation] = None) -> None:
+        self._write("compile", compile_id=compile_id, user_code=_where(user_code), thread=thread, compiling=_where(compiling))
 
     def add_limit_warning(self, message: str, compile_id: Optional[str], thread: Optional[str]) -> None:
         self._write("limit", message=message, compile_id=compile_id, thread=thread)

@@ -9,6 +9,14 @@ writes, for the installed torch ``<major.minor>``:
     argument, a dtype change, a requires_grad flip, a float LR changed by a
     scheduler, and an optimizer that was deallocated. Each runs in a fresh
     process so that compile ids are comparable between the two files.
+``torch-<X.Y>-dynamic_sizes.txt``
+    the recompiles artifact for sizes: a function compiled with
+    ``dynamic=True`` called with sizes 4, 5, 0 and 1 (dynamo's own 0/1
+    specialisation), one that branches on a size (``if x.shape[0] == 3``)
+    called with 4 and 3, a Python loop over a size under ``dynamic=True``
+    (the user's code specialises it), and automatic dynamic (no
+    ``dynamic=``) on a function and on a module's ``forward`` called with
+    4 and 8.
 ``torch-<X.Y>-limit.txt``
     every record of WARNING and above on ``torch._dynamo.convert_frame`` while
     frames go past a recompile limit of 2 (``recompile_limit``, called
@@ -43,7 +51,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-KINDS = ("recompiles", "recompiles_verbose", "limit", "graph_breaks", "capabilities")
+KINDS = ("recompiles", "recompiles_verbose", "dynamic_sizes", "limit", "graph_breaks", "capabilities")
+# Recorded on the torch versions at hand when the kind was added (2.4, 2.6, 2.11, 2.13, 2.14), not on every one.
+PARTIAL_KINDS = ("dynamic_sizes",)
 LIMIT = 2  # the recompile limit the limit scenario runs under
 LIMIT_LOGGER = "torch._dynamo.convert_frame"
 
@@ -82,6 +92,48 @@ def fresh_optimizer_step():
 
 fresh_optimizer_step()
 fresh_optimizer_step()                     # deallocated optimizer
+'''
+
+DYNAMIC_SIZE_SCENARIOS = '''
+import torch
+
+def plain(x, y):
+    return x * 2 + y.sum()
+
+def branchy(x):
+    if x.shape[0] == 3:
+        return x + 1
+    return x * 2
+
+def loops(x):
+    out = x
+    for i in range(x.shape[0]):
+        out = out + i
+    return out
+
+class Doubler(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+f = torch.compile(plain, backend="eager", dynamic=True)
+for n in (4, 5, 0, 1):
+    f(torch.ones(n), torch.ones(3))        # 0, 1: dynamo's own 0/1 specialisation
+torch._dynamo.reset()
+g = torch.compile(branchy, backend="eager", dynamic=True)
+for n in (4, 3):
+    g(torch.ones(n))                       # 3: the user's branch on the size
+torch._dynamo.reset()
+h = torch.compile(loops, backend="eager", dynamic=True)
+for n in (4, 5):
+    h(torch.ones(n))                       # 5: range(x.shape[0]) specialised the size
+torch._dynamo.reset()
+a = torch.compile(plain, backend="eager")
+for n in (4, 8):
+    a(torch.ones(n), torch.ones(3))        # 8: automatic dynamic, the dim compiled static at first
+torch._dynamo.reset()
+m = torch.compile(Doubler(), backend="eager")
+for n in (4, 8):
+    m(torch.ones(n))                       # 8: the same, through a module's forward
 '''
 
 LIMIT_SCENARIO = '''
@@ -225,14 +277,14 @@ def _artifact_loggers(suffix: str) -> list[str]:
     return sorted(name for name in logging.root.manager.loggerDict if name.endswith(suffix))
 
 
-def record(artifact: str) -> dict:
+def record(artifact: str, scenarios: str = SCENARIOS) -> dict:
     """Run the scenarios in this process with ``artifact`` enabled; return the messages."""
     import torch._dynamo.guards  # noqa: F401  (configure its loggers before enabling)
 
     messages: list[str] = []
     _enable_artifact(artifact)
     _keep_loggers(["torch._dynamo.guards.__recompiles", "torch._dynamo.guards.__recompiles_verbose"], messages)
-    error = _run_scenario(SCENARIOS)
+    error = _run_scenario(scenarios)
     return {"messages": messages, "error": error}
 
 
@@ -432,6 +484,7 @@ def _has_foreach_map() -> bool:
 CHILDREN = {
     "recompiles": lambda: record("recompiles"),
     "recompiles_verbose": lambda: record("recompiles_verbose"),
+    "dynamic_sizes": lambda: record("recompiles", DYNAMIC_SIZE_SCENARIOS),
     "limit": record_limit,
     "graph_breaks": record_graph_breaks,
     "probe": probe,
@@ -482,6 +535,12 @@ def main(out_dir: Path, kinds: tuple[str, ...]) -> None:
         if kind in ("recompiles", "recompiles_verbose"):
             result = _child(kind)
             header = [f"# torch {on}, {kind} artifact, recorded by tests/data/record_messages.py"]
+            _write(out_dir / f"torch-{version}-{kind}.txt", header, result["messages"], result["error"])
+        elif kind == "dynamic_sizes":
+            result = _child(kind)
+            header = [f"# torch {on}, recompiles artifact for sizes, recorded by tests/data/record_messages.py",
+                      "# Scenarios: dynamic=True over 4, 5, 0, 1; `if x.shape[0] == 3` over 4, 3; range(x.shape[0]) over 4, 5;",
+                      "# automatic dynamic over 4, 8 on a function, then on a module's forward; backend eager"]
             _write(out_dir / f"torch-{version}-{kind}.txt", header, result["messages"], result["error"])
         elif kind == "graph_breaks":
             result = _child(kind)

@@ -1,0 +1,69 @@
+"""same_across_ranks's comparison of the processes a test started, on events made by hand: pure, no torch."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pytest_nocompile.events import CodeLocation, CompileEvent, GuardFailure, ProcessInfo, RecompileEvent
+from pytest_nocompile.process_events import ProcessEvents
+from pytest_nocompile.rank_comparison import differences
+
+STEP = CodeLocation("/w/train.py", 10, "step")
+EVAL = CodeLocation("/w/train.py", 20, "evaluate")
+
+
+def rank(number: Optional[int], *compiled: CodeLocation, recompiled: tuple[CodeLocation, ...] = (), world: Optional[int] = None,
+         pid: int = 0) -> ProcessEvents:
+    process = ProcessEvents(ProcessInfo(pid or 100 + (number or 0), number))
+    process.world = world
+    for code in compiled:
+        process.add_compile(CompileEvent("0/0", compiling=code, process=process.info))
+    for code in recompiled:
+        process.add_recompile(RecompileEvent(code.function, code.filename, code.line, (GuardFailure("n == 1", "0/0"),), "",
+                                             user_code=CodeLocation("/w/train.py", 33, "main", "step(batch, 2)"), process=process.info))
+        process.add_compile(CompileEvent("0/1", compiling=code, process=process.info))
+    return process
+
+
+def label(info: Optional[ProcessInfo]) -> str:
+    return str(info)
+
+
+def test_processes_that_compiled_alike_pass() -> None:
+    assert differences([rank(0, STEP, EVAL), rank(1, EVAL, STEP), rank(2, STEP, EVAL)], label) == []
+
+
+def test_the_process_unlike_the_others_is_named_with_each_function_that_differs() -> None:
+    lines = differences([rank(0, STEP), rank(1, STEP, recompiled=(STEP,)), rank(2, STEP)], label)
+    assert lines == [
+        "rank 1 (pid 101) compiled unlike rank 0 (pid 100)",
+        "    step (/w/train.py:10): 2 compiles (1 recompile) in rank 1, 1 compile (0 recompiles) in rank 0",
+        "        first recompile (rank 1): guard failed: 0/0: n == 1",
+        "        triggered by: /w/train.py:33 in main: step(batch, 2)",
+    ]
+
+
+def test_of_two_processes_the_lowest_rank_is_the_reference_and_a_function_one_never_compiled_is_said() -> None:
+    lines = differences([rank(1, STEP), rank(0, STEP, EVAL)], label)
+    assert lines == [
+        "rank 1 (pid 101) compiled unlike rank 0 (pid 100)",
+        "    evaluate (/w/train.py:20): never compiled in rank 1, 1 compile (0 recompiles) in rank 0",
+    ]
+
+
+def test_a_rank_of_the_job_that_compiled_nothing_is_named() -> None:
+    assert differences([rank(0, STEP, world=2)], label) == ["rank 1 compiled nothing in the call, while rank 0 compiled"]
+    assert differences([rank(1, STEP)], label) == ["rank 0 compiled nothing in the call, while rank 1 compiled"]
+    assert differences([rank(0, STEP)], label) == []  # no world size, no rank above: nothing known to be missing
+
+
+def test_processes_without_ranks_are_compared_by_the_order_they_reported() -> None:
+    lines = differences([rank(None, STEP, pid=7), rank(None, STEP, STEP, pid=8)], label)
+    assert lines[0] == "pid 8 compiled unlike pid 7"
+    assert lines[1] == "    step (/w/train.py:10): 2 compiles (0 recompiles) in pid 8, 1 compile (0 recompiles) in pid 7"
+
+
+def test_events_outside_the_call_are_not_compared() -> None:
+    fixture_server = rank(3, STEP)
+    fixture_server.compiles[:] = [CompileEvent("0/0", phase="setup", compiling=STEP)]
+    assert differences([rank(0, STEP, world=1), fixture_server], label) == []

@@ -1,0 +1,65 @@
+"""``@pytest.mark.same_across_ranks``: the ranks a test spawns (gloo, CPU) must compile alike; the one that differs is named.
+
+Spawning ranks takes seconds: the scenarios share one inner run, outcomes asserted per test.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from nocompile_testing import RunPytest
+
+RANKS = '''
+import pytest
+import torch.multiprocessing as mp
+
+def scale(x, n):
+    return x * n
+
+def worker(rank, store, odd_rank, odd_compiles_nothing):
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
+    if not (rank == odd_rank and odd_compiles_nothing):
+        f = torch.compile(scale, backend="eager")
+        f(torch.ones(2), 1)
+        if rank == odd_rank:
+            f(torch.ones(2), 2)  # a Python int changed on this rank only: it recompiles
+    dist.barrier()
+    dist.destroy_process_group()
+
+def spawn(tmp_path, odd_rank=-1, odd_compiles_nothing=False):
+    mp.spawn(worker, args=(str(tmp_path / "store"), odd_rank, odd_compiles_nothing), nprocs=2)
+
+@pytest.mark.same_across_ranks
+def test_ranks_alike(tmp_path):
+    spawn(tmp_path)
+
+@pytest.mark.same_across_ranks
+def test_rank_1_recompiles(tmp_path):
+    spawn(tmp_path, odd_rank=1)
+
+@pytest.mark.same_across_ranks
+def test_rank_0_compiles_nothing(tmp_path):
+    spawn(tmp_path, odd_rank=0, odd_compiles_nothing=True)
+'''
+
+
+def test_ranks_alike_pass_and_the_rank_that_differs_is_named(run: RunPytest, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_ranks=RANKS)
+    result = run("-rA")
+    outcomes = {line.split()[1].partition("::")[2]: line.split()[0] for line in result.stdout.lines if line.startswith(("PASSED ", "FAILED "))}
+    assert outcomes == {"test_ranks_alike": "PASSED", "test_rank_1_recompiles": "FAILED", "test_rank_0_compiles_nothing": "FAILED"}, \
+        result.stdout.str()
+    expected = [
+        r"same_across_ranks broken \(marker on the test\): rank 1 \(pid \d+, multiprocessing SpawnProcess-\d+\) compiled unlike "
+        r"rank 0 \(pid \d+, multiprocessing SpawnProcess-\d+\)",
+        re.escape("    scale (test_ranks.py:4): 2 compiles (1 recompile) in rank 1, 1 compile (0 recompiles) in rank 0"),
+        r"        first recompile \(rank 1\): guard failed: (0/0: )?(n|L\['n'\]) == 1",
+        re.escape("        triggered by: test_ranks.py:14 in worker: f(torch.ones(2), 2)  # a Python int changed on this rank only: it recompiles"),
+        # rank 0 wrote nothing: the world size rank 1 reported says it was there
+        re.escape("same_across_ranks broken (marker on the test): rank 0 compiled nothing in the call, while rank 1 compiled"),
+    ]
+    result.stdout.re_match_lines(expected[:4], consecutive=True)
+    result.stdout.re_match_lines(expected[4:])
