@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .events import HealthEvent
 
 SYNC_SIGNAL = "sync"  # one health event per synchronizing CUDA operation (observe.sync_warnings)
+COMPILE_SYNC_SIGNAL = "compile_sync"  # one per synchronizing CUDA operation made while dynamo compiled a frame: shown, not counted
 KERNELS_SIGNAL = "kernels"  # one health event per graph inductor compiled or took from its cache, its kernels the amount
 NO_USER_LINE = "(no line outside torch on the stack)"
 

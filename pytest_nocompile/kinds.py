@@ -29,7 +29,7 @@ from .exceptions import (
     SyncBudgetExceeded,
     TooFewCompiles,
 )
-from .health_lines import KERNELS_SIGNAL, SYNC_SIGNAL, kernel_lines, sync_lines
+from .health_lines import COMPILE_SYNC_SIGNAL, KERNELS_SIGNAL, SYNC_SIGNAL, kernel_lines, sync_lines
 from .measures import COUNT, INSTRUCTIONS, SECONDS, Amount, Measure
 
 if TYPE_CHECKING:
@@ -299,6 +299,11 @@ SYNCS = BudgetKind(
     column="syncs",
     short="syncs",
     signals=(SYNC_SIGNAL,),  # observe.sync_warnings
+    # A compile's own syncs (inductor compiling, autotuning) are paid once, not per step: shown beside the count, not in it.
+    shown_signals=(COMPILE_SYNC_SIGNAL,),
+    describe_shown=lambda totals: f"{int(totals.get(COMPILE_SYNC_SIGNAL, 0))} while dynamo compiled",
+    shown_label="not counted",
+    shown_key="syncs_while_compiling",
     describe_events=sync_lines,
     exceeded=SyncBudgetExceeded,
     gated_by_baseline=False,

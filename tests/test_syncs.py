@@ -263,3 +263,41 @@ def test_torchs_sync_warning_is_told_from_other_warnings() -> None:
     assert is_sync_warning(warnings.WarningMessage(TORCH_SYNC_WARNING, UserWarning, "x.py", 1).message, UserWarning)
     assert not is_sync_warning(TORCH_SYNC_WARNING, DeprecationWarning)
     assert not is_sync_warning("an operation called a synchronizing CUDA operation", UserWarning)
+
+
+# dynamo's frame compile, as compiling_code finds it: _compile(code, ...) in a file ending in _dynamo/convert_frame.py.
+COMPILING = '''
+import os
+import pytest
+import torch
+
+SOURCE = """
+def _compile(code, value):
+    return torch.fake_sync(value)
+"""
+namespace = {"torch": torch}
+exec(compile(SOURCE, os.path.join(os.path.dirname(torch.__file__), "_dynamo", "convert_frame.py"), "exec"), namespace)
+
+def step(value):
+    return torch.fake_sync(value)
+
+@pytest.mark.max_syncs(1)
+def test_step_after_its_compile():
+    namespace["_compile"](step.__code__, 1)  # inductor's own sync, while a frame compiles
+    namespace["_compile"](step.__code__, 2)
+    step(3)  # the step's own
+'''
+
+
+def test_a_sync_made_while_a_frame_compiles_is_shown_not_counted(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makeconftest(FAKE_CUDA)
+    pytester.makepyfile(test_compiling=COMPILING)
+    result = run("-p", "no:randomly", "--nocompile-json=report.json")
+    result.assert_outcomes(passed=1)
+    (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert (test["syncs"], test["syncs_while_compiling"]) == (1, {"compile_sync": 2})
+    pytester.makepyfile(test_compiling=COMPILING.replace("max_syncs(1)", "max_syncs(0)"))
+    result = run("-p", "no:randomly", "-p", "no:logging")
+    result.assert_outcomes(failed=1)
+    expect_lines(result, ["1 sync > max_syncs(0) (marker on the test)", "    not counted: 2 while dynamo compiled",
+                          "1 × test_compiling.py:13 in step: return torch.fake_sync(value)"])

@@ -22,7 +22,9 @@ the operation. While armed, this source
   is left when disarmed), while syncs are still counted; "error" is applied
   as asked (torch then raises at each sync, which nothing counts).
 
-The user's line is found from the stack at the warning, as for every health
+A sync made while dynamo compiles a frame (inductor's own work: its
+compile, autotuning) is reported as ``compile_sync``: a compile's, paid once,
+shown beside the count and not counted in it. The user's line is found from the stack at the warning, as for every health
 event (:meth:`~.capture.DynamoLogs.emit_health`). This source needs no
 dynamo: a test that never compiles is watched for syncs too
 (:meth:`~.capture.DynamoLogs.attach_early`). Without CUDA nothing can sync:
@@ -36,7 +38,8 @@ import sys
 import warnings
 from typing import Any, Callable, Optional
 
-from ..health_lines import SYNC_SIGNAL
+from ..health_lines import COMPILE_SYNC_SIGNAL, SYNC_SIGNAL
+from .compiling_code import compiling_code
 from .dynamo_state import torch_import_warnings_silenced
 
 SYNC_WARNING = "called a synchronizing CUDA operation"  # c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync()
@@ -52,7 +55,7 @@ def is_sync_warning(message: object, category: object) -> bool:
 class SyncWarnings:
     """The source: while armed, torch warns at each sync, and each warning becomes a health event instead of a line of output."""
 
-    signals = frozenset((SYNC_SIGNAL,))
+    signals = frozenset((SYNC_SIGNAL, COMPILE_SYNC_SIGNAL))
     needs_dynamo = False  # armed for a watched test whether or not dynamo is imported
 
     def __init__(self, emit: Callable[[str, float, Optional[str]], None]) -> None:
@@ -115,7 +118,8 @@ class SyncWarnings:
         except Exception:
             sync = False
         if sync:
-            self._emit(SYNC_SIGNAL, 1, None)
+            # A sync of dynamo's or inductor's own work while a frame compiles is paid once, not at every step: shown, not counted.
+            self._emit(COMPILE_SYNC_SIGNAL if compiling_code(sys._getframe(1)) is not None else SYNC_SIGNAL, 1, None)
             if self._user_mode != WARN:
                 return
         self._show(message)

@@ -3,8 +3,9 @@
 Two runs of ``test_cuda_scenarios.py`` in fresh pytest processes: the first
 saves a baseline, the second compares with it. The baseline must hold the
 float-LR recompile as a Python float guard on ``param_groups[0]['lr']`` (the
-tutorial's reason to hold the LR in a tensor) and no reason for the tensor-LR
-and compiled-Adam scenarios; the compare must find no change.
+tutorial's reason to hold the LR in a tensor) and no recompile reason for the
+tensor-LR, compiled-Adam and foreach_map scenarios (their graph breaks, the
+optimizer's own, are reasons too, and stay); the compare must find no change.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def test_the_seeds_scenarios_save_their_reasons_and_compare_clean(tmp_path: Path
     assert any(reason.startswith("recompile ") and reason.endswith(f": {FLOAT_LR}") for reason in float_lr["reasons"]), float_lr["reasons"]
     for clean in ("test_tensor_lr_follows_the_schedule_without_recompiling", "test_compiled_adam_steps_without_recompiling_and_matches_eager",
                   "test_foreach_map_adam_matches_torch_adam_without_recompiling"):
-        assert by_name[clean]["reasons"] == [], (clean, by_name[clean]["reasons"])
+        assert not [reason for reason in by_name[clean]["reasons"] if reason.startswith("recompile ")], (clean, by_name[clean]["reasons"])
     compared = _pytest(f"--nocompile-compare={baseline}")
     assert compared.returncode == 0, compared.stdout[-3000:]
     assert "no change against the baseline" in compared.stdout
