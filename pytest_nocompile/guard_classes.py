@@ -63,6 +63,8 @@ def _rows(*patterns: str) -> tuple[re.Pattern[str], ...]:
 ZERO_ONE_FIX = ("dynamo specialises sizes 0 and 1: keep {tensor} dim {dim} at 2 or more, or call "
                 "torch._dynamo.mark_unbacked({tensor}, {dim}) before the first call")
 SIZE_FIX = "compile with dynamic=True, or call torch._dynamo.mark_dynamic({tensor}, {dim}) before the first call"
+SIZE_COMPARED_FIX = ("your code branches on the size of {tensor} dim {dim}: move the branch out of the compiled function, or compute "
+                     "both sides with torch ops")
 
 # Specific rows first: the first match wins.
 GUARD_CLASSES: tuple[GuardClass, ...] = (
@@ -82,8 +84,7 @@ GUARD_CLASSES: tuple[GuardClass, ...] = (
     GuardClass("size compared", _rows(r"^(?P<size>[^ ]+?\.size\(\)\[\d+\]) (?:[!=]=|<=?|>=?) -?\d+$",
                                       r"^-?\d+ (?:[!=]=|<=?|>=?) (?P<size>[^ ]+?\.size\(\)\[\d+\])$",
                                       r"^(?:Eq|Ne|Lt|Le|Gt|Ge)\((?P<size>[^ ,]+?\.size\(\)\[\d+\]), -?\d+\)$"),
-               "your code branches on the size of {tensor} dim {dim}: move the branch out of the compiled function, or compute "
-               "both sides with torch ops"),
+               SIZE_COMPARED_FIX),
     GuardClass("stride", _rows(r"^tensor '(?P<tensor>.+?)' stride mismatch at index (?P<dim>\d+)")),
     GuardClass("tensor rank", _rows(r"^tensor '(?P<subject>.+?)' rank mismatch")),
     GuardClass("dtype", _rows(r"^tensor '(?P<subject>.+?)' dtype mismatch")),

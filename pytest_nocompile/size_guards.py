@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Optional
 
-from .guard_classes import ZERO_ONE_FIX, classify
+from .guard_classes import SIZE_COMPARED_FIX, SIZE_FIX, ZERO_ONE_FIX, classify
 
 if TYPE_CHECKING:
     from .events import CodeLocation, GuardFailure, RecompileEvent
@@ -59,14 +59,8 @@ _FRAMEWORK_NOTE = re.compile(r"not due user code|0/1 specialization in the frame
 _MADE_IN_TORCH = re.compile(r"\([^()]*:\d+ in \S+\)$")
 _KWARGS = re.compile(r"^kwargs\['(?P<name>[^']+)'\]$")
 
-_FIXES = {
-    CODE: "your code branches on the size: move the branch out of the compiled function, or compute both sides with torch "
-          "ops (torch.where)",
-    STATIC: "the dim was compiled for one size: compile with dynamic=True, or call torch._dynamo.mark_dynamic({tensor}, {dim}) "
-            "before the first call; under dynamic=True, your code used the size as a Python int (range(), a Python "
-            "computation on it), which specialises it",
-    ZERO_ONE: ZERO_ONE_FIX,
-}
+# The usual fix of each cause: guard_classes' rows, the one table of fixes.
+_FIXES = {CODE: SIZE_COMPARED_FIX, STATIC: SIZE_FIX, ZERO_ONE: ZERO_ONE_FIX}
 
 
 @dataclass(frozen=True)

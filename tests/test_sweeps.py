@@ -78,7 +78,7 @@ def test_sweep_sizes(run: RunPytest, pytester: pytest.Pytester) -> None:
         "E           size 2: branchy recompiled: x dim 0 at size 2: your code specialised it (guard failed: *x*.size()[0]*2*)",
         *(["E               at: test_sweep.py:6 in branchy: if x.shape[0] == 2:"] if TORCH >= (2, 6) else []),
         "E               triggered by: test_sweep.py:9 in test_catches_a_branch_on_size_2: sweep_sizes(*)",
-        "E               usual fix: your code branches on the size: *",
+        "E               usual fix: your code branches on the size of x dim 0: *",
         "E       dynamo's own 0/1 specialisation, listed, not failed:",
         "E           size 0: branchy recompiled: x dim 0 at size 0 or 1: dynamo's own 0/1 specialisation (guard failed: *)",
         "E           size 1: branchy recompiled: x dim 0 at size 1: dynamo's own 0/1 specialisation (guard failed: *)",
