@@ -1,7 +1,7 @@
 """pytest-nocompile's entry module: options, markers, configuration, and the objects that do the work.
 
 - :mod:`.settings` reads the options and ini keys once;
-- :mod:`.watching` decides whether a run needs per-test hooks, and watches each test one way;
+- :mod:`.run_watching` decides whether a run needs per-test hooks, and :mod:`.watching` watches each test one way;
 - :mod:`.planning` works out each test's budget from markers, options and ini keys, once per shared plan;
 - :mod:`.results` gathers each test's result and writes the table, JSON and baseline;
 - :mod:`.fixtures` holds the fixtures;
@@ -21,9 +21,10 @@ from .installed_versions import distribution_version
 from .kinds import KINDS
 from .output.summary import LONG_TABLE, TABLE_CHOICES
 from .results import ControllerReports, Results
+from .run_watching import Watching
 from .settings import DROP_TRACE_LOGS, SWITCHES, RunSettings, count_argument
 from .watch import CaptureLostWarning
-from .watching import Watcher, Watching
+from .watching import Watcher
 
 __all__ = ["CaptureLostWarning", "PER_TEST_HOOK_CLASSES"]
 

@@ -345,8 +345,7 @@ class RecompileRecord:
     def add_recompile(self, message: str, compile_id: str | None, user_code: CodeLocation | None, thread: str | None) -> None:
         self.own.add_recompile(_recompile_event(message, self.phase, compile_id, user_code, thread))
 
-    def add_compile(self, compile_id: str | None, user_code: CodeLocation | None, thread: str | None,
-                    compiling: CodeLocation | None = None) -> None:
+    def add_compile(self, compile_id: str | None, user_code: CodeLocation | None, thread: str | None, compiling: CodeLocation | None = None) -> None:
         from .events import CompileEvent
 
         self.own.add_compile(CompileEvent(compile_id, user_code, self.phase, thread, compiling=compiling))

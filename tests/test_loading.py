@@ -133,7 +133,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
         "observe.counter_increments", "observe.cudagraph_logs", "observe.dynamo_state", "observe.event_files", "observe.instruction_counter",
         "observe.kernel_counts", "observe.log_taps", "observe.run_folders", "observe.startup", "observe.swallowed_errors", "observe.sync_warnings",
         "observe.tree_removal", "observe.user_code", "output", "output.summary", "output.trace_records", "planning",
-        "plugin", "process_events", "record", "result", "results", "settings", "torch_support", "watch", "watching")]
+        "plugin", "process_events", "record", "result", "results", "run_watching", "settings", "torch_support", "watch", "watching")]
     tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {
         "test_passes": ("passed", 0, 0, "within budget"),
