@@ -21,8 +21,9 @@ import ast
 import os
 import re
 from functools import lru_cache
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Iterable, Iterator, Mapping, Optional
 
+from .events import display_path
 from .guard_classes import classify
 from .resume_names import resume_point
 
@@ -36,13 +37,7 @@ def stable_path(filename: str) -> str:
     """A file as a baseline names it on any machine: inside site-packages from the package on
     (``torch/optim/adam.py``), else relative to the working directory where inside it, else as given."""
     found = _PACKAGES.match(filename)
-    if found is not None:
-        return filename[found.end():].replace(os.sep, "/")
-    if os.path.isabs(filename):
-        relative = os.path.relpath(filename)
-        if not relative.startswith(".."):
-            return relative.replace(os.sep, "/")
-    return filename
+    return (filename[found.end():] if found is not None else display_path(filename)).replace(os.sep, "/")
 
 
 def code_name(function: str, filename: str, line: int) -> str:
@@ -106,12 +101,12 @@ def graph_break_kind(reason: str, graph_break_id: Optional[str]) -> str:
     return f"{text} [{graph_break_id}]" if graph_break_id else text
 
 
-def call_reasons(details: dict[str, list[dict[str, Any]]]) -> list[str]:
+def call_reasons(details: Mapping[str, list[dict[str, Any]]]) -> list[str]:
     """The sorted, distinct reasons of a result's call-phase recompiles and graph breaks (what its counts count)."""
     return sorted({reason for reason, _, _ in reasons_with_events(details)})
 
 
-def reasons_with_events(details: dict[str, list[dict[str, Any]]]) -> Iterable[tuple[str, dict[str, Any], Optional[dict[str, Any]]]]:
+def reasons_with_events(details: Mapping[str, list[dict[str, Any]]]) -> Iterable[tuple[str, dict[str, Any], Optional[dict[str, Any]]]]:
     """Each call-phase reason with the event it came from and, for a recompile, the failed guard it names (None for a graph break)."""
     for event in details.get("recompile_events", ()):
         if event.get("phase") == "call":

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from ..installed_versions import major_minor
 from ..kinds import KINDS, KINDS_BY_KEY
@@ -62,15 +62,16 @@ def _version_key(minor: str) -> tuple[int, ...]:
     return found or (-1,)
 
 
-def baseline_entry(result: TestResult) -> dict[str, Any]:
-    """What a baseline keeps of one test: its gated counts and the reasons behind them."""
-    return {**{key: result.counts[key] for key in GATED}, "reasons": call_reasons(result.details)}
+def baseline_entry(counts: Mapping[str, Any], details: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """What a baseline keeps of one test, from its counts and its events' details (a result's, or a JSON report's test):
+    its gated counts and the reasons behind them."""
+    return {**{key: counts.get(key) for key in GATED}, "reasons": call_reasons(details)}
 
 
 def baseline_document(results: dict[str, TestResult], torch_version: str, previous: Optional[Baseline] = None) -> dict[str, Any]:
     """The file to write: this torch's entries from ``results``, and ``previous``'s for other torch versions."""
     versions = {} if previous is None or previous.counts_only else dict(previous.versions)
-    versions[torch_minor(torch_version)] = {nodeid: baseline_entry(result) for nodeid, result in sorted(results.items())}
+    versions[torch_minor(torch_version)] = {nodeid: baseline_entry(result.counts, result.details) for nodeid, result in sorted(results.items())}
     return document_of(Baseline(versions))
 
 

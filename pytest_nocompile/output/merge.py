@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..reasons import call_reasons
 from .baseline import (
     BASELINE_FORMAT,
     COUNTS_ONLY_FORMAT,
     GATED,
     Baseline,
     BaselineError,
+    baseline_entry,
     baseline_from_document,
     document_of,
 )
@@ -85,15 +85,10 @@ def merge_reports(documents: list[tuple[str, Any]]) -> dict[str, Any]:
             raise MergeError(f"{path} is corrupt: 'tests' must be a list of tests with their node ids")
         for test in listed:
             nodeid = test["nodeid"]
-            _agree(kept, nodeid, _kept_of(test), owners, ("", path))
+            _agree(kept, nodeid, baseline_entry(test, test), owners, ("", path))  # what two shards that ran it must agree on
             tests.setdefault(nodeid, test)
     first = documents[0][1]
     return {**{key: value for key, value in first.items() if key != "tests"}, "tests": [tests[nodeid] for nodeid in sorted(tests)]}
-
-
-def _kept_of(test: dict[str, Any]) -> dict[str, Any]:
-    """What a baseline would keep of a report's test: what two shards that ran it must agree on."""
-    return {**{key: test.get(key) for key in GATED}, "reasons": call_reasons(test)}
 
 
 def _agree(into: dict[str, dict[str, Any]], nodeid: str, entry: dict[str, Any], owners: dict[tuple[str, str], str],

@@ -240,7 +240,7 @@ class TraceFolders:
 
     @staticmethod
     def _remove(path: str) -> None:
-        from ..observe.run_folders import Budget, remove_tree
+        from ..observe.tree_removal import Budget, remove_tree
 
         remove_tree(path, Budget(5.0, 1_000_000))
 
