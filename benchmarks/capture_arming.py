@@ -33,7 +33,7 @@ MEASURE = r'''
 import sys, time
 import torch, torch._dynamo  # noqa: F401
 from pytest_nocompile.observe.capture import DYNAMO_LOGS
-from pytest_nocompile.record import RecompileRecord
+from pytest_nocompile.record.record import RecompileRecord
 if sys.argv[1] == "narrow" and hasattr(DYNAMO_LOGS, "narrow"):
     DYNAMO_LOGS.narrow(frozenset())
 record = RecompileRecord()

@@ -744,7 +744,7 @@ def collect_rows(empty: Path, env: dict[str, str], runs: int) -> list[list[str]]
 # -- children: the start-up hook that every Python process of the environment runs ---------
 
 HOOK_FILE = "pytest-nocompile.pth"
-# pytest_nocompile.observe.event_files.ENV_VAR, spelled out: the driver imports no plugin module (the
+# pytest_nocompile.processes.event_files.ENV_VAR, spelled out: the driver imports no plugin module (the
 # version on PYTHONPATH may have none), and the hook reads the variable before importing any.
 EVENTS_VAR = "PYTEST_NOCOMPILE_EVENTS"
 MODULES = "import sys; print(' '.join(sorted(sys.modules)))"
@@ -877,7 +877,7 @@ def children_tables(root: Path, env: dict[str, str], runs: int) -> str:
         return f"children: {hook.parent} is not under sys.prefix ({sys.prefix}); cannot copy the environment"
     cwd = place
     for (label, _), python in pythons.items():  # each copy is what it claims: its prefix, and the hook or not
-        check = "import sys; print(sys.prefix); print('pytest_nocompile.observe.startup' in sys.modules)"
+        check = "import sys; print(sys.prefix); print('pytest_nocompile.processes.startup' in sys.modules)"
         prefix, has_hook = subprocess.run([str(python), "-c", check], cwd=cwd, env=set_env, capture_output=True, text=True,
                                         check=True).stdout.split()
         if Path(prefix) != python.parent.parent or has_hook != str(label == "hook"):

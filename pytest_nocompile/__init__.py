@@ -22,30 +22,6 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.
 if TYPE_CHECKING:
     from typing import Any
 
-    from .assertions import (
-        AssertMaxRecompiles,
-        BlockLog,
-        assert_max_cache_misses,
-        assert_max_compile_instructions,
-        assert_max_compile_seconds,
-        assert_max_compiles,
-        assert_max_graph_breaks,
-        assert_max_kernels,
-        assert_max_recompiles,
-        assert_max_syncs,
-        assert_min_compiles,
-    )
-    from .budget import RecompileBudget
-    from .child_lines import ChildReportWarning
-    from .events import (
-        CodeLocation,
-        CompileEvent,
-        GuardFailure,
-        ProcessInfo,
-        RecompileEvent,
-        RecompileLimitHit,
-        parse_recompile_message,
-    )
     from .exceptions import (
         BudgetExceeded,
         CacheMissBudgetExceeded,
@@ -61,32 +37,57 @@ if TYPE_CHECKING:
         TooFewCompiles,
         WarmStartFailed,
     )
-    from .graph_break_events import GraphBreakEvent
-    from .kinds import KINDS, BudgetKind
-    from .observe.hook import child_env, watch_this_process
-    from .record import RecompileLog
-    from .result import TestResult, Verdict
-    from .sweeps import SweptSize, sweep_sizes
-    from .warm_start import CompileRun, WarmStart, WarmStartRunner
-    from .watch import CaptureLostWarning, CompileTimeWarning, NotMeasuredWarning, TraceWarning
+    from .judge.budget import RecompileBudget
+    from .judge.result import TestResult, Verdict
+    from .output.trace_dir import TraceWarning
+    from .processes.child_lines import ChildReportWarning
+    from .processes.hook import child_env, watch_this_process
+    from .record.record import RecompileLog
+    from .vocabulary.events import (
+        CodeLocation,
+        CompileEvent,
+        GuardFailure,
+        ProcessInfo,
+        RecompileEvent,
+        RecompileLimitHit,
+        parse_recompile_message,
+    )
+    from .vocabulary.graph_break_events import GraphBreakEvent
+    from .vocabulary.kinds import KINDS, BudgetKind
+    from .watching.assertions import (
+        AssertMaxRecompiles,
+        BlockLog,
+        assert_max_cache_misses,
+        assert_max_compile_instructions,
+        assert_max_compile_seconds,
+        assert_max_compiles,
+        assert_max_graph_breaks,
+        assert_max_kernels,
+        assert_max_recompiles,
+        assert_max_syncs,
+        assert_min_compiles,
+    )
+    from .watching.sweeps import SweptSize, sweep_sizes
+    from .watching.warm_start import CompileRun, WarmStart, WarmStartRunner
+    from .watching.watch import CaptureLostWarning, CompileTimeWarning, NotMeasuredWarning
 
 __version__ = "0.1.0"
 
 _PUBLIC_MODULES = {
-    "AssertMaxRecompiles": ".assertions",
-    "BlockLog": ".assertions",
-    "assert_max_cache_misses": ".assertions",
-    "assert_max_compiles": ".assertions",
-    "assert_max_compile_instructions": ".assertions",
-    "assert_max_compile_seconds": ".assertions",
-    "assert_max_graph_breaks": ".assertions",
-    "assert_max_kernels": ".assertions",
-    "assert_max_syncs": ".assertions",
-    "assert_max_recompiles": ".assertions",
-    "assert_min_compiles": ".assertions",
-    "KINDS": ".kinds",
-    "BudgetKind": ".kinds",
-    "RecompileBudget": ".budget",
+    "AssertMaxRecompiles": ".watching.assertions",
+    "BlockLog": ".watching.assertions",
+    "assert_max_cache_misses": ".watching.assertions",
+    "assert_max_compiles": ".watching.assertions",
+    "assert_max_compile_instructions": ".watching.assertions",
+    "assert_max_compile_seconds": ".watching.assertions",
+    "assert_max_graph_breaks": ".watching.assertions",
+    "assert_max_kernels": ".watching.assertions",
+    "assert_max_syncs": ".watching.assertions",
+    "assert_max_recompiles": ".watching.assertions",
+    "assert_min_compiles": ".watching.assertions",
+    "KINDS": ".vocabulary.kinds",
+    "BudgetKind": ".vocabulary.kinds",
+    "RecompileBudget": ".judge.budget",
     "BudgetExceeded": ".exceptions",
     "RecompileBudgetExceeded": ".exceptions",
     "GraphBreakBudgetExceeded": ".exceptions",
@@ -100,30 +101,30 @@ _PUBLIC_MODULES = {
     "KernelBudgetExceeded": ".exceptions",
     "SyncBudgetExceeded": ".exceptions",
     "WarmStartFailed": ".exceptions",
-    "CodeLocation": ".events",
-    "CompileEvent": ".events",
-    "GraphBreakEvent": ".graph_break_events",
-    "GuardFailure": ".events",
-    "ProcessInfo": ".events",
-    "RecompileEvent": ".events",
-    "RecompileLimitHit": ".events",
-    "parse_recompile_message": ".events",
-    "child_env": ".observe.hook",
-    "watch_this_process": ".observe.hook",
-    "RecompileLog": ".record",
-    "SweptSize": ".sweeps",
-    "sweep_sizes": ".sweeps",
-    "TestResult": ".result",
-    "Verdict": ".result",
-    "CaptureLostWarning": ".watch",
-    "CompileTimeWarning": ".watch",
-    "TraceWarning": ".watch",
-    "NotMeasuredWarning": ".watch",
-    "SwallowedCompileErrorWarning": ".swallowed",
-    "CompileRun": ".warm_start",
-    "WarmStart": ".warm_start",
-    "WarmStartRunner": ".warm_start",
-    "ChildReportWarning": ".child_lines",
+    "CodeLocation": ".vocabulary.events",
+    "CompileEvent": ".vocabulary.events",
+    "GraphBreakEvent": ".vocabulary.graph_break_events",
+    "GuardFailure": ".vocabulary.events",
+    "ProcessInfo": ".vocabulary.events",
+    "RecompileEvent": ".vocabulary.events",
+    "RecompileLimitHit": ".vocabulary.events",
+    "parse_recompile_message": ".vocabulary.events",
+    "child_env": ".processes.hook",
+    "watch_this_process": ".processes.hook",
+    "RecompileLog": ".record.record",
+    "SweptSize": ".watching.sweeps",
+    "sweep_sizes": ".watching.sweeps",
+    "TestResult": ".judge.result",
+    "Verdict": ".judge.result",
+    "CaptureLostWarning": ".watching.watch",
+    "CompileTimeWarning": ".watching.watch",
+    "TraceWarning": ".output.trace_dir",
+    "NotMeasuredWarning": ".watching.watch",
+    "SwallowedCompileErrorWarning": ".watching.swallowed",
+    "CompileRun": ".watching.warm_start",
+    "WarmStart": ".watching.warm_start",
+    "WarmStartRunner": ".watching.warm_start",
+    "ChildReportWarning": ".processes.child_lines",
 }
 
 __all__ = [

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import pytest
 
-from . import cudagraph_tests, fixtures
-from .contracts import MARKER_HELP
-from .installed_versions import distribution_version
-from .kinds import KINDS
+from .judge.contracts import MARKER_HELP
+from .judge.installed_versions import distribution_version
 from .output.summary import LONG_TABLE, TABLE_CHOICES
-from .results import ControllerReports, Results
-from .run_watching import Watching
-from .settings import DROP_TRACE_LOGS, SWITCHES, RunSettings, count_argument
-from .watch import CaptureLostWarning
-from .watching import Watcher
+from .vocabulary.kinds import KINDS
+from .watching import cudagraph_tests, fixtures
+from .watching.results import ControllerReports, Results
+from .watching.run_watching import Watching
+from .watching.settings import DROP_TRACE_LOGS, SWITCHES, RunSettings, count_argument
+from .watching.watch import CaptureLostWarning
+from .watching.watcher import Watcher
 
 __all__ = ["CaptureLostWarning", "PER_TEST_HOOK_CLASSES"]
 
@@ -85,7 +85,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("nocompile_check_hook") or config.getoption("help"):
         return None
-    from .observe.hook_check import check_hook
+    from .processes.hook_check import check_hook
 
     check = check_hook()
     print(check.line, flush=True)
@@ -104,7 +104,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(fixtures, "nocompile-fixtures")
     config.pluginmanager.register(cudagraph_tests, "nocompile-cudagraph-tests")
     if settings.private_caches and not settings.is_xdist_controller:
-        from . import private_caches
+        from .processes import private_caches
 
         config.pluginmanager.register(private_caches, "nocompile-private-caches")
     if settings.is_xdist_controller:  # never collects: gathers, from the start, what its workers send

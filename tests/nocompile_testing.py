@@ -5,9 +5,15 @@ from __future__ import annotations
 import importlib.metadata
 import re
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Sequence
 
 import pytest
+
+from pytest_nocompile.judge.budget import RecompileBudget
+from pytest_nocompile.judge.result import TestResult
+from pytest_nocompile.judge.verdict import judge
+from pytest_nocompile.output.report import format_budget_failure
+from pytest_nocompile.record.record import RecompileRecord
 
 DATA = Path(__file__).parent / "data"
 DOCS = Path(__file__).parent.parent / "docs"
@@ -146,8 +152,26 @@ def with_health_counts(counts: dict[str, int], prefix: str = "", as_text: bool =
     junit properties (``prefix="nocompile_"``, ``as_text=True``: values as text) a compile-health kind only where
     the test budgets it or has some, so none of them here.
     """
-    from pytest_nocompile.kinds import COUNTED_KINDS
+    from pytest_nocompile.vocabulary.kinds import COUNTED_KINDS
 
     health = [kind for kind in COUNTED_KINDS if kind.events == "health" and (kind.gated_by_baseline or not baseline)]
     zeros = {} if prefix else {kind.key: 0 for kind in health}
     return {prefix + key: str(value) if as_text else value for key, value in {**counts, **zeros}.items()}
+
+
+class BudgetedRecord(RecompileRecord):
+    """A test's record with its budget beside it, as the watcher holds the two: what the unit tests judge."""
+
+    def __init__(self, budget: RecompileBudget | None = None) -> None:
+        super().__init__()
+        self.budget = budget or RecompileBudget()
+
+
+def judge_record(record: BudgetedRecord, over: tuple[str, ...] | None = None) -> TestResult:
+    """The verdict on a record, from one snapshot of it, as the watcher asks for it."""
+    return judge(record.snapshot(), record.budget, over)
+
+
+def failure_of(record: BudgetedRecord, over: Sequence[str], stance: str | None = None) -> str:
+    """The failure text of a record over its budget, from one snapshot of it."""
+    return format_budget_failure(record.snapshot(), record.budget, over, stance)

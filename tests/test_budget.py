@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_nocompile.budget import BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, parse_option_count, resolve, with_markers
-from pytest_nocompile.kinds import COMPILES, COUNTED_KINDS, GRAPH_BREAKS, KINDS, KINDS_BY_KEY, KINDS_BY_MARKER, RECOMPILES, BudgetKind
+from pytest_nocompile.judge.budget import BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, parse_option_count, resolve, with_markers
+from pytest_nocompile.vocabulary.kinds import COMPILES, COUNTED_KINDS, GRAPH_BREAKS, KINDS, KINDS_BY_KEY, KINDS_BY_MARKER, RECOMPILES, BudgetKind
 
 
 def test_every_kind_has_distinct_names() -> None:

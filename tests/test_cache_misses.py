@@ -15,10 +15,10 @@ import pytest
 from test_readme import Block, block_containing
 
 from nocompile_testing import TORCH, RunPytest, expect_lines
-from pytest_nocompile.events import HealthEvent
-from pytest_nocompile.kinds import CACHE_MISSES
 from pytest_nocompile.observe.cache_bypass_reasons import AUTOGRAD_BYPASS, FX_GRAPH_BYPASS, CacheBypassReasons, short_reason
-from pytest_nocompile.process_events import ProcessEvents
+from pytest_nocompile.record.process_events import ProcessEvents
+from pytest_nocompile.vocabulary.events import HealthEvent
+from pytest_nocompile.vocabulary.kinds import CACHE_MISSES
 
 LOGS_LOOKUP_BYPASS_REASON = TORCH >= (2, 8)  # 2.5 to 2.7 count a bypass found at lookup without logging why
 
@@ -125,7 +125,7 @@ def test_a_bypass_counts_as_a_miss_with_torchs_reason(pytester: pytest.Pytester,
 
 OLD_TORCH = """
 import pytest
-import pytest_nocompile.installed_versions as installed_versions
+import pytest_nocompile.judge.installed_versions as installed_versions
 
 # The version the plugin reads from torch's metadata (never importing it); everything else asks the real one.
 real_version = installed_versions.distribution_version

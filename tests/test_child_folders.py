@@ -22,9 +22,9 @@ from typing import Iterator
 import pytest
 
 from nocompile_testing import RunPytest
-from pytest_nocompile.observe import run_folders
-from pytest_nocompile.observe.run_folders import LOCK, MARKER, PARENT_PREFIX, RunFolder, remove_dead_runs
-from pytest_nocompile.observe.tree_removal import Budget, remove_tree
+from pytest_nocompile.processes import run_folders
+from pytest_nocompile.processes.run_folders import LOCK, MARKER, PARENT_PREFIX, RunFolder, remove_dead_runs
+from pytest_nocompile.processes.tree_removal import Budget, remove_tree
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"
 
@@ -364,7 +364,7 @@ import pytest
 
 REPORTER = """
 import os, sys, time
-from pytest_nocompile.observe.event_files import EventWriter
+from pytest_nocompile.processes.event_files import EventWriter
 writer = EventWriter(os.environ["PYTEST_NOCOMPILE_EVENTS"])  # read at start, as the start-up hook does
 def recompile(n):
     message = ("Recompiling function scale in /src/model.py:3\\\\n    triggered by the following guard failure(s):\\\\n"
@@ -447,7 +447,7 @@ def test_only_processes_started_in_the_call_count_and_a_fixtures_are_shown_by_th
 FORKSERVER_OF_A_FIXTURE = '''
 import multiprocessing, os, time
 import pytest
-from pytest_nocompile.observe.event_files import EventWriter
+from pytest_nocompile.processes.event_files import EventWriter
 
 def recompile():
     # What a forked child's reporter does: report where the variable it inherited points.

@@ -15,14 +15,12 @@ from typing import Any
 
 import pytest
 
-from nocompile_testing import RunPytest, recorded_messages
-from pytest_nocompile.budget import RecompileBudget
-from pytest_nocompile.child_lines import ChildReportWarning
-from pytest_nocompile.kinds import COMPILES, RECOMPILES
-from pytest_nocompile.observe.event_files import MAX_LINE, MAX_MESSAGE, EventDirectory, EventWriter
-from pytest_nocompile.output.report import format_budget_failure
-from pytest_nocompile.record import RecompileRecord
-from pytest_nocompile.result import Verdict, judge
+from nocompile_testing import BudgetedRecord, RunPytest, failure_of, judge_record, recorded_messages
+from pytest_nocompile.judge.budget import RecompileBudget
+from pytest_nocompile.judge.result import Verdict
+from pytest_nocompile.processes.child_lines import ChildReportWarning
+from pytest_nocompile.processes.event_files import MAX_LINE, MAX_MESSAGE, EventDirectory, EventWriter
+from pytest_nocompile.vocabulary.kinds import COMPILES, RECOMPILES
 
 RECOMPILE = recorded_messages("torch-2.13-recompiles.txt")[0]  # f recompiled: n == 2
 
@@ -45,16 +43,16 @@ def write(path: Path, *lines: dict[str, Any] | str | bytes) -> None:
             out.write(line.encode() if isinstance(line, str) else line)
 
 
-def watched(tmp_path: Path, budget: dict[str, int]) -> tuple[RecompileRecord, Path]:
+def watched(tmp_path: Path, budget: dict[str, int]) -> tuple[BudgetedRecord, Path]:
     folder = tmp_path / "test-1"
     folder.mkdir()
-    record = RecompileRecord(RecompileBudget.of(budget))
+    record = BudgetedRecord(RecompileBudget.of(budget))
     record.read_children_from(EventDirectory(str(folder)))
     record.start_call(at=0.0)
     return record, folder
 
 
-def ending(record: RecompileRecord) -> list[str]:
+def ending(record: BudgetedRecord) -> list[str]:
     """End the test as the plugin does (the call, then the final read) and return the warnings it gives."""
     record.end_call()
     record.read_children(final=True)
@@ -73,11 +71,11 @@ def test_an_exec_keeps_the_pid_but_is_another_process_judged_and_shown_on_its_ow
     write(folder / "7-aaaa.jsonl", entry(1.0, 7, "compile", "7-aaaa"),
           *[entry(1.0 + n, 7, name, "7-aaaa") for n in range(3) for name in ("recompile", "compile")])
     assert ending(record) == []
-    result = judge(record)
+    result = judge_record(record)
     assert result.verdict is Verdict.OVER and result.counts["recompiles"] == 3  # not 4: two processes, not one
     assert [(process.get("nth", 1), process["recompiles"]) for process in result.processes] == [(1, 0), (1, 3), (2, 1)]
     assert result.cause is not None and result.cause.startswith("pid 7: f recompiled")
-    assert format_budget_failure(record, result.over).splitlines()[0] == "pid 7: 3 recompiles > max_recompiles(2)"
+    assert failure_of(record, result.over).splitlines()[0] == "pid 7: 3 recompiles > max_recompiles(2)"
     assert [str(child.info) for child in record.children.values()] == ["pid 7", "pid 7 #2"]
 
 
@@ -148,7 +146,7 @@ def test_an_entry_that_cannot_be_written_is_said_too(tmp_path: Path) -> None:
     writer.write({"event": "compile", "t": 1.0})  # the next line still goes
     record.end_call()
     assert record.child_problems() == [f"pid {os.getpid()}: could not write its report to {folder} (ValueError)"]
-    assert judge(record).counts["compiles"] == 1
+    assert judge_record(record).counts["compiles"] == 1
 
 
 def test_a_test_without_a_budget_gets_a_warning_when_a_process_could_not_write(tmp_path: Path) -> None:
@@ -171,7 +169,7 @@ def test_a_folder_no_process_can_write_to_is_a_problem_of_the_test(tmp_path: Pat
     writer = EventWriter(str(folder))
     writer.write({"event": "compile"})  # cannot: silent in the child
     assert writer.broken and not (tmp_path / "elsewhere" / f"{writer.token()}.jsonl").exists() or spoiled == "a link"
-    record = RecompileRecord(RecompileBudget.of({COMPILES.key: 0}))
+    record = BudgetedRecord(RecompileBudget.of({COMPILES.key: 0}))
     record.read_children_from(EventDirectory(str(folder)))
     record.start_call(at=0.0)
     record.end_call()
@@ -195,7 +193,7 @@ def test_a_folder_the_test_removed_is_no_more_reports(tmp_path: Path) -> None:
     record.read_children()
     shutil.rmtree(folder)
     assert ending(record) == [] and record.child_problems() == []
-    assert judge(record).counts["compiles"] == 1
+    assert judge_record(record).counts["compiles"] == 1
 
 
 def test_a_folder_removed_and_made_again_is_read_from_the_start_of_each_file(tmp_path: Path) -> None:
@@ -213,7 +211,7 @@ def test_a_folder_removed_and_made_again_is_read_from_the_start_of_each_file(tmp
 
 def test_a_run_folder_gone_mid_test_is_a_problem_of_the_test(tmp_path: Path) -> None:
     folder = tmp_path / "run" / "test-1"
-    record = RecompileRecord(RecompileBudget.of({COMPILES.key: 0}))
+    record = BudgetedRecord(RecompileBudget.of({COMPILES.key: 0}))
     record.read_children_from(EventDirectory(str(folder)))
     record.start_call(at=0.0)
     record.end_call()  # the run's folder never was, or was removed by someone else: no child could report
@@ -249,13 +247,13 @@ def test_malformed_lines_are_skipped_one_by_one_and_said_in_one_warning_per_file
     messages = ending(record)
     (child, other) = record.children.values()
     assert (len(child.compiles), len(child.recompiles), len(other.compiles)) == (2, 1, 1)
-    assert judge(record).over == ("recompiles",)
+    assert judge_record(record).over == ("recompiles",)
     assert len(messages) == 1  # one file, one warning; the good file none
     assert messages[0].startswith(f"pytest-nocompile skipped part of a child process's report {bad} (written by another version")
     assert messages[0].endswith(
         ": line 2: unknown event 'totals'; line 3: 'message' is int, not text; "
         "line 4: 'user_code' is not [file, line, function, code]; line 5: not JSON; line 6: not JSON; and 9 more")
-    record = RecompileRecord(RecompileBudget.of({RECOMPILES.key: 0}))  # every reason, read anew
+    record = BudgetedRecord(RecompileBudget.of({RECOMPILES.key: 0}))  # every reason, read anew
     record.read_children_from(EventDirectory(str(folder)))
     record.read_children(final=True)
     assert record._skipped[str(bad)][5:] == [
@@ -305,7 +303,7 @@ def test_a_line_over_the_limit_is_skipped_without_holding_it_whole(tmp_path: Pat
     assert ending(record) == [f"pytest-nocompile skipped part of a child process's report {path} "
                               f"(written by another version of pytest-nocompile, or not by it at all?): "
                               f"line 1: {4 * MAX_LINE} bytes, over the {MAX_LINE}-byte limit"]
-    assert judge(record).counts["compiles"] == 1
+    assert judge_record(record).counts["compiles"] == 1
 
 
 def test_only_regular_files_are_read_and_a_fifo_never_blocks(tmp_path: Path) -> None:
@@ -476,7 +474,7 @@ def test_children_that_exec_exit_hard_cannot_write_or_run_oddly_are_counted_or_s
 
 
 def test_a_command_line_is_shortened_as_a_shell_reads_it() -> None:
-    from pytest_nocompile.observe.command_line import LONGEST, shortened, this_process
+    from pytest_nocompile.processes.command_line import LONGEST, shortened, this_process
 
     assert shortened(["/venv/bin/python", "-u", "train.py", "--lr=0.1"]) == "python -u train.py --lr=0.1"
     assert shortened(["/venv/bin/python", "-c", "import torch\nprint('hi')"]) == "python -c 'import torch print('\\''hi'\\'')'"

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from nocompile_testing import TORCH, RunPytest, expect_lines
-from pytest_nocompile.budget import BudgetUsageError, budget_from_marker, parse_option_count
-from pytest_nocompile.compile_cost import breakdown_text, format_seconds
-from pytest_nocompile.kinds import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND, RECOMPILES
+from pytest_nocompile.judge.budget import BudgetUsageError, budget_from_marker, parse_option_count
+from pytest_nocompile.judge.torch_support import too_old_for
 from pytest_nocompile.observe.compile_metrics import compile_seconds
-from pytest_nocompile.torch_support import too_old_for
+from pytest_nocompile.vocabulary.compile_cost import breakdown_text, format_seconds
+from pytest_nocompile.vocabulary.kinds import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND, RECOMPILES
 
 COMPILE_ONCE = '''
 import pytest, torch

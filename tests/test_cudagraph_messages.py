@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from nocompile_testing import DATA
-from pytest_nocompile.cudagraph_messages import RERECORD, SKIP, CudagraphTracker, parse_skip, rerecord_reason
+from pytest_nocompile.vocabulary.cudagraph_messages import RERECORD, SKIP, CudagraphTracker, parse_skip, rerecord_reason
 
 
 def scenarios(name: str) -> dict[str, list[str]]:

@@ -6,13 +6,11 @@ import json
 import os
 from pathlib import Path
 
-from nocompile_testing import recorded_messages, with_health_counts
-from pytest_nocompile.budget import RecompileBudget
-from pytest_nocompile.kinds import GRAPH_BREAKS, RECOMPILES
-from pytest_nocompile.observe.event_files import EventDirectory, EventWriter
-from pytest_nocompile.output.report import format_budget_failure
-from pytest_nocompile.record import RecompileRecord
-from pytest_nocompile.result import Verdict, count_properties, judge
+from nocompile_testing import BudgetedRecord, failure_of, judge_record, recorded_messages, with_health_counts
+from pytest_nocompile.judge.budget import RecompileBudget
+from pytest_nocompile.judge.result import Verdict, count_properties
+from pytest_nocompile.processes.event_files import EventDirectory, EventWriter
+from pytest_nocompile.vocabulary.kinds import GRAPH_BREAKS, RECOMPILES
 
 RECOMPILE = recorded_messages("torch-2.13-recompiles.txt")[0]  # f recompiled: n == 2
 LIMIT = "torch._dynamo hit config.recompile_limit (8)\n   function: 'step' (adam.py:214)"
@@ -71,10 +69,10 @@ def test_reader_reads_each_complete_line_once_and_waits_for_a_half_written_one(t
     assert not (tmp_path / "test-1").exists()
 
 
-def watched(tmp_path: Path, budget: RecompileBudget) -> tuple[RecompileRecord, Path]:
+def watched(tmp_path: Path, budget: RecompileBudget) -> tuple[BudgetedRecord, Path]:
     folder = tmp_path / "test-1"
     folder.mkdir()
-    record = RecompileRecord(budget)
+    record = BudgetedRecord(budget)
     record.read_children_from(EventDirectory(str(folder)))
     return record, folder
 
@@ -95,7 +93,7 @@ def test_a_childs_events_fall_in_the_phase_they_were_logged_in_and_only_the_call
     assert [event.phase for event in child.recompiles] == ["setup", "call", "teardown"]
     assert [event.phase for event in child.compiles] == ["setup", "setup", "call", "teardown"]
     assert str(child.info) == "rank 1 (pid 41)"
-    assert record.counts_by_process()[child.info] == with_health_counts({"compiles": 1, "recompiles": 1, "graph_breaks": 0})
+    assert {process.info: process.counts for process in record.snapshot().processes}[child.info] == with_health_counts({"compiles": 1, "recompiles": 1, "graph_breaks": 0})
     assert record.counts() == with_health_counts({"compiles": 0, "recompiles": 0, "graph_breaks": 0})  # the test's own process
     assert record.events == [] and [event.process for event in record.log] == [child.info] * 3
 
@@ -106,20 +104,20 @@ def test_a_budget_applies_to_each_process_and_the_result_shows_the_worst(tmp_pat
     for pid, rank in ((41, 0), (42, 1)):  # each rank recompiles once: within max_recompiles(1)
         write(folder, pid, line(0.5, pid, "compile", rank, "0/0"), *recompiled(1.0, pid, rank))
     record.end_call()
-    result = judge(record)
+    result = judge_record(record)
     assert result.verdict is Verdict.WITHIN and result.counts["recompiles"] == 1
     assert [(process["rank"], process["recompiles"]) for process in result.processes] == [(None, 0), (0, 1), (1, 1)]
     assert result.processes[0]["test_process"] and result.processes[0]["pid"] == os.getpid()
 
     write(folder, 42, *recompiled(2.0, 42, rank=1, attempt=2))  # rank 1 again: over
-    record = RecompileRecord(RecompileBudget.of({RECOMPILES.key: 1}))
+    record = BudgetedRecord(RecompileBudget.of({RECOMPILES.key: 1}))
     record.read_children_from(EventDirectory(str(folder)))
     record.start_call(at=0.0)
     record.end_call()
-    result = judge(record)
+    result = judge_record(record)
     assert result.verdict is Verdict.OVER and result.over == ("recompiles",)
     assert result.cause == "rank 1 (pid 42): f recompiled: 0/0: n == 2"
-    failure = format_budget_failure(record, result.over)
+    failure = failure_of(record, result.over)
     assert failure.splitlines()[0] == "rank 1 (pid 42): 2 recompiles > max_recompiles(1)"
     assert "rank 0 (pid 41)" not in failure
     counts = "compiles=3 recompiles=2 graph_breaks=0"  # a compile-health kind only where budgeted or counted
@@ -132,9 +130,9 @@ def test_a_limit_hit_in_a_child_fails_its_recompile_budget_whatever_its_count(tm
     record.start_call(at=0.0)
     write(folder, 43, *recompiled(1.0, 43), line(1.5, 43, "recompile", compile_id="0/2"), line(1.5, 43, "limit", compile_id="0/2"))
     record.end_call()
-    result = judge(record)
+    result = judge_record(record)
     assert result.over == ("recompiles",)
-    assert "pid 43: 1 recompile within max_recompiles(5), but dynamo hit its recompile limit" in format_budget_failure(record, result.over)
+    assert "pid 43: 1 recompile within max_recompiles(5), but dynamo hit its recompile limit" in failure_of(record, result.over)
 
 
 def test_a_child_that_could_not_watch_itself_is_named(tmp_path: Path) -> None:
@@ -161,12 +159,12 @@ def test_a_childs_graph_break_traced_again_by_a_recompile_counts_once_per_proces
     write(folder, 41, graph_break(1.0, 41), *recompiled(2.0, 41), graph_break(2.0, 41), graph_break(3.0, 41))
     write(folder, 42, graph_break(1.0, 42))
     record.end_call()
-    assert [process[GRAPH_BREAKS.key] for process in judge(record).processes] == [0, 1, 1]
-    assert judge(record).verdict is Verdict.WITHIN
+    assert [process[GRAPH_BREAKS.key] for process in judge_record(record).processes] == [0, 1, 1]
+    assert judge_record(record).verdict is Verdict.WITHIN
     write(folder, 41, graph_break(1.5, 41, PRINT_BREAK))  # another place: another graph break, in the call
-    record = RecompileRecord(RecompileBudget.of({GRAPH_BREAKS.key: 1}))
+    record = BudgetedRecord(RecompileBudget.of({GRAPH_BREAKS.key: 1}))
     record.read_children_from(EventDirectory(str(folder)))
     record.start_call(at=0.0)
     record.end_call()
-    assert judge(record).over == ("graph_breaks",)
-    assert format_budget_failure(record, ("graph_breaks",)).splitlines()[0] == "pid 41: 2 graph breaks > max_graph_breaks(1)"
+    assert judge_record(record).over == ("graph_breaks",)
+    assert failure_of(record, ("graph_breaks",)).splitlines()[0] == "pid 41: 2 graph breaks > max_graph_breaks(1)"

@@ -21,8 +21,8 @@ import pytest
 
 from nocompile_testing import DATA, recorded_messages
 from pytest_nocompile import GuardFailure, parse_recompile_message
-from pytest_nocompile.events import UnrecognisedMessage, event_from_message, parse_limit_warning
-from pytest_nocompile.graph_break_events import NO_GRAPH_BREAK_REASON, parse_graph_break_message
+from pytest_nocompile.vocabulary.events import UnrecognisedMessage, event_from_message, parse_limit_warning
+from pytest_nocompile.vocabulary.graph_break_events import NO_GRAPH_BREAK_REASON, parse_graph_break_message
 
 
 def _load_recorder() -> ModuleType:
@@ -418,7 +418,7 @@ def test_limit_warning() -> None:
 
 
 def test_events_module_does_not_import_torch() -> None:
-    import pytest_nocompile.events as events_module
+    import pytest_nocompile.vocabulary.events as events_module
 
     tree = ast.parse(open(events_module.__file__).read())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from nocompile_testing import TORCH, RunPytest
-from pytest_nocompile.guard_classes import ALL_CLASSES
+from pytest_nocompile.judge.guard_classes import ALL_CLASSES
 
 HAZARDS = '''
 import gc

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from test_result import recorded
 
-from nocompile_testing import with_health_counts
-from pytest_nocompile.budget import RecompileBudget
-from pytest_nocompile.kinds import COMPILES, MIN_COMPILES
-from pytest_nocompile.output.report import format_budget_failure
-from pytest_nocompile.result import TestResult, Verdict, count_properties, idle_result, judge, over_budget
+from nocompile_testing import failure_of, judge_record, with_health_counts
+from pytest_nocompile.judge.budget import RecompileBudget
+from pytest_nocompile.judge.result import TestResult, Verdict, count_properties, idle_result
+from pytest_nocompile.judge.verdict import over_budget
+from pytest_nocompile.vocabulary.kinds import COMPILES, MIN_COMPILES
 
 NOTHING_RECORDED = ("    nothing recorded says why; dynamo compiles no graph when the compiled code does not run, runs under "
                     'torch.compiler.disable or set_stance("force_eager"), runs from dynamo\'s cache (compiled before the '
@@ -33,18 +33,18 @@ def test_headline_and_budget_cell() -> None:
 
 
 def test_the_verdict_on_a_record() -> None:
-    short = judge(recorded(FLOOR, graphs=1))
+    short = judge_record(recorded(FLOOR, graphs=1))
     assert (short.verdict, short.over, short.cause) == (Verdict.OVER, ("min_compiles",), "1 compile < min_compiles(2) (marker on the test)")
-    assert judge(recorded(FLOOR, graphs=2)).verdict is Verdict.WITHIN
+    assert judge_record(recorded(FLOOR, graphs=2)).verdict is Verdict.WITHIN
     # Setup's compiles (a warm-up in a fixture) are not the call's.
-    assert judge(recorded(FLOOR, setup=3, graphs=1)).over == ("min_compiles",)
+    assert judge_record(recorded(FLOOR, setup=3, graphs=1)).over == ("min_compiles",)
     # Beside a max_ budget: both judged, in table order.
     both = RecompileBudget.of({"compiles": 0, "min_compiles": 2})
-    assert judge(recorded(both, graphs=1)).over == ("compiles", "min_compiles")
+    assert judge_record(recorded(both, graphs=1)).over == ("compiles", "min_compiles")
 
 
 def test_a_floor_has_no_count_of_its_own() -> None:
-    result = judge(recorded(FLOOR, graphs=3))
+    result = judge_record(recorded(FLOOR, graphs=3))
     assert result.counts == with_health_counts({"compiles": 3, "recompiles": 0, "graph_breaks": 0})
     assert ("nocompile_min_compiles", 3) not in count_properties(result)
     document = result.to_dict()
@@ -62,16 +62,16 @@ def test_a_test_that_recorded_nothing_misses_a_floor_above_zero() -> None:
 
 def test_the_failure_says_why_so_little_compiled() -> None:
     nothing = recorded(FLOOR)
-    assert format_budget_failure(nothing, ("min_compiles",)).splitlines() == [
+    assert failure_of(nothing, ("min_compiles",)).splitlines() == [
         "0 compiles < min_compiles(2) (marker on the test)",
         "why:",
         NOTHING_RECORDED,
     ]
     limited = recorded(FLOOR, limit=True)
-    assert format_budget_failure(limited, ("min_compiles",), stance="force_eager").splitlines()[1:] == [
+    assert failure_of(limited, ("min_compiles",), stance="force_eager").splitlines()[1:] == [
         "why:",
         "    dynamo hit config.recompile_limit (8) for 'step' (adam.py:214): later calls run uncompiled",
         '    torch.compiler.set_stance("force_eager") was in force when the call ended',
     ]
     # Something compiled, too little: nothing more is known.
-    assert format_budget_failure(recorded(FLOOR, graphs=1), ("min_compiles",)) == "1 compile < min_compiles(2) (marker on the test)"
+    assert failure_of(recorded(FLOOR, graphs=1), ("min_compiles",)) == "1 compile < min_compiles(2) (marker on the test)"

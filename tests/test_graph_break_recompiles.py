@@ -15,10 +15,9 @@ import sys
 
 import pytest
 
-from nocompile_testing import HAS_COMPILE_IDS, LIMIT_CONFIG, RunPytest, expect_lines, recorded_messages
-from pytest_nocompile.budget import RecompileBudget
-from pytest_nocompile.kinds import GRAPH_BREAKS
-from pytest_nocompile.record import RecompileRecord
+from nocompile_testing import HAS_COMPILE_IDS, LIMIT_CONFIG, BudgetedRecord, RunPytest, expect_lines, recorded_messages
+from pytest_nocompile.judge.budget import RecompileBudget
+from pytest_nocompile.vocabulary.kinds import GRAPH_BREAKS
 
 TRAINLIB = '''
 import torch
@@ -132,7 +131,7 @@ def test_a_graph_break_traced_again_by_a_recompile_counts_once(pytester: pytest.
 def test_a_graph_break_is_counted_once_per_place_and_reason_in_each_phase() -> None:
     message = recorded_messages("torch-2.13-graph_breaks.txt")[1]
     other_place = recorded_messages("torch-2.13-graph_breaks.txt")[0]
-    record = RecompileRecord(RecompileBudget.of({GRAPH_BREAKS.key: 1}))
+    record = BudgetedRecord(RecompileBudget.of({GRAPH_BREAKS.key: 1}))
     record.add_graph_break(message)  # setup's: not counted, and no reason to hide the call's
     record.end_setup()
     record.start_call()

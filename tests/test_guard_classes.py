@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from nocompile_testing import DATA, recorded_messages
-from pytest_nocompile.events import parse_recompile_message
-from pytest_nocompile.graph_break_events import parse_graph_break_message
-from pytest_nocompile.guard_classes import classify, plain_names
-from pytest_nocompile.reasons import call_reasons, code_name, graph_break_kind, stable_path
+from pytest_nocompile.judge.guard_classes import classify, plain_names
+from pytest_nocompile.judge.reasons import call_reasons, code_name, graph_break_kind, stable_path
+from pytest_nocompile.vocabulary.events import parse_recompile_message
+from pytest_nocompile.vocabulary.graph_break_events import parse_graph_break_message
 
 RECORDINGS = sorted(path.name for path in DATA.glob("torch-*-recompiles*.txt"))
 GRAPH_BREAK_RECORDINGS = sorted(path.name for path in DATA.glob("torch-*-graph_breaks.txt"))

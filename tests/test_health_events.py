@@ -14,9 +14,9 @@ from typing import Iterator
 import pytest
 from test_child_lines import entry, watched, write
 
-from pytest_nocompile.kinds import BudgetKind
+from nocompile_testing import BudgetedRecord, judge_record
 from pytest_nocompile.observe.counter_increments import CounterIncrements
-from pytest_nocompile.record import RecompileRecord
+from pytest_nocompile.vocabulary.kinds import BudgetKind
 
 torch = pytest.importorskip("torch")
 dynamo = pytest.importorskip("torch._dynamo")
@@ -81,7 +81,7 @@ def test_disarming_puts_back_torchs_counter_class_and_factory(increments) -> Non
 def test_the_capture_fans_a_health_signal_out_to_every_sink_with_the_users_line() -> None:
     from pytest_nocompile.observe.capture import DYNAMO_LOGS
 
-    first, second = RecompileRecord(), RecompileRecord()
+    first, second = BudgetedRecord(), BudgetedRecord()
     DYNAMO_LOGS.attach(first)
     DYNAMO_LOGS.attach(second)
     try:
@@ -122,11 +122,11 @@ def test_a_childs_health_line_without_a_signal_name_is_skipped_and_said(tmp_path
 
 
 def test_a_block_counts_a_health_kind_and_its_failure_lists_each_signal_with_its_reason_and_line() -> None:
-    from pytest_nocompile.assertions import _BudgetBlock
     from pytest_nocompile.exceptions import BudgetExceeded
     from pytest_nocompile.observe.capture import DYNAMO_LOGS
+    from pytest_nocompile.watching.assertions import _BudgetBlock
 
-    record = RecompileRecord()
+    record = BudgetedRecord()
     DYNAMO_LOGS.attach(record)
     try:
         record.start_call()
@@ -147,13 +147,13 @@ def test_a_block_counts_a_health_kind_and_its_failure_lists_each_signal_with_its
 
 
 def test_a_results_json_holds_each_health_event_and_xdist_carries_it_back_unchanged() -> None:
-    from pytest_nocompile.result import TestResult, judge
+    from pytest_nocompile.judge.result import TestResult
 
-    record = RecompileRecord()
+    record = BudgetedRecord()
     record.start_call()
     record.add_health("inductor.fxgraph_cache_miss", 1, "cold", "0/0", None, None)
     record.end_call()
-    data = judge(record).to_dict()
+    data = judge_record(record).to_dict()
     assert data["health_events"] == [{"what": "inductor.fxgraph_cache_miss", "amount": 1, "reason": "cold", "phase": "call",
                                       "compile_id": "0/0", "compiling": None, "thread": None, "user_code": None, "process": None}]
     assert TestResult.from_dict(data).to_dict() == data

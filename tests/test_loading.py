@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from nocompile_testing import RunPytest
-from pytest_nocompile.installed_versions import distribution_version
+from pytest_nocompile.judge.installed_versions import distribution_version
 
 SIMPLE = '''
 import pytest
@@ -77,7 +77,7 @@ def test_public_names_load_on_first_use() -> None:
     for name in pytest_nocompile.__all__:
         value = getattr(pytest_nocompile, name)
         if name == "KINDS":  # a constant: the budget kinds' table itself
-            from pytest_nocompile import budget
+            from pytest_nocompile.judge import budget
 
             assert value is budget.KINDS
         else:

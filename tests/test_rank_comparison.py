@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pytest_nocompile.events import CodeLocation, CompileEvent, GuardFailure, ProcessInfo, RecompileEvent
-from pytest_nocompile.process_events import ProcessEvents
-from pytest_nocompile.rank_comparison import differences
+from pytest_nocompile.judge.rank_comparison import differences
+from pytest_nocompile.record.process_events import ProcessEvents
+from pytest_nocompile.record.snapshot import ProcessSnapshot
+from pytest_nocompile.vocabulary.events import CodeLocation, CompileEvent, GuardFailure, ProcessInfo, RecompileEvent
 
 STEP = CodeLocation("/w/train.py", 10, "step")
 EVAL = CodeLocation("/w/train.py", 20, "evaluate")
@@ -29,12 +30,17 @@ def label(info: Optional[ProcessInfo]) -> str:
     return str(info)
 
 
+def compared(*processes: ProcessEvents) -> list[str]:
+    """What the comparison says of these processes, each as the judge is given it (a snapshot)."""
+    return differences([ProcessSnapshot(process, label(process.info)) for process in processes], label)
+
+
 def test_processes_that_compiled_alike_pass() -> None:
-    assert differences([rank(0, STEP, EVAL), rank(1, EVAL, STEP), rank(2, STEP, EVAL)], label) == []
+    assert compared(rank(0, STEP, EVAL), rank(1, EVAL, STEP), rank(2, STEP, EVAL)) == []
 
 
 def test_the_process_unlike_the_others_is_named_with_each_function_that_differs() -> None:
-    lines = differences([rank(0, STEP), rank(1, STEP, recompiled=(STEP,)), rank(2, STEP)], label)
+    lines = compared(rank(0, STEP), rank(1, STEP, recompiled=(STEP,)), rank(2, STEP))
     assert lines == [
         "rank 1 (pid 101) compiled unlike rank 0 (pid 100)",
         "    step (/w/train.py:10): 2 compiles (1 recompile) in rank 1, 1 compile (0 recompiles) in rank 0",
@@ -44,7 +50,7 @@ def test_the_process_unlike_the_others_is_named_with_each_function_that_differs(
 
 
 def test_of_two_processes_the_lowest_rank_is_the_reference_and_a_function_one_never_compiled_is_said() -> None:
-    lines = differences([rank(1, STEP), rank(0, STEP, EVAL)], label)
+    lines = compared(rank(1, STEP), rank(0, STEP, EVAL))
     assert lines == [
         "rank 1 (pid 101) compiled unlike rank 0 (pid 100)",
         "    evaluate (/w/train.py:20): never compiled in rank 1, 1 compile (0 recompiles) in rank 0",
@@ -52,13 +58,13 @@ def test_of_two_processes_the_lowest_rank_is_the_reference_and_a_function_one_ne
 
 
 def test_a_rank_of_the_job_that_compiled_nothing_is_named() -> None:
-    assert differences([rank(0, STEP, world=2)], label) == ["rank 1 compiled nothing in the call, while rank 0 compiled"]
-    assert differences([rank(1, STEP)], label) == ["rank 0 compiled nothing in the call, while rank 1 compiled"]
-    assert differences([rank(0, STEP)], label) == []  # no world size, no rank above: nothing known to be missing
+    assert compared(rank(0, STEP, world=2)) == ["rank 1 compiled nothing in the call, while rank 0 compiled"]
+    assert compared(rank(1, STEP)) == ["rank 0 compiled nothing in the call, while rank 1 compiled"]
+    assert compared(rank(0, STEP)) == []  # no world size, no rank above: nothing known to be missing
 
 
 def test_processes_without_ranks_are_compared_by_the_order_they_reported() -> None:
-    lines = differences([rank(None, STEP, pid=7), rank(None, STEP, STEP, pid=8)], label)
+    lines = compared(rank(None, STEP, pid=7), rank(None, STEP, STEP, pid=8))
     assert lines[0] == "pid 8 compiled unlike pid 7"
     assert lines[1] == "    step (/w/train.py:10): 2 compiles (0 recompiles) in pid 8, 1 compile (0 recompiles) in pid 7"
 
@@ -66,4 +72,4 @@ def test_processes_without_ranks_are_compared_by_the_order_they_reported() -> No
 def test_events_outside_the_call_are_not_compared() -> None:
     fixture_server = rank(3, STEP)
     fixture_server.compiles[:] = [CompileEvent("0/0", phase="setup", compiling=STEP)]
-    assert differences([rank(0, STEP, world=1), fixture_server], label) == []
+    assert compared(rank(0, STEP, world=1), fixture_server) == []

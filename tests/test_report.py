@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from nocompile_testing import recorded_messages
-from pytest_nocompile.events import event_from_message
-from pytest_nocompile.kinds import RECOMPILES
 from pytest_nocompile.output.report import explain
+from pytest_nocompile.vocabulary.events import event_from_message
+from pytest_nocompile.vocabulary.kinds import RECOMPILES
 
 
 def test_multi_line_guard_keeps_its_indentation() -> None:

@@ -6,12 +6,11 @@ import json
 
 import pytest
 
-from nocompile_testing import recorded_messages, with_health_counts
-from pytest_nocompile.budget import RecompileBudget
-from pytest_nocompile.kinds import COMPILES, GRAPH_BREAKS, RECOMPILES
-from pytest_nocompile.output.report import format_budget_failure
-from pytest_nocompile.record import RecompileRecord
-from pytest_nocompile.result import TestResult, Verdict, count_properties, idle_result, judge, over_budget
+from nocompile_testing import BudgetedRecord, failure_of, judge_record, recorded_messages, with_health_counts
+from pytest_nocompile.judge.budget import RecompileBudget
+from pytest_nocompile.judge.result import TestResult, Verdict, count_properties, idle_result
+from pytest_nocompile.judge.verdict import over_budget
+from pytest_nocompile.vocabulary.kinds import COMPILES, GRAPH_BREAKS, RECOMPILES
 
 RECOMPILE = recorded_messages("torch-2.13-recompiles.txt")[0]  # f recompiled: n == 2
 LIMIT = "torch._dynamo hit config.recompile_limit (8)\n   function: 'step' (adam.py:214)"
@@ -20,9 +19,9 @@ GRAPH_BREAK = "Graph break in user code at /x/test_a.py:{line}\nGraph Break Reas
 
 
 def recorded(budget: RecompileBudget, setup: int = 0, call: int = 0, teardown: int = 0, graphs: int = 0,
-             breaks: int = 0, limit: bool = False) -> RecompileRecord:
+             breaks: int = 0, limit: bool = False) -> BudgetedRecord:
     """A record as capture fills it: each recompile with the graph it compiled (each setup and teardown one too)."""
-    record = RecompileRecord(budget)
+    record = BudgetedRecord(budget)
     for _ in range(setup):
         record.add_recompile(RECOMPILE, "0/1", None, None)
         record.add_compile("0/1", None, None)
@@ -54,7 +53,7 @@ def test_only_the_call_phase_counts_for_every_kind() -> None:
 def test_counts_read_during_the_call_follow_every_later_event() -> None:
     # A fixture or block may read the counts mid-call; each kind's later events still count (the counts are kept
     # between events, not fixed at the first read).
-    record = RecompileRecord(RecompileBudget.of({"recompiles": 0}))
+    record = BudgetedRecord(RecompileBudget.of({"recompiles": 0}))
     record.start_call()
     assert record.counts()[COMPILES.key] == 0
     record.add_compile("0/0", None, None)
@@ -73,7 +72,7 @@ def test_counts_read_during_the_call_follow_every_later_event() -> None:
 def test_an_event_added_while_the_counts_are_worked_out_is_in_the_next_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     # A compile in another thread can land between reading the lists and keeping the counts: the kept counts
     # must not hide it afterwards.
-    record = RecompileRecord(RecompileBudget.of({"recompiles": 0}))
+    record = BudgetedRecord(RecompileBudget.of({"recompiles": 0}))
     record.start_call()
     work_out = type(record.own)._call_counts
 
@@ -89,12 +88,12 @@ def test_an_event_added_while_the_counts_are_worked_out_is_in_the_next_counts(mo
 
 
 def test_a_test_whose_setup_failed_counts_nothing() -> None:
-    record = RecompileRecord(RecompileBudget.of({"recompiles": 0}))
+    record = BudgetedRecord(RecompileBudget.of({"recompiles": 0}))
     record.add_recompile(RECOMPILE, None, None, None)
     record.end_setup()
     record.add_recompile(RECOMPILE, None, None, None)
     assert [event.phase for event in record.events] == ["setup", "teardown"]
-    assert record.count(RECOMPILES) == 0 and judge(record).verdict is Verdict.WITHIN
+    assert record.count(RECOMPILES) == 0 and judge_record(record).verdict is Verdict.WITHIN
 
 
 @pytest.mark.parametrize(("budget", "over", "verdict"), [
@@ -104,30 +103,30 @@ def test_a_test_whose_setup_failed_counts_nothing() -> None:
     ({"compiles": 2, "graph_breaks": 1}, ("compiles", "graph_breaks"), Verdict.OVER),
 ])
 def test_the_verdict(budget: dict[str, int], over: tuple[str, ...], verdict: Verdict) -> None:
-    result = judge(recorded(RecompileBudget.of(budget), call=1, graphs=3, breaks=2))
+    result = judge_record(recorded(RecompileBudget.of(budget), call=1, graphs=3, breaks=2))
     assert (result.over, result.verdict) == (over, verdict)
     assert result.counts == with_health_counts({"compiles": 3, "recompiles": 1, "graph_breaks": 2})
 
 
 def test_a_limit_hit_fails_a_recompile_budget_only() -> None:
-    assert judge(recorded(RecompileBudget.of({"recompiles": 8}), call=2, limit=True)).over == ("recompiles",)
-    assert judge(recorded(RecompileBudget.of({"compiles": 8}), call=2, limit=True)).over == ()
+    assert judge_record(recorded(RecompileBudget.of({"recompiles": 8}), call=2, limit=True)).over == ("recompiles",)
+    assert judge_record(recorded(RecompileBudget.of({"compiles": 8}), call=2, limit=True)).over == ()
     assert over_budget(RECOMPILES, 0, 0, limit_hit=True) and not over_budget(COMPILES, 0, 0, limit_hit=True)
     assert over_budget(COMPILES, 1, 2, exact=True) and not over_budget(COMPILES, 1, None, exact=True)
 
 
 def test_causes_follow_the_first_kind_over_budget() -> None:
-    assert judge(recorded(RecompileBudget.of({"recompiles": 0}), call=1)).cause == "f recompiled: 0/0: n == 2"
-    assert judge(recorded(RecompileBudget.of({"graph_breaks": 0}), call=1, breaks=1)).cause == "graph break: Failed to trace builtin operator"
-    assert judge(recorded(RecompileBudget.of({"compiles": 1}), graphs=2, breaks=1)).cause == "graph break: Failed to trace builtin operator"
-    assert judge(recorded(RecompileBudget.of({"compiles": 1}), graphs=2)).cause == "2 compiles > max_compiles(1)"
-    assert judge(recorded(RecompileBudget.of({"recompiles": 1}), limit=True)).cause == (
+    assert judge_record(recorded(RecompileBudget.of({"recompiles": 0}), call=1)).cause == "f recompiled: 0/0: n == 2"
+    assert judge_record(recorded(RecompileBudget.of({"graph_breaks": 0}), call=1, breaks=1)).cause == "graph break: Failed to trace builtin operator"
+    assert judge_record(recorded(RecompileBudget.of({"compiles": 1}), graphs=2, breaks=1)).cause == "graph break: Failed to trace builtin operator"
+    assert judge_record(recorded(RecompileBudget.of({"compiles": 1}), graphs=2)).cause == "2 compiles > max_compiles(1)"
+    assert judge_record(recorded(RecompileBudget.of({"recompiles": 1}), limit=True)).cause == (
         "0 recompiles within max_recompiles(1), but dynamo hit its recompile limit")
 
 
 def test_failure_text_has_a_part_per_kind_over_budget() -> None:
     record = recorded(RecompileBudget.of({"recompiles": 0, "graph_breaks": 0, "compiles": 9}), setup=1, call=1, breaks=1)
-    text = format_budget_failure(record, judge(record).over)
+    text = failure_of(record, judge_record(record).over)
     first, second = text.split("\n\n")
     assert first.splitlines()[0] == "1 recompile > max_recompiles(0)"
     assert "not counted (outside the call phase): 1 recompile" in first
@@ -136,7 +135,7 @@ def test_failure_text_has_a_part_per_kind_over_budget() -> None:
 
 def test_results_travel_as_json_and_come_back_equal() -> None:
     record = recorded(RecompileBudget.of({"recompiles": 0}), setup=1, call=2, graphs=3, breaks=1, limit=True)
-    result = judge(record)
+    result = judge_record(record)
     carried = json.loads(json.dumps(result.to_dict()))
     assert TestResult.from_dict(carried) == result
     assert carried["verdict"] == "over budget" and carried["max_recompiles"] == 0 and carried["max_compiles"] is None
@@ -155,7 +154,7 @@ def test_idle_results() -> None:
 def test_an_attempt_refused_at_the_recompile_limit_is_a_limit_hit_not_a_recompile() -> None:
     # What dynamo logs at the limit: "Recompiling function ..." for the attempt, then the
     # limit warning under the same compile id, and no graph.
-    record = RecompileRecord(RecompileBudget.of({"recompiles": 3}))
+    record = BudgetedRecord(RecompileBudget.of({"recompiles": 3}))
     record.start_call()
     record.add_compile("0/0", None, None)
     for attempt in (1, 2, 3):
@@ -167,9 +166,9 @@ def test_an_attempt_refused_at_the_recompile_limit_is_a_limit_hit_not_a_recompil
     assert (record.count(COMPILES), record.count(RECOMPILES)) == (4, 3)
     (hit,) = record.limit_hits
     assert hit.refused is not None and hit.refused.compile_id == "0/4"
-    result = judge(record)
+    result = judge_record(record)
     assert result.over == ("recompiles",)  # a limit hit fails a recompile budget whatever the count
-    assert format_budget_failure(record, result.over).splitlines()[0] == (
+    assert failure_of(record, result.over).splitlines()[0] == (
         "3 recompiles within max_recompiles(3), but dynamo hit its recompile limit")
 
 
@@ -180,7 +179,7 @@ def test_an_attempt_refused_at_the_recompile_limit_is_a_limit_hit_not_a_recompil
 ])
 def test_only_the_attempt_right_before_the_limit_warning_is_refused(recompile_id: str | None, limit_id: str | None,
                                                                      graph_between: bool, refused: bool) -> None:
-    record = RecompileRecord()
+    record = BudgetedRecord()
     record.start_call()
     record.add_recompile(RECOMPILE.replace("Recompiling function f ", "Recompiling function step "), recompile_id, None, None)
     if graph_between:

@@ -6,14 +6,13 @@ import sys
 
 import pytest
 
-from pytest_nocompile.events import CodeLocation, RecompileLimitHit, event_from_message, resumed_function
-from pytest_nocompile.kinds import RECOMPILES
+from nocompile_testing import BudgetedRecord, judge_record
 from pytest_nocompile.observe.user_code import find_user_code
 from pytest_nocompile.output.baseline import explain_rise
 from pytest_nocompile.output.report import explain
-from pytest_nocompile.record import RecompileRecord
-from pytest_nocompile.result import judge
-from pytest_nocompile.resume_names import ResumePoint, resume_point, user_function
+from pytest_nocompile.vocabulary.events import CodeLocation, RecompileLimitHit, event_from_message, resumed_function
+from pytest_nocompile.vocabulary.kinds import RECOMPILES
+from pytest_nocompile.vocabulary.resume_names import ResumePoint, resume_point, user_function
 
 # torch 2.13's message for a recompile of train_step's code after its graph break at line 22.
 RESUME_RECOMPILE = """\
@@ -61,11 +60,11 @@ def test_a_recompile_of_a_resume_function_names_the_function_and_its_graph_break
 
 
 def test_a_baseline_failure_names_a_resume_functions_user_function_too() -> None:
-    record = RecompileRecord()
+    record = BudgetedRecord()
     record.start_call()
     record.add_recompile(RESUME_RECOMPILE, "1/1", None, None)
     record.end_call()
-    assert explain_rise(judge(record, None), ["recompiles"]) == [
+    assert explain_rise(judge_record(record), ["recompiles"]) == [
         "    recompiled train_step (resumed after the graph break at /work/lib/trainlib.py:22): guard failed: 1/0: scale == 2",
     ]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from nocompile_testing import DATA, recorded_messages
-from pytest_nocompile.contracts import ContractUsageError, DynamicDims, read_contract
-from pytest_nocompile.events import GuardFailure, event_from_message
-from pytest_nocompile.size_guards import CODE, STATIC, ZERO_ONE, argument_of, contract_breaks, dims_recompiled, size_guard
+from pytest_nocompile.judge.contracts import ContractUsageError, DynamicDims, read_contract
+from pytest_nocompile.judge.size_guards import CODE, STATIC, ZERO_ONE, argument_of, contract_breaks, dims_recompiled, size_guard
+from pytest_nocompile.vocabulary.events import GuardFailure, event_from_message
 
 RECORDED = sorted(path.name for path in DATA.glob("torch-*-dynamic_sizes.txt"))
 

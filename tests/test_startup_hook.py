@@ -17,8 +17,8 @@ import pytest
 
 import pytest_nocompile
 from nocompile_testing import RunPytest
-from pytest_nocompile.observe import event_files, hook
-from pytest_nocompile.observe.hook_check import check_hook
+from pytest_nocompile.processes import event_files, hook
+from pytest_nocompile.processes.hook_check import check_hook
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"
 ROOT = Path(__file__).parent.parent
@@ -28,8 +28,8 @@ SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
 IMPORTABLE_WITHOUT_SITE = os.pathsep.join([str(Path(pytest_nocompile.__file__).parent.parent), str(SITE_PACKAGES)])
 
 # Prints which hook file ran in the child, and whether it reports.
-PROBE = "import json, sys; h = sys.modules.get('pytest_nocompile.observe.hook'); " \
-        "print(json.dumps([getattr(h, 'ran', []), 'pytest_nocompile.observe.startup' in sys.modules]))"
+PROBE = "import json, sys; h = sys.modules.get('pytest_nocompile.processes.hook'); " \
+        "print(json.dumps([getattr(h, 'ran', []), 'pytest_nocompile.processes.startup' in sys.modules]))"
 
 
 def _python(*args: str, variable: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -54,8 +54,8 @@ def test_both_hook_files_are_installed_beside_the_package_and_recorded_for_unins
     for name in HOOK_FILES:
         assert (SITE_PACKAGES / name).read_text() == (ROOT / name).read_text(), name
         assert name in recorded
-    assert _entry_points(ROOT / "pytest-nocompile.start") == ["pytest_nocompile.observe.hook:start"]
-    assert pkgutil.resolve_name("pytest_nocompile.observe.hook:start") is hook.start
+    assert _entry_points(ROOT / "pytest-nocompile.start") == ["pytest_nocompile.processes.hook:start"]
+    assert pkgutil.resolve_name("pytest_nocompile.processes.hook:start") is hook.start
     assert hook.ENV_VAR == event_files.ENV_VAR
     assert "include pytest-nocompile.start" in (ROOT / "MANIFEST.in").read_text().splitlines()  # the sdist carries it too
 
@@ -92,7 +92,7 @@ def test_where_start_files_are_read_only_the_start_entry_runs(tmp_path: Path) ->
 
 
 def test_the_entries_import_nothing_unless_the_variable_is_set() -> None:
-    probe = ("import sys; import pytest_nocompile.observe.hook as h; before = set(sys.modules); h.start(); h.start_from_pth(); "
+    probe = ("import sys; import pytest_nocompile.processes.hook as h; before = set(sys.modules); h.start(); h.start_from_pth(); "
              "print(sorted(set(sys.modules) - before), h.ran)")
     assert _python("-c", probe).stdout.strip() == "[] []"
 
@@ -102,7 +102,7 @@ import subprocess, sys
 import pytest
 
 CHILD = """
-from pytest_nocompile.observe import hook
+from pytest_nocompile.processes import hook
 hook.start()  # what Python 3.15 calls, after the .pth this Python ran; and once more the .pth's entry
 hook.start_from_pth()
 import torch

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_nocompile.budget import RecompileBudget
-from pytest_nocompile.kinds import KINDS
+from pytest_nocompile.judge.budget import RecompileBudget
+from pytest_nocompile.judge.result import TestResult, Verdict, idle_result
 from pytest_nocompile.output.baseline import BaselineError, baseline_document, compare, load_baseline
 from pytest_nocompile.output.summary import LONG_TABLE, json_document, outcome_of, summary_lines
-from pytest_nocompile.result import TestResult, Verdict, idle_result
+from pytest_nocompile.vocabulary.kinds import KINDS
 
 
 def result(compiles: int, recompiles: int, graph_breaks: int, budget: dict[str, int], over: tuple[str, ...] = (), cause: str | None = None) -> TestResult:

@@ -14,13 +14,13 @@ from typing import Callable, Optional, cast
 import pytest
 
 from nocompile_testing import RECOMPILE_ONCE, TORCH, RunPytest, expect_lines
-from pytest_nocompile import installed_versions
-from pytest_nocompile.budget import BudgetUsageError, budget_from_marker
-from pytest_nocompile.installed_versions import major_minor
-from pytest_nocompile.kinds import COMPILE_SECONDS_KIND, GRAPH_BREAKS, RECOMPILES
-from pytest_nocompile.measures import COUNT
-from pytest_nocompile.planning import plan_key
-from pytest_nocompile.version_budgets import entry_in_force, parse_spec, torch_form
+from pytest_nocompile.judge import installed_versions
+from pytest_nocompile.judge.budget import BudgetUsageError, budget_from_marker
+from pytest_nocompile.judge.installed_versions import major_minor
+from pytest_nocompile.judge.version_budgets import entry_in_force, parse_spec, torch_form
+from pytest_nocompile.vocabulary.kinds import COMPILE_SECONDS_KIND, GRAPH_BREAKS, RECOMPILES
+from pytest_nocompile.vocabulary.measures import COUNT
+from pytest_nocompile.watching.planning import plan_key
 
 X, Y = TORCH
 THIS = f"{X}.{Y}"  # the installed torch's major.minor

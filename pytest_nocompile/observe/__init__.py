@@ -1,1 +1,5 @@
-"""Where the plugin observes torch and other processes: dynamo's logs, its arrival, child processes and their reports."""
+"""The sources in this process: dynamo's logs captured once and fanned out to each test's record, its arrival,
+compile metrics, syncs, kernels, CUDA graphs and structured traces; the one place that touches torch's internals.
+
+May import: vocabulary/. Imported by processes/ and the steps after it.
+"""

@@ -56,7 +56,7 @@ from .user_code import find_user_code
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from ..events import CodeLocation
+    from ..vocabulary.events import CodeLocation
 
     class Sink(Protocol):
         """What a sink takes: each method runs in the thread that compiled, once per record."""
@@ -129,7 +129,7 @@ class DynamoLogs:
         # torch's functions that re-initialise its logging, and what to do before each (made once).
         self._reinitialisers: tuple[tuple[str, Optional[Callable[[], None]]], ...] = (
             ("_init_logs", None), ("set_logs", self._before_set_logs))
-        from ..compile_cost import COMPILE_SECONDS
+        from ..vocabulary.compile_cost import COMPILE_SECONDS
         from .cudagraph_logs import CudagraphLogs
         from .kernel_counts import KernelCounts
         from .sync_warnings import SyncWarnings
@@ -201,7 +201,7 @@ class DynamoLogs:
         sinks = self._sinks
         if not sinks:
             return
-        from .compiling_code import compiling_code  # here: a run that never compiles never loads it
+        from .user_code import compiling_code
 
         frame = sys._getframe(1)
         compile_id, user_code, compiling = compile_id or _current_compile_id(), find_user_code(frame), compiling_code(frame)
@@ -325,7 +325,7 @@ class DynamoLogs:
     # -- records, in whatever thread dynamo compiles -----------------------------
 
     def _on_recompile(self, record: logging.LogRecord) -> None:
-        from ..events import resumed_function
+        from ..vocabulary.events import resumed_function
 
         message, compile_id, thread = record.getMessage(), _current_compile_id(), _thread(record)
         # After a graph break, the user's line is the call that brought the new value in, not the break.
@@ -334,7 +334,7 @@ class DynamoLogs:
             sink.add_recompile(message, compile_id, user_code, thread)
 
     def _on_graph(self, record: logging.LogRecord) -> None:
-        from .compiling_code import compiling_code
+        from .user_code import compiling_code
 
         frame = sys._getframe(1)
         compile_id, user_code, thread, compiling = _current_compile_id(), find_user_code(frame), _thread(record), compiling_code(frame)
@@ -363,7 +363,7 @@ class DynamoLogs:
 @functools.cache
 def _every_kinds_signals() -> frozenset[str]:
     """The signals the kinds name (counted or shown): the cache kind's include every cache outcome a warm start reads."""
-    from ..kinds import KINDS
+    from ..vocabulary.kinds import KINDS
 
     return frozenset(signal for kind in KINDS for signal in kind.health_signals)
 

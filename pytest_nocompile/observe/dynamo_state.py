@@ -1,4 +1,5 @@
-"""dynamo's state, as the plugin reads and resets it: whether torch is usable, compiled frames, reset, strict mode, rank.
+"""dynamo's state, as the plugin reads and resets it: whether torch is usable, compiled frames, reset, strict mode, rank,
+and whether this process can record CUDA graphs.
 
 With :mod:`.capture`, the only place that touches torch internals.
 """
@@ -11,7 +12,7 @@ import sys
 import warnings
 from contextlib import contextmanager
 from functools import cache
-from typing import Iterator
+from typing import Iterator, Optional
 
 MIN_TORCH = (2, 4)
 
@@ -143,3 +144,17 @@ def compile_stance() -> str | None:
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")
     stance = getattr(getattr(eval_frame, "_stance", None), "stance", None)
     return stance if isinstance(stance, str) and stance != "default" else None
+
+
+def why_no_cuda_graphs() -> Optional[str]:
+    """Why CUDA graphs cannot be recorded here (e.g. ``torch.cuda.is_available() is False``), or None when they can;
+    torch's word on its GPU, asked only when a test needs it."""
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    try:
+        available = torch.cuda.is_available()
+    except Exception as error:  # a broken driver says so here
+        return f"torch.cuda.is_available() raised {type(error).__name__}"
+    return None if available else "torch.cuda.is_available() is False"

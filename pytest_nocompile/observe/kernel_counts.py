@@ -26,7 +26,7 @@ import importlib
 import sys
 from typing import Any, Callable, Optional
 
-from ..health_lines import KERNELS_SIGNAL
+from ..vocabulary.health_lines import KERNELS_SIGNAL
 from .dynamo_state import torch_import_warnings_silenced
 
 METRICS = "torch._inductor.metrics"

@@ -1,7 +1,9 @@
-"""Where user code is: the innermost frame outside torch, pytest, pluggy, the stdlib and this plugin.
+"""Where code is on the stack: the user's (the innermost frame outside torch, pytest, pluggy, the stdlib and this
+plugin), and the function dynamo is compiling at this moment.
 
 Called by capture while dynamo logs, to name the user's line that brought a
-compile, a recompile or a graph break.
+compile, a recompile or a graph break, and the function a health signal (a
+cache miss) came from.
 """
 
 from __future__ import annotations
@@ -9,12 +11,13 @@ from __future__ import annotations
 import os
 import sys
 from functools import cache
+from types import CodeType
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from types import CodeType
+    from types import FrameType
 
-    from ..events import CodeLocation
+    from ..vocabulary.events import CodeLocation
 
 
 # This package (pytest_nocompile/), not observe/: none of the plugin's frames is user code.
@@ -114,7 +117,7 @@ def find_user_code(frame, resumed: Optional[tuple[str, str]] = None) -> CodeLoca
     """
     import linecache
 
-    from ..events import CodeLocation
+    from ..vocabulary.events import CodeLocation
 
     roots = _library_roots()
     passed_over = None
@@ -132,7 +135,34 @@ def find_user_code(frame, resumed: Optional[tuple[str, str]] = None) -> CodeLoca
 
 def _runs(code: CodeType, resumed: tuple[str, str]) -> bool:
     """Whether ``code`` is the resumed function's (its original or one of dynamo's resume functions of it)."""
-    from ..resume_names import user_function
+    from ..vocabulary.resume_names import user_function
 
     filename, function = resumed
     return code.co_filename == filename and user_function(code.co_name) == function
+
+
+_CONVERT_FRAME = os.path.join("_dynamo", "convert_frame.py")
+
+
+def compiling_code(frame: Optional[FrameType]) -> Optional[CodeLocation]:
+    """The function whose frame dynamo is compiling, as its first line, found from ``frame`` outwards; None outside a compile.
+
+    A health signal comes from deep inside a compile: the user's code on the
+    stack is the call that brought the compile, not the function compiled,
+    whose frame dynamo has not started yet. dynamo's
+    ``torch._dynamo.convert_frame._compile(code, ...)`` holds that function's
+    code object as its first argument in every torch from 2.4 to 2.15 (read in
+    their sources). Outside a frame compile (a backward graph compiled lazily,
+    in ``loss.backward()``) there is none.
+    """
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "_compile" and code.co_filename.endswith(_CONVERT_FRAME):
+            compiled = frame.f_locals.get("code")
+            if not isinstance(compiled, CodeType):
+                return None
+            from ..vocabulary.events import CodeLocation
+
+            return CodeLocation(compiled.co_filename, compiled.co_firstlineno, compiled.co_name)
+        frame = frame.f_back
+    return None

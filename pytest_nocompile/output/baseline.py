@@ -21,13 +21,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from ..installed_versions import major_minor
-from ..kinds import KINDS, KINDS_BY_KEY
-from ..measures import plural
-from ..reasons import call_reasons, reasons_with_events
+from ..judge.installed_versions import major_minor
+from ..judge.reasons import call_reasons, reasons_with_events
+from ..vocabulary.kinds import KINDS, KINDS_BY_KEY
+from ..vocabulary.measures import plural
 
 if TYPE_CHECKING:
-    from ..result import TestResult
+    from ..judge.result import TestResult
 
 BASELINE_FORMAT = "pytest-nocompile-baseline/2"
 COUNTS_ONLY_FORMAT = "pytest-nocompile-baseline/1"  # written before reasons and torch versions; still read
@@ -262,7 +262,7 @@ def explain_rise(result: TestResult, rose: list[str]) -> list[str]:
 
 def _recompile_lines(event: dict[str, Any], reason: Optional[dict[str, Any]] = None) -> list[str]:
     """A recompile in a line or three: what recompiled, the failed guard (``reason``, else its first), the user's line, the fix."""
-    from ..events import GuardFailure, code_place
+    from ..vocabulary.events import GuardFailure, code_place
 
     reasons = event.get("reasons") or []
     chosen = reason if reason is not None else (reasons[0] if reasons else None)
@@ -282,7 +282,7 @@ def _recompile_lines(event: dict[str, Any], reason: Optional[dict[str, Any]] = N
 
 
 def _graph_break_lines(event: dict[str, Any]) -> list[str]:
-    from ..events import display_path
+    from ..vocabulary.events import display_path
 
     lines = [f"    {_process_prefix(event)}graph break at {display_path(event['filename'])}:{event['line']}: {event['reason']}"]
     if event.get("user_code"):
@@ -307,6 +307,6 @@ def _process_prefix(event: dict[str, Any]) -> str:
     process = event.get("process")
     if not process:
         return ""
-    from ..result import process_label
+    from ..judge.result import process_label
 
     return f"{process_label(process)}: "

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
-from ..compile_cost import sum_by_signal
-from ..events import GuardFailure, HealthEvent, RecompileEvent, RecompileLimitHit, display_path
-from ..graph_break_events import GraphBreakEvent
-from ..guard_classes import classify
-from ..kinds import KINDS, BudgetKind
-from ..measures import COUNT, Measure, plural
+from ..judge.guard_classes import classify
+from ..vocabulary.compile_cost import sum_by_signal
+from ..vocabulary.events import GuardFailure, HealthEvent, RecompileEvent, RecompileLimitHit, display_path
+from ..vocabulary.graph_break_events import GraphBreakEvent
+from ..vocabulary.kinds import KINDS, BudgetKind
+from ..vocabulary.measures import COUNT, Measure, plural
 
 if TYPE_CHECKING:
     import pytest
 
-    from ..process_events import ProcessEvents
-    from ..record import RecompileRecord
+    from ..judge.budget import RecompileBudget
+    from ..record.record import RecompileRecord
+    from ..record.snapshot import ProcessSnapshot, TestSnapshot
 
 SECTION_TITLE = "nocompile recompiles"
 
@@ -202,7 +203,7 @@ def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent
     return "\n".join(lines)
 
 
-def format_budget_failure(record: RecompileRecord, over: Sequence[str], stance: Optional[str] = None) -> str:
+def format_budget_failure(snapshot: TestSnapshot, budget: RecompileBudget, over: Sequence[str], stance: Optional[str] = None) -> str:
     """The failure text of a test over its marker, CLI or ini budget: one part per kind in ``over``.
 
     When child processes reported, one part per process and kind over budget,
@@ -210,33 +211,30 @@ def format_budget_failure(record: RecompileRecord, over: Sequence[str], stance: 
     A floor missed (``min_compiles``) is one part for the whole test, with why so little compiled
     (``stance``: torch.compiler's stance when the call ended, when not the default).
     """
-    from ..floors import floor_count, why_too_few
-    from ..result import processes_over_budget
+    from ..judge.floors import floor_count, why_too_few
+    from ..judge.verdict import processes_over_budget
 
-    budget = record.budget
-    by_process = record.counts_by_process()
     # Without children the test's own process is the only one, and its headline names none.
-    over_by_process = processes_over_budget(record) if record.children else [(None, tuple(over))]
+    over_by_process = processes_over_budget(snapshot, budget) if snapshot.with_children else [(snapshot.own, tuple(over))]
     parts = []
     for process, kinds_over in over_by_process:
-        calls = record.events_of(process, "call")
-        label = f"{record.process_label(process)}: " if record.children else ""
-        events = record.process_of(process)
+        label = f"{process.label}: " if snapshot.with_children else ""
         parts += [
-            explain(kind, label + kind.headline(by_process[process][kind.key], budget.allowed(kind) or 0, budget.describe(kind)),
-                    *calls, not_counted=record.events_of(process, "setup")[0], health=events.signals(kind.health_signals),
-                    health_not_counted=_outside_the_call(events, kind))
+            explain(kind, label + kind.headline(process.counts[kind.key], budget.allowed(kind) or 0, budget.describe(kind)),
+                    process.call_recompiles, process.call_limit_hits, process.call_graph_breaks,
+                    not_counted=[event for event in process.recompiles if event.phase == "setup"],
+                    health=process.signals(kind.health_signals), health_not_counted=_outside_the_call(process, kind))
             for kind in KINDS if kind.key in kinds_over and not kind.is_floor
         ]
     for kind in KINDS:
         if kind.is_floor and kind.key in over:
-            count = floor_count(record, kind)
+            count = floor_count(snapshot, kind)
             headline = kind.headline(count, budget.allowed(kind) or 0, budget.describe(kind))
-            parts.append("\n".join([headline, *why_too_few(record.processes(), count, stance)]))
+            parts.append("\n".join([headline, *why_too_few(snapshot.processes, count, stance)]))
     return "\n\n".join(parts)
 
 
-def _outside_the_call(events: ProcessEvents, kind: BudgetKind) -> list[HealthEvent]:
+def _outside_the_call(events: ProcessSnapshot, kind: BudgetKind) -> list[HealthEvent]:
     """A kind's events in fixtures (setup, teardown so far), for a kind whose failure lists them: shown, not counted."""
     if kind.describe_events is None or kind.events != "health":
         return []
@@ -257,18 +255,18 @@ def fixture_processes_after_their_test(tests: list[tuple[str, RecompileRecord, d
     return lines
 
 
-def add_recompile_section(report: pytest.TestReport, record: RecompileRecord, when: str) -> None:
+def add_recompile_section(report: pytest.TestReport, snapshot: TestSnapshot, when: str) -> None:
     """Show recompiles beside a test's own failure, or those of setup/teardown."""
     if when == "call":
-        events = [event for event in record.all_events() if event.phase != "teardown"]
-        limit_hits, suffix = record.all_limit_hits(), ""
+        events = [event for process in snapshot.processes for event in process.recompiles if event.phase != "teardown"]
+        limit_hits, suffix = [hit for process in snapshot.processes for hit in process.limit_hits], ""
         shown = report.failed and bool(events or limit_hits)
     else:
-        if not (record.own.recompiles or record.children):  # the section lists recompiles: a test that only compiled has none
+        if not (snapshot.own.recompiles or snapshot.with_children):  # the section lists recompiles: a test that only compiled has none
             return
-        events = record.in_phase(when)  # type: ignore[arg-type]  # "setup" or "teardown"
-        if when == "teardown" and record.children:  # a process a fixture started in setup reports whenever it compiles
-            events = [event for child in record.children.values() for event in child.recompiles if event.phase == "setup"] + events
+        events = [event for process in snapshot.processes for event in process.recompiles if event.phase == when]
+        if when == "teardown" and snapshot.with_children:  # a process a fixture started in setup reports whenever it compiles
+            events = [event for child in snapshot.children for event in child.recompiles if event.phase == "setup"] + events
         phases = ", ".join(dict.fromkeys(event.phase for event in events))
         limit_hits, suffix = [], f" ({phases}, not counted)"
         shown = bool(events)

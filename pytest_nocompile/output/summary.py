@@ -11,11 +11,11 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
-from ..kinds import COMPILES, COUNTED_KINDS, KINDS, BudgetKind
-from ..measures import plural
+from ..vocabulary.kinds import COMPILES, COUNTED_KINDS, KINDS, BudgetKind
+from ..vocabulary.measures import plural
 
 if TYPE_CHECKING:  # at run time this module imports no event or record module
-    from ..result import TestResult
+    from ..judge.result import TestResult
 
 JSON_FORMAT = "pytest-nocompile-report/1"
 
@@ -32,7 +32,7 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
     ``table`` is one of :data:`TABLE_CHOICES`. Tests whose fixtures recompiled or broke graphs outside
     the call phase, which no budget counts, are named after the table when it does not list them.
     """
-    from ..result import Verdict
+    from ..judge.result import Verdict
 
     # Any count: a frame that only broke compiles no graph, but its graph breaks count.
     compiled = [(nodeid, result) for nodeid, result in results.items() if any(result.counts.values()) or result.verdict is Verdict.OVER]
@@ -79,7 +79,7 @@ def _columns(shown: list[tuple[str, TestResult]]) -> list[tuple[str, Callable[[T
     """Each column's header and cell: the counts every test has, then a compile-health kind's only where a listed test
     has one or a budget for it (a kind every compile has, compile time, only where one budgets it); then what a kind
     only shows beside its count (cache hits), where a listed test has any."""
-    from ..result import shows
+    from ..judge.result import shows
 
     kinds = [kind for kind in COUNTED_KINDS if any(shows(kind, result) for _, result in shown)]
     columns = [(kind.column, _count_cell(kind)) for kind in kinds]

@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING, Optional
 
 import pytest
 
+from ..judge.result import RESULT_ATTRIBUTE
 from ..observe.structured_trace import StructuredTrace
-from ..result import RESULT_ATTRIBUTE
-from ..watch import TraceWarning
 
 if TYPE_CHECKING:
-    from ..result import TestResult
+    from ..judge.result import TestResult
 
 SCRATCH_PREFIX = ".nocompile-"
 RUNNING = "running"  # the scratch folder's folder for the test now running
@@ -40,6 +39,10 @@ TLPARSE_SECONDS = 60.0  # for all of one test's trace files together
 _NAME_LIMIT = 120  # characters of a kept folder's name; a longer node id is cut and given a hash
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _UNSET = object()
+
+
+class TraceWarning(pytest.PytestWarning):
+    """A failing test's structured trace could not be kept, or tlparse failed on it (``--nocompile-trace-dir``)."""
 
 
 def folder_name(nodeid: str) -> str:
@@ -240,7 +243,7 @@ class TraceFolders:
 
     @staticmethod
     def _remove(path: str) -> None:
-        from ..observe.tree_removal import Budget, remove_tree
+        from ..processes.tree_removal import Budget, remove_tree
 
         remove_tree(path, Budget(5.0, 1_000_000))
 

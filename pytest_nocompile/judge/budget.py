@@ -1,0 +1,197 @@
+"""Budgets: what markers, options and ini keys allow, for each kind of :mod:`.kinds`, validated and resolved.
+
+Pure code: no torch, no pytest. Bad input raises :class:`BudgetUsageError`
+with a message that says what was given and what is accepted; the plugin turns
+it into an error of the test (markers) or a usage error of the run (options).
+
+Precedence, lowest first: ini key < command-line option < marker. A marker
+with ``None`` takes the test out of that kind's budget. A marker's ``torch=``
+entries give another N on some torch versions (:mod:`.version_budgets`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+from ..vocabulary.kinds import KINDS, KINDS_BY_KEY, KINDS_BY_MARKER, RECOMPILES, BudgetKind
+from ..vocabulary.measures import COUNT, Amount, Measure
+
+
+class BudgetUsageError(ValueError):
+    """A budget was given in a form the plugin does not accept."""
+
+
+class MarkerBudget:
+    """What one marker says: a count (None opts out), its keyword options, and the ``torch=`` spec that gave the count.
+
+    ``torch_spec`` is None where the count is the marker's N, else the spec
+    of the ``torch=`` entry in force (``<2.8``). A plain class, not a
+    NamedTuple: making a NamedTuple class costs about 0.4 ms at import,
+    which every pytest run that loads the plugin would pay.
+    """
+
+    __slots__ = ("count", "isolate", "strict", "torch_spec")
+
+    def __init__(self, count: Optional[Amount], isolate: Optional[bool] = None, strict: Optional[bool] = None,
+                 torch_spec: Optional[str] = None) -> None:
+        self.count = count
+        self.isolate = isolate
+        self.strict = strict
+        self.torch_spec = torch_spec
+
+
+@dataclass(frozen=True)
+class RecompileBudget:
+    """A test's resolved budgets, one per kind; a kind absent (or None) is unbudgeted.
+
+    ``limits`` holds ``(kind key, N)`` pairs in :data:`KINDS` order; read a
+    kind's budget with :meth:`allowed` or as ``budget.max_recompiles``
+    (the kind's marker name). ``isolate``/``strict`` None: the run's default.
+    ``sources`` holds ``(kind key, where)`` pairs saying where a kind's N was
+    set (e.g. ``from --max-recompiles``, ``marker on class TestStep``), so
+    that a failure can send the reader to it.
+    """
+
+    limits: tuple[tuple[str, Amount], ...] = ()
+    isolate: Optional[bool] = None
+    strict: Optional[bool] = None
+    sources: tuple[tuple[str, str], ...] = ()
+    # Derived once: allowed() runs several times for every watched test, and
+    # every result carries by_key(); budgets are shared between tests.
+    _by_key: dict[str, Amount] = field(init=False, repr=False, compare=False, hash=False)
+    _every_kind: dict[str, Optional[Amount]] = field(init=False, repr=False, compare=False, hash=False)
+    _has_floor: bool = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        by_key = dict(self.limits)
+        object.__setattr__(self, "_by_key", by_key)
+        object.__setattr__(self, "_has_floor", any(KINDS_BY_KEY[key].is_floor for key in by_key))
+        object.__setattr__(self, "_every_kind", {kind.key: by_key.get(kind.key) for kind in KINDS})
+
+    @classmethod
+    def of(cls, allowed: Mapping[str, Optional[Amount]], isolate: Optional[bool] = None,
+           strict: Optional[bool] = None, sources: Mapping[str, str] | None = None) -> RecompileBudget:
+        """A budget from ``{kind key: N or None}``, and where each N was set (``{kind key: where}``)."""
+        limits = tuple((kind.key, allowed[kind.key]) for kind in KINDS if allowed.get(kind.key) is not None)
+        where = tuple((key, sources[key]) for key, _ in limits if key in sources) if sources else ()
+        return cls(limits, isolate, strict, where)  # type: ignore[arg-type]  # the None values were dropped
+
+    def allowed(self, kind: BudgetKind) -> Optional[Amount]:
+        """This kind's N, or None when the test has no budget of that kind."""
+        return self._by_key.get(kind.key)
+
+    def by_key(self) -> dict[str, Optional[Amount]]:
+        """Every kind's N (None: unbudgeted), by kind key; shared, so read it, do not change it."""
+        return self._every_kind
+
+    def __getattr__(self, name: str) -> Optional[Amount]:
+        kind = KINDS_BY_MARKER.get(name)
+        if kind is None or name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self.allowed(kind)
+
+    @property
+    def budgeted(self) -> bool:
+        return bool(self.limits)
+
+    @property
+    def has_floor(self) -> bool:
+        """A lower bound is set: a test that recorded nothing can fail it, so it is judged all the same."""
+        return self._has_floor
+
+    def source(self, kind: BudgetKind) -> Optional[str]:
+        """Where this kind's N was set, e.g. ``from --max-recompiles`` or ``marker on the test``; None if not known."""
+        return next((where for key, where in self.sources if key == kind.key), None)
+
+    def describe(self, kind: BudgetKind = RECOMPILES) -> str:
+        """The budget as a marker call and where it was set, e.g. ``max_recompiles(0) (from --max-recompiles)``."""
+        source = self.source(kind)
+        return f"{kind.marker}({self.allowed(kind)})" + (f" ({source})" if source else "")
+
+
+def validate_count(value: object, what: str, form: str, measure: Measure = COUNT) -> Amount:
+    """Return ``value`` if the measure takes it (a non-negative int for counts, bool excluded), else raise."""
+    if not measure.takes(value):
+        raise BudgetUsageError(f"{what}: {measure.why_not(value)}; use {form}")
+    return value  # type: ignore[return-value]  # checked by takes()
+
+
+def parse_option_count(text: str, option: str, measure: Measure = COUNT) -> Amount:
+    """An option or ini value given as text: a non-negative int (a number, for seconds)."""
+    try:
+        return measure.parse(text)
+    except ValueError as error:
+        raise BudgetUsageError(f"{option}: {error}") from None
+
+
+def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], kind: BudgetKind = RECOMPILES) -> MarkerBudget:
+    """Read a budget marker's arguments, e.g. ``max_recompiles(N, isolate=..., strict=..., torch={"<2.8": N})``."""
+    if len(args) == 1 and not kwargs.keys() - kind.keywords and all(
+        value is None or isinstance(value, bool) for value in kwargs.values()
+    ) and (args[0] is None or kind.measure.takes(args[0])):  # the usual case, checked cheaply
+        return MarkerBudget(args[0], kwargs.get("isolate"), kwargs.get("strict"))
+    shown = _render_call(kind.marker, args, kwargs)
+    form = kind.marker_form
+    unknown = sorted(set(kwargs) - set(kind.keywords) - {"torch"})
+    if unknown:
+        raise BudgetUsageError(f"{shown}: unknown keyword {', '.join(unknown)}; use {form}")
+    if len(args) != 1:
+        raise BudgetUsageError(f"{shown}: expected exactly one positional N, got {len(args)}; use {form}")
+    for keyword in kind.keywords:
+        value = kwargs.get(keyword)
+        if value is not None and not isinstance(value, bool):
+            raise BudgetUsageError(f"{shown}: {keyword} must be True or False, got {value!r}; use {form}")
+    count = None if args[0] is None else validate_count(args[0], shown, form, kind.measure)
+    read = MarkerBudget(count, kwargs.get("isolate"), kwargs.get("strict"))
+    if "torch" in kwargs:
+        _apply_torch_entries(read, kwargs["torch"], shown, kind)
+    return read
+
+
+def _apply_torch_entries(read: MarkerBudget, entries: object, shown: str, kind: BudgetKind) -> None:
+    """Where one of the marker's ``torch=`` entries matches the installed torch, its N replaces the marker's."""
+    from .version_budgets import entry_in_force, installed_torch, torch_form
+
+    try:
+        entry = entry_in_force(entries, kind.measure, installed_torch())
+    except ValueError as error:
+        raise BudgetUsageError(f"{shown}: {error}; use {torch_form(kind)}") from None
+    if entry is not None:
+        spec, read.count = entry
+        read.torch_spec = str(spec)
+
+
+def resolve(ini: Optional[Amount], cli: Optional[Amount], marker: Optional[MarkerBudget]) -> Optional[Amount]:
+    """The budget in force: the marker's if there is one (None opting out), else CLI, else ini."""
+    if marker is not None:
+        return marker.count
+    return cli if cli is not None else ini
+
+
+def with_markers(default: RecompileBudget, markers: Mapping[str, MarkerBudget],
+                 marked_on: Mapping[str, str] | None = None) -> RecompileBudget:
+    """A test's budget: its markers (by kind key) over the run's defaults (ini and CLI).
+
+    ``marked_on`` says, by kind key, where each marker was found (e.g. ``marker on class TestStep``).
+    """
+    recompile_marker = markers.get(RECOMPILES.key)
+    isolate = recompile_marker.isolate if recompile_marker else None
+    strict = recompile_marker.strict if recompile_marker else None
+    marked_on = marked_on or {}
+    key = (default, isolate, strict, *((kind_key, marker.count, marked_on.get(kind_key)) for kind_key, marker in markers.items()))
+    # Most tests of a suite share a few budgets: made once each, not once per test.
+    budget = _MERGED.get(key)
+    if budget is None:
+        sources = {**dict(default.sources), **marked_on}
+        budget = _MERGED[key] = RecompileBudget.of(
+            {kind.key: resolve(None, default.allowed(kind), markers.get(kind.key)) for kind in KINDS}, isolate, strict, sources)
+    return budget
+
+
+_MERGED: dict[tuple[object, ...], RecompileBudget] = {}
+
+
+def _render_call(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+    rendered = [repr(arg) for arg in args] + [f"{key}={value!r}" for key, value in kwargs.items()]
+    return f"{name}({', '.join(rendered)})"

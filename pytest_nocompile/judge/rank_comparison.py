@@ -1,0 +1,123 @@
+"""``same_across_ranks``: whether the processes a test started compiled alike, and how one differs. Pure code.
+
+Each process's call phase is summed up per compiled function (its name and
+first line, as dynamo compiled it): the graphs compiled (first compiles,
+recompiles, graph-break pieces) and the recompiles. The summary most
+processes share is the reference (of equals, the lowest rank's, else the
+first process's to report); each process whose summary differs is named,
+with each function that differs and the first recompile that made it differ.
+
+A process that compiled nothing in the call is not compared: it wrote
+nothing (:mod:`.observe.event_files`), or only in setup or teardown (a
+fixture's). Where the processes say their job's world size (or at least
+their ranks), each rank of it that compiled nothing is named.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Callable, Optional
+
+from ..vocabulary.events import code_place
+from ..vocabulary.measures import plural
+
+if TYPE_CHECKING:
+    from ..record.snapshot import ProcessSnapshot
+    from ..vocabulary.events import CompileEvent, ProcessInfo, RecompileEvent
+
+UNKNOWN = "a graph compiled outside a frame compile"  # a compile whose function torch did not show (a lazily compiled backward)
+
+Summary = dict[str, tuple[int, int]]  # function place: (graphs compiled, recompiles)
+
+
+def summary(process: ProcessSnapshot) -> Summary:
+    """The process's call-phase compiles and recompiles, per compiled function."""
+    compiles = Counter(_compiled_function(event) for event in process.compiles if event.phase == "call")
+    recompiles = Counter(event.code_place for event in process.recompiles if event.phase == "call")
+    return {function: (compiles[function], recompiles[function]) for function in sorted({*compiles, *recompiles})}
+
+
+def _compiled_function(event: CompileEvent) -> str:
+    code = event.compiling
+    return UNKNOWN if code is None else code_place(code.function, code.filename, code.line)
+
+
+def differences(processes: list[ProcessSnapshot], label: Callable[[Optional[ProcessInfo]], str]) -> list[str]:
+    """The lines saying which processes compiled unlike the others, and how; empty when all compiled alike."""
+    summaries = [(process, summary(process)) for process in processes]
+    summaries = [(process, found) for process, found in summaries if found]  # reported, but compiled nothing in the call
+    lines: list[str] = []
+    if summaries:
+        reference_process, reference = _reference(summaries)
+        for process, found in summaries:
+            if found != reference:
+                lines += _difference(process, found, reference_process, reference, label)
+    missing = _missing_ranks([process.info for process, _ in summaries], max((process.world or 0 for process in processes), default=0))
+    if missing:
+        ranks = ", ".join(map(str, missing))
+        lines.append(f"rank{'s' if len(missing) > 1 else ''} {ranks} compiled nothing in the call, while "
+                     f"{_names(summaries, label)} compiled")
+    return lines
+
+
+def _reference(summaries: list[tuple[ProcessSnapshot, Summary]]) -> tuple[ProcessSnapshot, Summary]:
+    """The summary most processes share; of equals, the one of the lowest rank (else the first to report)."""
+    ordered = sorted(summaries, key=lambda pair: _order(pair[0].info))
+    shares = Counter(_key(found) for _, found in ordered)
+    return max(ordered, key=lambda pair: shares[_key(pair[1])])  # max keeps the first of equals
+
+
+def _key(found: Summary) -> tuple[tuple[str, tuple[int, int]], ...]:
+    return tuple(sorted(found.items()))
+
+
+def _order(info: Optional[ProcessInfo]) -> tuple[int, int]:
+    rank = info.rank if info is not None else None
+    return (0, rank) if rank is not None else (1, 0)
+
+
+def _difference(process: ProcessSnapshot, found: Summary, reference_process: ProcessSnapshot, reference: Summary,
+                label: Callable[[Optional[ProcessInfo]], str]) -> list[str]:
+    name, other = label(process.info), label(reference_process.info)
+    lines = [f"{name} compiled unlike {other}"]
+    short, short_other = _short(process.info, name), _short(reference_process.info, other)
+    for function in sorted({*found, *reference}):
+        mine, theirs = found.get(function), reference.get(function)
+        if mine == theirs:
+            continue
+        lines.append(f"    {function}: {_counts(mine)} in {short}, {_counts(theirs)} in {short_other}")
+        first = _first_recompile(process, function) or _first_recompile(reference_process, function)
+        if first is not None:
+            lines.append(f"        first recompile ({_short(first.process, label(first.process))}): guard failed: "
+                         f"{str(first.reasons[0]).splitlines()[0] if first.reasons else '(torch gave no reason)'}")
+            if first.user_code is not None:
+                lines.append(f"        triggered by: {first.user_code}")
+    return lines
+
+
+def _counts(counts: Optional[tuple[int, int]]) -> str:
+    if counts is None:
+        return "never compiled"
+    graphs, recompiles = counts
+    return f"{plural(graphs, 'compile')} ({plural(recompiles, 'recompile')})"
+
+
+def _short(info: Optional[ProcessInfo], name: str) -> str:
+    """``rank 1``, or the process's full name where it has no rank."""
+    return f"rank {info.rank}" if info is not None and info.rank is not None else name
+
+
+def _first_recompile(process: ProcessSnapshot, function: str) -> Optional[RecompileEvent]:
+    return next((event for event in process.recompiles if event.phase == "call" and event.code_place == function), None)
+
+
+def _missing_ranks(infos: list[Optional[ProcessInfo]], world: int) -> list[int]:
+    """The ranks of the job (``world``, else up to the highest rank seen) that compiled nothing in the call."""
+    ranks = {info.rank for info in infos if info is not None and info.rank is not None}
+    if not ranks:
+        return []
+    return [rank for rank in range(max(world, max(ranks) + 1)) if rank not in ranks]
+
+
+def _names(summaries: list[tuple[ProcessSnapshot, Summary]], label: Callable[[Optional[ProcessInfo]], str]) -> str:
+    return ", ".join(_short(process.info, label(process.info)) for process, _ in sorted(summaries, key=lambda pair: _order(pair[0].info)))

@@ -1,0 +1,156 @@
+"""A test's result: its counts and budgets, and the verdict on them (:mod:`.verdict` decides it once), as typed data.
+
+The summary table, the JSON report, junit properties and the baseline all
+read :class:`TestResult`; xdist carries :meth:`TestResult.to_dict` from a
+worker to the controller, which reads it back with :meth:`TestResult.from_dict`.
+
+Light at import: a suite that never compiles gets its results from here too.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from ..vocabulary.kinds import COUNTED_KINDS, KINDS, KINDS_BY_KEY, BudgetKind
+from ..vocabulary.measures import Amount
+from .budget import RecompileBudget
+
+
+class Verdict(enum.Enum):
+    """How a test stands against its budgets; the value is what reports print."""
+
+    NO_BUDGET = "no budget"
+    WITHIN = "within budget"
+    OVER = "over budget"
+
+
+MEASURED: Mapping[str, str] = {}  # shared, never changed: every kind measured
+
+RESULT_ATTRIBUTE = "nocompile_entry"  # on teardown reports: a result's to_dict(), JSON-able, so xdist carries it
+
+# The event lists a result carries, as JSON keys.
+DETAIL_KEYS = ("recompile_events", "recompile_limit_hits", "graph_break_events", "health_events")
+NO_DETAILS: dict[str, list[dict[str, Any]]] = {key: [] for key in DETAIL_KEYS}  # shared, never changed
+
+
+@dataclass  # not frozen: a frozen dataclass's __init__ costs every watched test microseconds
+class TestResult:
+    """One test's counts (of the call phase) and budgets, by kind key, and the verdict on them; read-only by convention.
+
+    ``counts`` holds the kinds with a count of their own (a floor's count is its counted kind's).
+
+    ``over`` names the kinds over budget, ``cause`` the first thing that put
+    the test over, and ``details`` holds the recorded events as JSON-able
+    lists (every phase, each with its phase and process). When child
+    processes reported, ``counts`` are the worst process's, kind by kind, and
+    ``processes`` breaks them down: one dict per process (``pid``, ``rank``, ``command`` when it said,
+    ``test_process`` and each kind's count), the test's own first.
+    ``shown`` holds, for a health kind with shown signals (compile time's
+    breakdown), their call-phase totals over the test's processes, by kind key.
+    ``trace`` is the folder the test's structured trace was kept in (``--nocompile-trace-dir``, a failed test).
+    ``unmeasured`` says, by kind key, why a kind could not be measured where
+    the test ran (syncs without CUDA): its count is then no count (``null``
+    in JSON, ``n/a`` in the table), not 0.
+    """
+
+    __test__ = False  # not a test class, whatever pytest collects
+
+    counts: Mapping[str, Amount]  # ints, but seconds for a seconds kind
+    budgets: dict[str, Optional[Amount]]
+    verdict: Verdict
+    over: tuple[str, ...] = ()
+    cause: Optional[str] = None
+    details: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: NO_DETAILS)
+    processes: tuple[dict[str, Any], ...] = ()
+    shown: dict[str, dict[str, float]] = field(default_factory=dict)
+    trace: Optional[str] = None
+    unmeasured: Mapping[str, str] = field(default_factory=lambda: MEASURED)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: what the JSON report holds per test, and what xdist carries."""
+        unmeasured = self.unmeasured
+        return {
+            **{kind.key: None if kind.key in unmeasured else kind.measure.for_json(self.counts.get(kind.key, 0)) for kind in COUNTED_KINDS},
+            **{kind.marker: self.budgets.get(kind.key) for kind in KINDS},  # a result made before a kind existed lacks it
+            "verdict": self.verdict.value,
+            "over_budget": list(self.over),
+            "cause": self.cause,
+            **self.details,
+            "processes": list(self.processes),
+            **{_shown_key(kind): self.shown.get(kind.key, {}) for kind in KINDS_WITH_SHOWN},
+            "trace": self.trace,
+            **({"not_measured": dict(unmeasured)} if unmeasured else {}),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TestResult:
+        return cls(
+            # JSON keeps an int an int, and seconds a float; a kind not measured has null
+            counts={kind.key: 0 if data[kind.key] is None else data[kind.key] for kind in COUNTED_KINDS},
+            budgets={kind.key: data[kind.marker] for kind in KINDS},
+            verdict=Verdict(data["verdict"]),
+            over=tuple(data["over_budget"]),
+            cause=data["cause"],
+            details={key: list(data.get(key, ())) for key in DETAIL_KEYS},
+            processes=tuple(data.get("processes", ())),
+            shown={kind.key: dict(data[_shown_key(kind)]) for kind in KINDS_WITH_SHOWN if data.get(_shown_key(kind))},
+            trace=data.get("trace"),
+            unmeasured=dict(data.get("not_measured") or MEASURED),
+        )
+
+    def budget_text(self) -> str:
+        """The summary table's budget cell, e.g. ``recompiles<=0, breaks<=1``."""
+        return ", ".join(kind.budget_cell(allowed) for kind in KINDS if (allowed := self.budgets.get(kind.key)) is not None) or "-"
+
+
+KINDS_WITH_SHOWN = tuple(kind for kind in KINDS if kind.shown_signals and kind.shown_key)
+
+
+def _shown_key(kind: BudgetKind) -> str:
+    """The JSON key of a kind's shown totals, e.g. ``compile_seconds_breakdown``."""
+    return kind.shown_key
+
+
+def idle_result(budget: RecompileBudget, unmeasured: Optional[Mapping[str, str]] = None) -> TestResult:
+    """The result of a test that ran before anything imported torch: nothing can have compiled."""
+    if budget.has_floor:  # nothing compiled: a floor above 0 is missed
+        missed = tuple(key for key, allowed in budget.limits if KINDS_BY_KEY[key].is_floor and allowed > 0)
+        if missed:
+            kind = KINDS_BY_KEY[missed[0]]
+            return TestResult(counts={kind.key: 0 for kind in COUNTED_KINDS}, budgets=budget.by_key(), verdict=Verdict.OVER,
+                              over=missed, cause=kind.headline(0, budget.allowed(kind) or 0, budget.describe(kind)))
+    return TestResult(
+        counts={kind.key: 0 for kind in COUNTED_KINDS},
+        budgets=budget.by_key(),
+        verdict=Verdict.WITHIN if budget.budgeted else Verdict.NO_BUDGET,
+        unmeasured=unmeasured or MEASURED,
+    )
+
+
+def shows(kind: BudgetKind, result: TestResult) -> bool:
+    """Whether a test's junit properties and table row show this kind: the three counts always; a compile-health
+    kind where the test budgets it or has some (compile time, which every compile has, only where budgeted)."""
+    if kind.events != "health" or result.budgets.get(kind.key) is not None:
+        return True
+    return bool(result.counts.get(kind.key, 0)) and not kind.shown_only_where_budgeted
+
+
+def count_properties(result: TestResult) -> list[tuple[str, object]]:
+    """The counts as ``user_properties`` (and so junit XML ``<property>`` elements), and each process's when children reported."""
+    kinds = [kind for kind in COUNTED_KINDS if shows(kind, result)]
+    kinds = [kind for kind in kinds if kind.key not in result.unmeasured]  # no count: no property, rather than a 0
+    properties: list[tuple[str, object]] = [(f"nocompile_{kind.key}", kind.measure.for_json(result.counts[kind.key])) for kind in kinds]
+    for process in result.processes:
+        counts = " ".join(f"{kind.key}={process[kind.key]}" for kind in kinds)
+        properties.append(("nocompile_process", f"{process_label(process)}: {counts}"))
+    return properties
+
+
+def process_label(process: dict[str, Any]) -> str:
+    """A process of :attr:`TestResult.processes` as reports name it, e.g. ``rank 1 (pid 4242)``."""
+    from ..vocabulary.events import ProcessInfo, process_label
+
+    info = ProcessInfo(process["pid"], process.get("rank"), process.get("nth", 1), process.get("command"))
+    return process_label(None if process.get("test_process") else info, process["pid"])

@@ -1,0 +1,215 @@
+"""The verdict on a test, decided once from its snapshot: the kinds over budget, in which process, and the first cause.
+
+:func:`judge` reads a :class:`~..record.snapshot.TestSnapshot` and the
+test's budget, and nothing else: it never reads the record, whose lists a
+compiling thread may still be adding to. The block assertions apply the same
+rule, :func:`over_budget`, to the events of their block.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+from ..vocabulary.compile_cost import sum_by_signal
+from ..vocabulary.kinds import COUNTED_KINDS, KINDS, KINDS_BY_KEY, BudgetKind
+from ..vocabulary.measures import Amount
+from .floors import floor_cause, floors_missed
+from .guard_classes import classify
+from .result import KINDS_WITH_SHOWN, MEASURED, NO_DETAILS, TestResult, Verdict
+
+if TYPE_CHECKING:
+    from ..record.snapshot import ProcessSnapshot, TestSnapshot
+    from ..vocabulary.events import CodeLocation, GuardFailure, ProcessInfo, RecompileEvent
+    from .budget import RecompileBudget
+
+
+def over_budget(kind: BudgetKind, count: Amount, allowed: Optional[Amount], *, exact: bool = False, limit_hit: bool = False,
+                compile_error: bool = False) -> bool:
+    """The one rule: more than allowed (with ``exact``: other than allowed; for a floor: fewer), or a limit hit
+    or a swallowed compile error where the kind says so."""
+    if allowed is None:
+        return False
+    if compile_error and kind.compile_error_fails:
+        return True
+    if kind.is_floor:
+        return count < allowed
+    return count > allowed or (exact and count != allowed) or (limit_hit and kind.limit_hit_fails)
+
+
+
+def kinds_over_budget(snapshot: TestSnapshot, budget: RecompileBudget) -> tuple[str, ...]:
+    """The keys of the kinds over budget in any process's call phase, and the floors the test missed, in table order."""
+    if not budget.limits:
+        return ()
+    return _with_floors(snapshot, budget, processes_over_budget(snapshot, budget))
+
+
+def processes_over_budget(snapshot: TestSnapshot, budget: RecompileBudget) -> list[tuple[ProcessSnapshot, tuple[str, ...]]]:
+    """Each process over budget with the keys of its kinds over, in table order.
+
+    A budget applies to each process on its own: eight ranks that each
+    recompile once are one recompile each, within ``max_recompiles(1)``.
+    Floors (``min_compiles``) are judged on the whole test instead, not here.
+    """
+    found = []
+    for process in snapshot.processes:
+        limit_hit = bool(process.call_limit_hits)
+        over = tuple(key for key, allowed in budget.limits
+                     if not KINDS_BY_KEY[key].is_floor and over_budget(KINDS_BY_KEY[key], process.counts[key], allowed, limit_hit=limit_hit))
+        if over:
+            found.append((process, over))
+    return found
+
+
+def _with_floors(snapshot: TestSnapshot, budget: RecompileBudget, found: list[tuple[ProcessSnapshot, tuple[str, ...]]]) -> tuple[str, ...]:
+    """The kinds over budget in any of ``found``'s processes, and the floors missed, in table order (a floor is judged
+    on the whole test: see .floors)."""
+    over = {key for _, keys in found for key in keys}
+    if budget.has_floor:
+        over.update(floors_missed(snapshot, budget))
+    return tuple(key for key, _ in budget.limits if key in over)
+
+
+def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[str, ...]] = None,
+          unmeasured: Optional[Mapping[str, str]] = None) -> TestResult:
+    """The verdict on a finished test, with everything the reports show (``over``: already judged at the call's end;
+    ``unmeasured``: why kinds could not be measured here, by key)."""
+    processes: tuple[dict[str, Any], ...] = ()
+    found = processes_over_budget(snapshot, budget) if budget.limits else []
+    if over is None:
+        over = _with_floors(snapshot, budget, found) if budget.limits else ()
+    if not snapshot.with_children:  # the usual case: the test's own process only
+        counts = snapshot.own.counts
+        cause = _first_cause(snapshot, budget, over, snapshot.own) if over else None
+    else:  # the worst process's counts, kind by kind, and each process's
+        counts = {kind.key: max(process.counts[kind.key] for process in snapshot.processes) for kind in COUNTED_KINDS}
+        cause = None
+        if over and found:
+            process, keys = found[0]
+            cause = f"{process.label}: {_first_cause(snapshot, budget, keys, process)}"
+        elif over:  # a floor missed, by the test's processes together
+            cause = _first_cause(snapshot, budget, over, snapshot.own)
+        processes = tuple(
+            {**(_process(process.info) or {"pid": snapshot.pid, "rank": None}), "test_process": process.info is None,
+             **{kind.key: kind.measure.for_json(process.counts[kind.key]) for kind in COUNTED_KINDS}}
+            for process in snapshot.processes
+        )
+    return TestResult(
+        counts=counts,
+        budgets=budget.by_key(),
+        verdict=Verdict.OVER if over else Verdict.WITHIN if budget.limits else Verdict.NO_BUDGET,
+        over=over,
+        cause=cause,
+        details=_details(snapshot) if _has_details(snapshot) else NO_DETAILS,
+        processes=processes,
+        shown=_shown_totals(snapshot) if KINDS_WITH_SHOWN and any(process.health for process in snapshot.processes) else {},
+        unmeasured=unmeasured or MEASURED,
+    )
+
+
+def _first_cause(snapshot: TestSnapshot, budget: RecompileBudget, over: tuple[str, ...], process: ProcessSnapshot) -> str:
+    """The first thing that put a process over budget: a recompile's guard, a graph break's reason, or the headline."""
+    kind = next(kind for kind in KINDS if kind.key in over)
+    if kind.is_floor:
+        return floor_cause(snapshot, budget, kind)
+    if kind.events == "health":
+        counted = [event for event in process.call_health if event.what in kind.signals]
+        if kind.describe_events is not None and counted:
+            return kind.describe_events(counted)[0]  # e.g. its first sync's line, counted
+        for signal in counted:
+            of = f" of {signal.compiling_place}" if signal.compiling is not None else ""
+            return f"{signal.what}{of}" + (f": {signal.reason}" if signal.reason else "")
+    for source in kind.explained_by:
+        if source == "recompiles":
+            for event in process.call_recompiles:
+                if event.reasons:
+                    return f"{event.code_name} recompiled: {str(event.reasons[0]).splitlines()[0]}"
+        elif source == "graph_breaks":
+            for graph_break in process.call_graph_breaks:
+                return f"graph break: {graph_break.reason}"
+    return kind.headline(process.counts[kind.key], budget.allowed(kind) or 0, budget.describe(kind))
+
+
+def _shown_totals(snapshot: TestSnapshot) -> dict[str, dict[str, float]]:
+    """Each kind's shown signals' call-phase totals over the test's processes, rounded as its amounts are."""
+    found = {}
+    for kind in KINDS_WITH_SHOWN:
+        totals = sum_by_signal((event.what, event.amount) for process in snapshot.processes
+                               for event in process.signals(kind.shown_signals))
+        if totals:
+            found[kind.key] = {signal: kind.measure.for_json(total) for signal, total in totals.items()}
+    return found
+
+
+def _where(location: Optional[CodeLocation]) -> Optional[str]:
+    return None if location is None else str(location)
+
+
+def _process(process: Optional[ProcessInfo]) -> Optional[dict[str, Any]]:
+    """A child process as the JSON report holds it: ``nth`` past the first of its pid, ``command`` when it said."""
+    if process is None:
+        return None
+    return {"pid": process.pid, "rank": process.rank, **({"nth": process.nth} if process.nth > 1 else {}),
+            **({"command": process.command} if process.command else {})}
+
+
+def _refused(event: Optional[RecompileEvent]) -> Optional[dict[str, Any]]:
+    """The attempt dynamo refused at its limit (logged as a recompile, compiled nothing): its id and failed guards."""
+    if event is None:
+        return None
+    return {"compile_id": event.compile_id, "guards": [reason.guard for reason in event.reasons]}
+
+
+def _reason(reason: GuardFailure) -> dict[str, Any]:
+    """A failed guard as the JSON report holds it: torch's text, its class and subject, and the usual fix where one is known."""
+    classified = classify(reason.guard)
+    return {"compile_id": reason.compile_id, "guard": reason.guard, "source": reason.source,
+            "class": classified.name, "subject": classified.subject, "fix": classified.fix}
+
+
+def _has_details(snapshot: TestSnapshot) -> bool:
+    """Whether any process recorded something the details list (compiles alone are only counted)."""
+    return any(process.health or process.recompiles or process.limit_hits or process.graph_breaks for process in snapshot.processes)
+
+
+def _details(snapshot: TestSnapshot) -> dict[str, list[dict[str, Any]]]:
+    return {
+        "recompile_events": [
+            {
+                "function": event.function,
+                "filename": event.filename,
+                "line": event.line,
+                "phase": event.phase,
+                "compile_id": event.compile_id,
+                "thread": event.thread,
+                "process": _process(event.process),
+                "user_code": _where(event.user_code),
+                "reasons": [_reason(reason) for reason in event.reasons],
+            }
+            for process in snapshot.processes for event in process.recompiles
+        ],
+        "recompile_limit_hits": [
+            {"limit_name": hit.limit_name, "limit": hit.limit, "function": hit.function, "phase": hit.phase,
+             "process": _process(hit.process), "refused_attempt": _refused(hit.refused)}
+            for process in snapshot.processes for hit in process.limit_hits
+        ],
+        "graph_break_events": [
+            {
+                "filename": event.filename,
+                "line": event.line,
+                "phase": event.phase,
+                "reason": event.reason,
+                "explanation": event.explanation,
+                "graph_break_id": event.graph_break_id,
+                "user_code": _where(event.user_code),
+                "process": _process(event.process),
+            }
+            for process in snapshot.processes for event in process.graph_breaks
+        ],
+        "health_events": [
+            {"what": event.what, "amount": event.amount, "reason": event.reason, "phase": event.phase, "compile_id": event.compile_id,
+             "compiling": _where(event.compiling), "thread": event.thread, "user_code": _where(event.user_code),
+             "process": _process(event.process)}
+            for process in snapshot.processes for event in process.health
+        ],
+    }

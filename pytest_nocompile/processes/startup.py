@@ -1,0 +1,179 @@
+"""What runs in a process a watched test started: its recompiles, limit hits and graph breaks go to the test.
+
+The ``pytest-nocompile.pth`` start-up hook, installed with the package, calls
+:func:`start` in every Python process of the environment whose environment
+has :data:`~.event_files.ENV_VAR` set (and does nothing else, importing
+nothing, when it is not). The variable is set by a watched test's process for
+the test's duration, so this runs in the processes that test starts, at any
+depth: ``multiprocessing`` (spawn, forkserver), ``torch.multiprocessing.spawn``,
+``subprocess`` running Python, ``torchrun`` and its workers.
+
+Capture arms only when the process's own code imports dynamo (a process that
+never compiles imports nothing more and writes nothing); in a fork of a
+process that imported torch, the sources that need no dynamo (syncs) arm at
+once. It never prints and
+never changes the process's output or exit code, whatever the environment
+(a ``RANK`` that is no number, no pytest importable): each event is written
+as it happens, and anything that goes wrong is written as a ``problem`` line
+if it can be, else dropped. A user's own ``TORCH_LOGS=recompiles`` still
+prints, as in the test's process.
+
+A forked child skips start-up hooks and inherits its parent's state, capture
+included: :func:`_after_fork` stops what it inherited and reports from the
+child, to a file of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ..observe import arrival
+from .event_files import ENV_VAR, MAX_MESSAGE, EventWriter
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
+
+if TYPE_CHECKING:
+    from typing import Any, Optional
+
+    from ..vocabulary.events import CodeLocation
+
+_reporter: Optional[_Reporter] = None  # this process's, once it reports
+_fork_handler_installed = False
+
+
+def start() -> None:
+    """The start-up hook's entry: report to the directory the environment names, if any."""
+    directory = os.environ.get(ENV_VAR)
+    # Once per process: site-packages reached by two paths (lib and lib64) runs a .pth twice.
+    if directory and (_reporter is None or _reporter.pid != os.getpid()):
+        try:
+            report_to(directory)
+        except Exception:  # never the child's problem
+            pass
+
+
+def report_to(directory: str, forked_from: Optional[int] = None) -> None:
+    """Report this process's events to ``directory``, from when dynamo arrives (or now, if it has).
+
+    ``forked_from``: the parent's pid, in a fork that ran no ``exec`` (its command line is its parent's).
+    """
+    global _reporter
+    install_fork_handler()
+    reporter = _reporter = _Reporter(directory, forked_from)
+    if arrival.dynamo_imported():
+        reporter.arm()
+    else:
+        arrival.when_dynamo_arrives(reporter.arm)
+        if "torch" in sys.modules:  # a fork of a process that imported torch: what needs no dynamo (syncs) reports already
+            reporter.arm_early()
+
+
+def install_fork_handler() -> None:
+    """Make every fork of this process report on its own while the variable is set (once per process)."""
+    global _fork_handler_installed
+    if not _fork_handler_installed:
+        os.register_at_fork(after_in_child=_after_fork)
+        _fork_handler_installed = True
+
+
+def _after_fork() -> None:
+    directory = os.environ.get(ENV_VAR)
+    if not directory:
+        return  # not inside a watched test (nor started by one): nothing to report
+    try:
+        capture = sys.modules.get(__package__ + ".capture")
+        if capture is not None:
+            capture.stop_every_capture()  # the parent's sinks would get records the parent never sees
+        arrival.forget_callbacks()
+        report_to(directory, os.getppid())
+    except Exception:
+        pass
+
+
+class _Reporter:
+    """A sink of this process's dynamo capture that writes each event as it happens, so no exit is needed to report it."""
+
+    def __init__(self, directory: str, forked_from: Optional[int] = None) -> None:
+        self.pid = os.getpid()
+        self.writer = EventWriter(directory)
+        self._rank: Optional[int] = None  # as last seen: it outlives destroy_process_group()
+        self._world: Optional[int] = None  # the job's world size, as last seen with the rank
+        self._forked_from = forked_from
+        self._command: Optional[str] = None  # what the process runs, made at its first line (multiprocessing names it by then)
+
+    def arm(self) -> None:
+        try:
+            from ..observe import dynamo_state
+
+            problem = dynamo_state.torch_problem()
+            if problem is not None:
+                self._write("problem", message=problem)
+                return
+            from ..observe.capture import DYNAMO_LOGS
+
+            DYNAMO_LOGS.attach(self)
+        except Exception as error:
+            self._write("problem", message=f"pytest-nocompile could not watch this process: {type(error).__name__}: {error}")
+
+    def arm_early(self) -> None:
+        try:
+            from ..observe.capture import DYNAMO_LOGS
+
+            DYNAMO_LOGS.attach_early(self)
+        except Exception as error:
+            self._write("problem", message=f"pytest-nocompile could not watch this process: {type(error).__name__}: {error}")
+
+    def _write(self, event: str, **fields: Any) -> None:
+        """Write one line; never raises (a sink's error would reach dynamo, and end the child's compile)."""
+        try:
+            message = fields.get("message")
+            if message is not None:
+                fields["message"] = str(message)[:MAX_MESSAGE]
+            rank, world = self._process_rank()
+            if rank is None:
+                rank, world = self._rank, self._world
+            self._rank, self._world = rank, world
+            if self._command is None:
+                from .command_line import this_process
+
+                self._command = this_process(self._forked_from)
+            self.writer.write({"t": time.time(), "rank": rank, "world": world, "cmd": self._command, "event": event, **fields})
+        except Exception as error:  # a line lost: the test hears of it
+            self.writer.unreported(type(error).__name__)
+
+    @staticmethod
+    def _process_rank() -> tuple[Optional[int], Optional[int]]:
+        """The process's rank and its job's world size, where known."""
+        state = sys.modules.get(__package__ + ".dynamo_state")
+        try:
+            return (state.process_rank(), state.process_world_size()) if state is not None else (None, None)
+        except Exception:  # RANK=² and such: no rank, and no error of ours in the child
+            return None, None
+
+    # The sink's methods (see capture.Sink).
+    def add_recompile(self, message: str, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None:
+        self._write("recompile", message=message, compile_id=compile_id, user_code=_where(user_code), thread=thread)
+
+    def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],
+                    compiling: Optional[CodeLocation] = None) -> None:
+        self._write("compile", compile_id=compile_id, user_code=_where(user_code), thread=thread, compiling=_where(compiling))
+
+    def add_limit_warning(self, message: str, compile_id: Optional[str], thread: Optional[str]) -> None:
+        self._write("limit", message=message, compile_id=compile_id, thread=thread)
+
+    def add_graph_break(self, message: str) -> None:
+        self._write("graph_break", message=message)
+
+    def add_health(self, what: str, amount: float, reason: Optional[str], compile_id: Optional[str],
+                   user_code: Optional[CodeLocation], thread: Optional[str], compiling: Optional[CodeLocation] = None) -> None:
+        self._write("health", what=what, amount=amount, message=reason, compile_id=compile_id, user_code=_where(user_code), thread=thread,
+                    compiling=_where(compiling))
+
+
+def _where(user_code: Optional[CodeLocation]) -> Optional[list[Any]]:
+    try:
+        return None if user_code is None else [user_code.filename, user_code.line, user_code.function, user_code.code]
+    except Exception:
+        return None

@@ -1,0 +1,154 @@
+"""One process's events in a test: the test's own, or a child's that reported; counted per kind and phase."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Optional
+
+from ..vocabulary.kinds import COUNTED_KINDS, BudgetKind
+from ..vocabulary.measures import Amount
+
+if TYPE_CHECKING:
+    from ..vocabulary.events import CompileEvent, HealthEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
+    from ..vocabulary.graph_break_events import GraphBreakEvent
+
+
+class ProcessEvents:
+    """One process's events in a test: the test's own (``info`` None) or a child's that reported."""
+
+    __slots__ = ("info", "world", "recompiles", "limit_hits", "graph_breaks", "compiles", "health", "problems", "call_counts", "_pending",
+                 "_break_places", "_changes", "_counts")
+
+    def __init__(self, info: Optional[ProcessInfo] = None) -> None:
+        self.info = info
+        self.world: Optional[int] = None  # a child's job's world size, where it said (with its rank)
+        self.recompiles: list[RecompileEvent] = []
+        self.limit_hits: list[RecompileLimitHit] = []
+        self.graph_breaks: list[GraphBreakEvent] = []
+        self.compiles: list[CompileEvent] = []
+        self.health: list[HealthEvent] = []  # compile-health signals (cache misses, CUDA-graph re-records, ...)
+        self.problems: list[str] = []  # why a child could not watch itself
+        self.call_counts: Optional[dict[str, Amount]] = None  # fixed when the test's call ended
+        self._pending: Optional[RecompileEvent] = None  # the last recompile, until a graph compiles
+        self._break_places: Optional[set[tuple[str, str, int, str]]] = None  # made at the first graph break
+        # Events added so far, counted after each is in (a compiling thread may add one while counts() runs),
+        # and counts() as of that many: the judge, the result and the properties read one dict.
+        self._changes = 0
+        self._counts: Optional[tuple[int, dict[str, Amount]]] = None
+
+    def add_recompile(self, event: RecompileEvent) -> None:
+        self.recompiles.append(event)
+        self._pending = event
+        self._changes += 1
+
+    def add_compile(self, event: CompileEvent) -> None:
+        self.compiles.append(event)
+        self._pending = None
+        self._changes += 1
+
+    def add_graph_break(self, event: GraphBreakEvent) -> None:
+        """A graph break, unless the same one (phase, place in user code, reason) was recorded already.
+
+        A recompile traces the frame again, and with it the graph breaks it had: one place in the
+        user's code breaking the graph is one graph break, however often dynamo traced it. A break
+        whose place could not be read (line 0) always counts.
+        """
+        if event.line:
+            place = (event.phase, event.filename, event.line, event.reason)
+            places = self._break_places
+            if places is None:
+                places = self._break_places = set()
+            elif place in places:
+                return
+            places.add(place)
+        self.graph_breaks.append(event)
+        self._changes += 1
+
+    def add_limit_hit(self, hit: RecompileLimitHit, compile_id: Optional[str]) -> None:
+        """A limit hit; the recompile dynamo logged just before it, for the same compile, was refused: it moves here."""
+        pending = self._pending
+        if pending is not None and self.recompiles and self.recompiles[-1] is pending and _same_attempt(pending, hit, compile_id):
+            self.recompiles.pop()
+            hit = replace(hit, refused=pending)
+        self._pending = None
+        self.limit_hits.append(hit)
+        self._changes += 1
+
+    def add_health(self, event: HealthEvent) -> None:
+        """A health event; one of amount 0 with a reason gives torch's reason for the same signal just counted.
+
+        torch counts a cache bypass, then logs why: two sources report the two
+        (:mod:`.observe.cache_bypass_reasons`). The reason joins the latest
+        event of its signal in its thread when that one has none yet; else it
+        stays an event of its own, which counts nothing.
+        """
+        if event.amount == 0 and event.reason is not None:
+            for index in range(len(self.health) - 1, -1, -1):
+                earlier = self.health[index]
+                if earlier.what == event.what and earlier.thread == event.thread:
+                    if earlier.reason is None and earlier.phase == event.phase:
+                        self.health[index] = replace(earlier, reason=event.reason)
+                        self._changes += 1
+                        return
+                    break
+        self.health.append(event)
+        self._changes += 1
+
+    def count(self, kind: BudgetKind, phase: Optional[Phase] = "call") -> Amount:
+        """How many of this kind happened in one phase (None: in every phase)."""
+        if kind.events == "health":
+            if not self.health:  # most tests: no health event, every health kind 0 without a scan
+                return 0
+            signals = kind.signals
+            total = sum(event.amount for event in self.health if event.what in signals and (phase is None or event.phase == phase))
+            return total  # an int where the amounts are (counts); seconds are floats
+        events = getattr(self, kind.events)
+        if phase is None or not events:
+            return len(events)
+        return sum(1 for event in events if event.phase == phase)
+
+    def signals(self, names: tuple[str, ...], phase: Optional[Phase] = "call") -> list[HealthEvent]:
+        """The health events of these names, of one phase (None: every phase)."""
+        return [event for event in self.health if event.what in names and (phase is None or event.phase == phase)]
+
+    def counts(self) -> dict[str, Amount]:
+        """Every counted kind's call-phase count (as fixed when the call ended, once it has)."""
+        if self.call_counts is not None:
+            return self.call_counts
+        changes, kept = self._changes, self._counts
+        if kept is not None and kept[0] == changes:
+            return kept[1]
+        counts = self._call_counts()
+        self._counts = (changes, counts)
+        return counts
+
+    def _call_counts(self) -> dict[str, Amount]:
+        return {kind.key: self.count(kind) for kind in COUNTED_KINDS}
+
+    def of_phase(self, phase: Optional[Phase]) -> tuple[list[RecompileEvent], list[RecompileLimitHit], list[GraphBreakEvent]]:
+        """Recompiles, limit hits and graph breaks of one phase (None: every phase)."""
+        if phase is None:
+            return self.recompiles, self.limit_hits, self.graph_breaks
+        return ([event for event in self.recompiles if event.phase == phase],
+                [hit for hit in self.limit_hits if hit.phase == phase],
+                [event for event in self.graph_breaks if event.phase == phase])
+
+    def sizes(self) -> tuple[int, int, int, int, int]:
+        """How many recompiles, limit hits, graph breaks, compiles and health events so far (a block's starting point)."""
+        return len(self.recompiles), len(self.limit_hits), len(self.graph_breaks), len(self.compiles), len(self.health)
+
+    def rename(self, info: ProcessInfo) -> None:
+        """The process reported its rank (it initialised torch.distributed): its earlier events are that rank's too."""
+        self.info = info
+        self.recompiles[:] = [replace(event, process=info) for event in self.recompiles]
+        self.limit_hits[:] = [replace(hit, process=info) for hit in self.limit_hits]
+        self.graph_breaks[:] = [replace(event, process=info) for event in self.graph_breaks]
+        self.compiles[:] = [replace(event, process=info) for event in self.compiles]
+        self.health[:] = [replace(event, process=info) for event in self.health]
+
+
+def _same_attempt(recompile: RecompileEvent, hit: RecompileLimitHit, compile_id: Optional[str]) -> bool:
+    if compile_id is not None and recompile.compile_id is not None:
+        return compile_id == recompile.compile_id
+    # No compile ids: the limit warning names the function as "'f' (file:line)".
+    return hit.function.strip("'").startswith(recompile.function)

@@ -1,0 +1,161 @@
+"""Planning: which tests a run watches, with what budget and contracts (worked out once for the tests that share it).
+
+A test's plan comes from the closest budget marker of each kind (test,
+class, module) over the run's defaults (options, ini keys), and the closest
+marker of each contract (:mod:`.contracts`). Tests of one class or module
+whose own markers say the same share one plan, so a test's setup looks its
+plan up instead of reading every marker again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Hashable, Optional, Sequence
+
+import pytest
+
+from ..judge.budget import BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
+from ..judge.contracts import CONTRACT_MARKERS, Contract, ContractUsageError, read_contract
+from ..judge.torch_support import installed_torch_lacks
+from ..vocabulary.kinds import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND, KERNELS, KINDS, KINDS_BY_MARKER, RECOMPILES, SYNCS
+
+if TYPE_CHECKING:
+    from ..judge.result import TestResult
+    from .settings import RunSettings
+
+# The markers that make a test watched: every budget kind's and every contract's.
+WATCHING_MARKERS = frozenset({*KINDS_BY_MARKER, *CONTRACT_MARKERS})
+# The fixtures that read a test's record (.fixtures): a test that requests one is watched.
+FIXTURE_NAMES = frozenset({"nocompile_recompiles", *(kind.assertion for kind in KINDS)})
+
+
+def uses_a_nocompile_fixture(item: pytest.Item) -> bool:
+    return not FIXTURE_NAMES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
+def any_asks_to_be_watched(items: Sequence[pytest.Item]) -> bool:
+    """Whether a test has a budget marker or a nocompile fixture (whatever its arguments say)."""
+    # item.iter_markers() reads every parent again for every test; here each
+    # parent is read once, and a test whose parent is the previous test's
+    # (most tests) costs a few attribute reads.
+    checked: set[int] = set()  # ids of modules and classes whose own markers were read
+    previous_parent = None
+    for item in items:
+        if uses_a_nocompile_fixture(item) or item.own_markers and _has_a_budget_marker(item):
+            return True
+        node = item.parent
+        if node is previous_parent:
+            continue
+        previous_parent = node
+        while node is not None and id(node) not in checked:
+            if _has_a_budget_marker(node):
+                return True
+            checked.add(id(node))
+            node = node.parent
+    return False
+
+
+def _has_a_budget_marker(node: pytest.Item | pytest.Collector) -> bool:
+    return any(marker.name in WATCHING_MARKERS for marker in node.own_markers)
+
+
+def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
+    """The test's budget and contracts and whether the run watches it, or why its marker is unusable."""
+    closest: dict[str, tuple[pytest.Mark, str]] = {}
+    for node, marker in item.iter_markers_with_node():  # one pass, closest first; most tests have no marker at all
+        if marker.name in WATCHING_MARKERS and marker.name not in closest:
+            closest[marker.name] = (marker, _marked_on(node, item))
+    contracts: list[Contract] = []
+    for name in CONTRACT_MARKERS:
+        if name in closest:
+            marker, where = closest.pop(name)
+            try:
+                contracts.append(read_contract(name, marker.args, marker.kwargs, where))
+            except ContractUsageError as error:
+                return f"invalid {name} marker on {item.nodeid}: {error}"
+    budget, watched = settings.default_budget, settings.watch_by_default
+    if closest:
+        read: dict[str, MarkerBudget] = {}
+        marked_on: dict[str, str] = {}
+        for name, (marker, where) in closest.items():
+            kind = KINDS_BY_MARKER[name]
+            try:
+                read[kind.key] = budget_from_marker(marker.args, marker.kwargs, kind)
+            except BudgetUsageError as error:
+                return f"invalid {name} marker on {item.nodeid}: {error}"
+            lacking = installed_torch_lacks(kind) if read[kind.key].count is not None else None
+            if lacking is not None:
+                return f"unusable {name} marker on {item.nodeid}: {lacking}"
+            spec = read[kind.key].torch_spec
+            marked_on[kind.key] = where if spec is None else f"{where}, torch {spec}"
+        budget = with_markers(budget, read, marked_on)
+        watched = budget.budgeted or settings.watch_every_test
+    return Plan(budget, watched or bool(contracts), settings, tuple(contracts))
+
+
+class Plan:
+    """How a test is watched, worked out once for the tests that share it (see :func:`plan_key`)."""
+
+    __slots__ = ("budget", "watched", "strict", "isolate", "idle", "health_signals", "may_go_unmeasured", "unmeasured_shown", "contracts")
+
+    def __init__(self, budget: RecompileBudget, watched: bool, settings: RunSettings, contracts: tuple[Contract, ...] = ()) -> None:
+        self.budget = budget
+        self.watched = watched
+        self.contracts = contracts  # judged with the budgets when the call ends
+        # Whether the call raises at a recompile: a recompile budget, and strict by marker or option.
+        self.strict = budget.allowed(RECOMPILES) is not None and (
+            budget.strict if budget.strict is not None else settings.strict_by_default)
+        self.isolate = budget.isolate if budget.isolate is not None else settings.isolate_by_default
+        self.idle: Optional[tuple[TestResult, list[tuple[str, object]]]] = None  # the result of its tests that recorded nothing
+        # The health signals its budgets read: the capture's sources must report them (DynamoLogs.want).
+        self.health_signals = frozenset(signal for kind in KINDS if budget.allowed(kind) is not None for signal in kind.health_signals)
+        # Its budgets that some machines cannot check (compile time, instructions, syncs without CUDA): said once per run.
+        self.may_go_unmeasured = tuple(kind for kind in MEASURED_WHERE_POSSIBLE if budget.allowed(kind) is not None)
+        # The kinds its result says were not measured, where so: those it budgets, or every one in a run that reports all.
+        self.unmeasured_shown = tuple(kind for kind in SHOWN_UNMEASURED if settings.watch_every_test or budget.allowed(kind) is not None)
+
+
+# The kinds some machines or torch versions cannot measure; those whose count a result then gives as no count.
+MEASURED_WHERE_POSSIBLE = (COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND, SYNCS, KERNELS)
+SHOWN_UNMEASURED = (SYNCS, KERNELS)
+
+
+def plan_key(item: pytest.Item) -> Optional[Hashable]:
+    """What a test's plan depends on besides its parent's markers: its own budget markers' arguments (None: not shareable).
+
+    Tests of one class or module whose own budget markers say the same (a
+    parametrized test's cases, tests each marked ``max_recompiles(0)``) share
+    a plan. Each argument's type is part of the key: ``max_recompiles(False)``
+    is a usage error that ``max_recompiles(0)``'s plan must not hide. A
+    ``torch=`` dict is keyed by its entries in order (the first match wins),
+    each value's type with it.
+    """
+    parent = id(item.parent)
+    if not item.own_markers:
+        return parent
+    markers = tuple((marker.name, tuple((type(arg), arg) for arg in marker.args),
+                     tuple((name, type(value), _entries_key(value) if isinstance(value, dict) else value)
+                           for name, value in marker.kwargs.items()))
+                    for marker in item.own_markers if marker.name in WATCHING_MARKERS)
+    if not markers:
+        return parent
+    key = (parent, markers)
+    try:
+        hash(key)
+    except TypeError:  # an unhashable argument (a list): planned each time, and said to be unusable
+        return None
+    return key
+
+
+def _entries_key(entries: dict[object, object]) -> tuple[tuple[type, object, type, object], ...]:
+    return tuple((type(key), key, type(value), value) for key, value in entries.items())
+
+
+def _marked_on(node: object, item: pytest.Item) -> str:
+    """Where a budget marker was found, as a failure names it: the reader looks for the decorator there."""
+    if node is item:
+        return "marker on the test"
+    if isinstance(node, pytest.Class):
+        return f"marker on class {node.name}"
+    if isinstance(node, pytest.Module):
+        return f"marker on module {node.nodeid}"  # pytestmark, or a conftest's add_marker
+    return f"marker on {type(node).__name__.lower()} {getattr(node, 'nodeid', '')}"  # a package's, or another collector's

@@ -1,0 +1,180 @@
+"""The run's configuration: options and ini keys read once."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TYPE_CHECKING, Callable, Optional
+
+import pytest
+
+from ..judge.budget import BudgetUsageError, RecompileBudget, parse_option_count, resolve
+from ..judge.torch_support import installed_torch_lacks
+from ..output.summary import TABLE_CHOICES, check_writable
+from ..vocabulary.kinds import KINDS, BudgetKind
+from ..vocabulary.measures import COUNT, Amount, Measure
+
+if TYPE_CHECKING:
+    from ..output.baseline import Baseline
+
+
+def count_argument(option: str, measure: Measure = COUNT) -> Callable[[str], Amount]:
+    """An argparse ``type=`` for a budget option: a usage error names the option."""
+
+    def parse(text: str) -> Amount:
+        try:
+            return parse_option_count(text, option, measure)
+        except BudgetUsageError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
+def _default_budget(config: pytest.Config) -> RecompileBudget:
+    """The budget of a test without markers: each kind's option, else its ini key, and which of them set it."""
+    allowed: dict[str, Optional[Amount]] = {}
+    sources: dict[str, str] = {}
+    for kind in KINDS:
+        cli, ini = config.getoption(kind.marker), _ini_count(config, kind.marker, kind.measure)
+        allowed[kind.key] = resolve(ini, cli, None)
+        if cli is not None:
+            sources[kind.key] = f"from {kind.option}"
+        elif ini is not None:
+            sources[kind.key] = _ini_source(config, kind.marker)
+        if allowed[kind.key] is not None:
+            _check_torch_has(kind, kind.option if cli is not None else f"ini key {kind.marker}")
+    return RecompileBudget.of(allowed, sources=sources)
+
+
+def _check_torch_has(kind: BudgetKind, given_by: str) -> None:
+    """A run-wide budget of a kind the installed torch cannot count is a usage error: it would pass silently."""
+    lacking = installed_torch_lacks(kind)
+    if lacking is not None:
+        raise pytest.UsageError(f"{given_by}: {lacking}")
+
+
+def _ini_source(config: pytest.Config, key: str) -> str:
+    """Where an ini key's value came from: ``-o KEY=...`` on the command line, or the ini file."""
+    overrides = getattr(config.option, "override_ini", None) or ()
+    if any(override.partition("=")[0].strip() == key for override in overrides):
+        return f"from -o {key}"
+    inipath = config.inipath
+    return f"from nocompile ini key {key}" + (f" in {inipath.name}" if inipath is not None else "")
+
+
+def _table_choice(config: pytest.Config) -> str:
+    """Which tests the summary table lists: the option's choice, else the ini key's (checked: a typo is a usage error)."""
+    chosen = config.getoption("nocompile_table")
+    if chosen is not None:
+        return str(chosen)
+    text = str(config.getini("nocompile_table")).strip()
+    if text not in TABLE_CHOICES:
+        raise pytest.UsageError(f"ini key nocompile_table: expected one of {', '.join(TABLE_CHOICES)}, got {text!r}")
+    return text
+
+
+def _trace_dir(config: pytest.Config) -> tuple[Optional[str], str, Optional[str]]:
+    """Where failing tests' structured traces are kept: the absolute folder (None: off), from the option (relative
+    to where pytest started) or else the ini key (relative to the ini file's folder), and which of them said it;
+    and the folder the user's own ``TORCH_TRACE`` names, which leaves the option unused (torch writes there)."""
+    chosen, given_by = config.getoption("nocompile_trace_dir"), "--nocompile-trace-dir"
+    base = config.invocation_params.dir
+    if not chosen:
+        chosen, given_by = str(config.getini("nocompile_trace_dir") or "").strip(), "ini key nocompile_trace_dir"
+        if config.inipath is not None:
+            base = config.inipath.parent
+    if not chosen:
+        return None, given_by, None
+    from ..observe.structured_trace import user_trace_folder
+
+    user_folder = user_trace_folder()
+    if user_folder is not None:
+        return None, given_by, user_folder
+    return os.path.abspath(os.path.join(base, os.path.expanduser(chosen))), given_by, None
+
+
+def _ini_count(config: pytest.Config, key: str, measure: Measure = COUNT) -> Optional[Amount]:
+    text = config.getini(key)
+    if text in (None, ""):
+        return None
+    try:
+        return parse_option_count(str(text), f"ini key {key}", measure)
+    except BudgetUsageError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+class Switch:
+    """A behaviour on by default: an ini key (bool, default true) turns it off, and so does a store-true option."""
+
+    __slots__ = ("option", "ini", "option_help", "ini_help")
+
+    def __init__(self, option: str, ini: str, option_help: str, ini_help: str) -> None:
+        self.option, self.ini, self.option_help, self.ini_help = option, ini, option_help, ini_help
+
+    @property
+    def dest(self) -> str:
+        return self.option.lstrip("-").replace("-", "_")
+
+    def is_on(self, config: pytest.Config) -> bool:
+        return bool(not config.getoption(self.dest) and config.getini(self.ini))
+
+
+ISOLATE = Switch("--nocompile-no-isolate", "nocompile_isolate",
+                 "do not call torch._dynamo.reset() before each watched test; counts then depend on which tests ran before",
+                 "reset dynamo's caches before each watched test (default: true)")
+# Child processes report through a start-up hook; some environments forbid those.
+WATCH_CHILDREN = Switch("--nocompile-no-subprocess", "nocompile_subprocess",
+                        "do not watch the processes a test starts (multiprocessing, subprocess, torchrun); "
+                        "only the test's own process counts",
+                        "count recompiles of the processes a watched test starts, per process (default: true)")
+DROP_TRACE_LOGS = Switch("--nocompile-keep-trace-logs", "nocompile_drop_trace_logs",
+                         "keep torch's structured-trace records (torch.__trace) in pytest's captured logs",
+                         "leave torch.__trace records out of pytest's captured logs (default: true)")
+SWITCHES = (ISOLATE, WATCH_CHILDREN, DROP_TRACE_LOGS)
+
+
+class RunSettings:
+    """What the options and ini keys say for this run, and which process of it this is."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.isolate_by_default = ISOLATE.is_on(config)
+        # The option turns strict mode on for the run; so does the ini key (a marker's strict= still wins).
+        self.strict_by_default = bool(config.getoption("nocompile_strict") or config.getini("nocompile_strict"))
+        self.watch_children = WATCH_CHILDREN.is_on(config)
+        self.private_caches = bool(config.getoption("nocompile_private_caches") or config.getini("nocompile_private_caches"))
+        self.default_budget = _default_budget(config)
+        self.json_path: Optional[str] = config.getoption("nocompile_json")
+        self.save_path: Optional[str] = config.getoption("nocompile_save")
+        self.compare_path: Optional[str] = config.getoption("nocompile_compare")
+        self.report_requested = bool(config.getoption("nocompile_report"))
+        # Where failing tests' structured traces are kept (None: off); the user's own TORCH_TRACE leaves it unused.
+        self.trace_dir, self.trace_dir_given_by, self.trace_dir_unused = _trace_dir(config)
+        self.table = _table_choice(config)
+        self.watch_every_test = bool(self.report_requested or self.json_path or self.save_path or self.compare_path)
+        self.watch_by_default = self.watch_every_test or self.default_budget.budgeted  # a test with no marker
+        self.is_worker = hasattr(config, "workerinput")
+        # pytest-xdist runs tests in workers when its dist mode is on (pytest-cov reads it the same way).
+        self.is_xdist_controller = not self.is_worker and config.getoption("dist", "no") != "no"
+        self.baseline: Optional[Baseline] = None
+        if not self.is_worker:
+            self._check_output_paths()
+
+    def _check_output_paths(self) -> None:
+        for option, path in (("--nocompile-json", self.json_path), ("--nocompile-save", self.save_path)):
+            problem = path and check_writable(path)
+            if problem:
+                raise pytest.UsageError(f"{option}={path}: cannot write there: {problem}")
+        if self.trace_dir:
+            from ..output.trace_dir import check_trace_dir
+
+            problem = check_trace_dir(self.trace_dir)
+            if problem:
+                raise pytest.UsageError(f"{self.trace_dir_given_by}: cannot keep traces in {self.trace_dir}: {problem}")
+        if self.compare_path:
+            from ..output.baseline import BaselineError, load_baseline
+
+            try:
+                self.baseline = load_baseline(self.compare_path)
+            except BaselineError as error:
+                raise pytest.UsageError(f"--nocompile-compare: {error}") from None
+

@@ -1,0 +1,171 @@
+"""One watched test's watch, and which watches are open: what the fixtures and block assertions read.
+
+A watch opens at the test's setup and closes after its teardown. It holds
+the test's record, the one sink every source writes to: dynamo's logs in
+this process (attached once dynamo is there, at setup or when it arrives)
+and the files its child processes write. Nothing here registers a hook.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ContextManager, Mapping, Optional, Sequence
+
+import pytest
+
+if TYPE_CHECKING:
+    from ..judge.budget import RecompileBudget
+    from ..output.trace_dir import TestTrace, TraceFolders
+    from ..processes.children import TestReports
+    from ..record.record import RecompileRecord
+    from ..vocabulary.kinds import BudgetKind
+    from .planning import Plan
+    from .settings import RunSettings
+
+# The run's open watches by node id, in its config's stash: the fixtures find their test's there.
+WATCHES_KEY = pytest.StashKey["dict[str, Watch]"]()
+
+
+class CaptureLostWarning(pytest.PytestWarning):
+    """pytest-nocompile could no longer see recompiles: something switched its capture off."""
+
+
+class NotMeasuredWarning(pytest.PytestWarning):
+    """A budget could not be checked here: what it counts was not measured (syncs without CUDA; a torch that moved what it reads)."""
+
+
+class CompileTimeWarning(NotMeasuredWarning):
+    """A compile-time or compile-instruction budget could not be checked here (no perf events; a torch that moved its metrics)."""
+
+
+class Watch:
+    """A watched test: its budget and record from setup on, or why its marker is unusable."""
+
+    __slots__ = ("budget", "record", "usage_error", "plan", "over", "strict", "strict_patch", "problem", "reports", "attached",
+                 "closed", "nodeid", "item", "trace")
+
+    def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord], usage_error: Optional[str] = None,
+                 plan: Optional[Plan] = None) -> None:
+        self.budget = budget
+        self.record = record  # None only with a usage error
+        self.usage_error = usage_error
+        self.plan = plan  # how the run watches it (None only with a usage error)
+        self.over: Optional[tuple[str, ...]] = None  # the kinds over budget, judged when the call ended
+        self.strict = False  # the call raises at a recompile (dynamo's error_on_recompile)
+        self.strict_patch: Optional[ContextManager[None]] = None  # entered while the call runs with dynamo
+        self.problem: Optional[str] = None  # why capture could not start when dynamo arrived
+        self.reports: Optional[TestReports] = None  # where the test's child processes report
+        self.attached = False  # dynamo's logs in this process reach the record
+        self.closed = False
+        self.nodeid = ""  # the test's, once opened
+        self.item: Optional[pytest.Item] = None  # the test, once opened
+        self.trace: Optional[TestTrace] = None  # its structured trace (--nocompile-trace-dir), once opened
+
+
+def why_not_measured(kind: BudgetKind) -> Optional[str]:
+    """Why ``kind`` cannot be measured in this process (``syncs were not observed: torch.cuda.is_available() is False``),
+    or None when it can; asked of the kinds in ``planning.MEASURED_WHERE_POSSIBLE``."""
+    if kind.key == "compile_seconds":
+        from ..observe.compile_metrics import compile_time_not_measured
+
+        return compile_time_not_measured()
+    if kind.key == "compile_instructions":
+        from ..observe.instruction_counter import instructions_not_counted
+
+        return instructions_not_counted()
+    if kind.key == "syncs":
+        from ..observe.sync_warnings import syncs_not_observed
+
+        why = syncs_not_observed()
+        return None if why is None else f"syncs were not observed: {why}"
+    if kind.key == "kernels":
+        from ..observe.kernel_counts import kernels_not_measured
+
+        return kernels_not_measured()
+    return None
+
+
+def not_measured(kinds: Sequence[BudgetKind]) -> Mapping[str, str]:
+    """Why each of ``kinds`` could not be measured here, by key (only those that could not)."""
+    found = {}
+    for kind in kinds:
+        why = why_not_measured(kind)
+        if why is not None:
+            found[kind.key] = why
+    return found
+
+
+def say_if_not_measured(item: pytest.Item, budget: RecompileBudget, kinds: Sequence[BudgetKind], said: set[str]) -> None:
+    """Warn that the test's budgets of ``kinds`` cannot be checked here, where so (its other budgets still judge it),
+    each kind once per run (``said``: the keys said so far, added to). Asked of a test whose plan has such a budget
+    (``Plan.may_go_unmeasured``)."""
+    for kind in kinds:
+        if kind.key in said:
+            continue
+        why = why_not_measured(kind)
+        if why is None:
+            continue
+        said.add(kind.key)
+        advice = " (max_compile_seconds measures compile time everywhere)" if kind.key == "compile_instructions" else ""
+        category = CompileTimeWarning if kind.key.startswith("compile_") else NotMeasuredWarning
+        item.warn(category(f"{item.nodeid}: {budget.describe(kind)} is not checked: {why}. Tests are judged "
+                           f"on their other budgets{advice}; said once per run"))
+
+
+# Every open watch in this process, latest last (pytester runs nest).
+_OPEN: list[Watch] = []
+
+
+def opened(watch: Watch) -> None:
+    _OPEN.append(watch)
+
+
+def closed(watch: Watch) -> None:
+    watch.closed = True
+    if watch.trace is not None:  # this process's trace handler off, and the variable children read as it was
+        watch.trace.stop()
+    if watch in _OPEN:
+        _OPEN.remove(watch)
+
+
+def trace_folders(config: pytest.Config, settings: RunSettings) -> Optional[TraceFolders]:
+    """The run's folders for watched tests' structured traces, closed with the run; None where none are kept."""
+    if settings.trace_dir is None:
+        return None
+    from ..output.trace_dir import TraceFolders
+
+    folders = TraceFolders(settings.trace_dir, settings.is_worker)
+    config.pluginmanager.register(folders, "nocompile-trace-folders")
+    return folders
+
+
+def recording_now() -> Optional[RecompileRecord]:
+    """The record of the test a run in this process is watching now, or None."""
+    return _OPEN[-1].record if _OPEN else None
+
+
+def watch_of(config: pytest.Config, nodeid: str) -> Optional[Watch]:
+    """The open watch of a test now running, or None."""
+    watches = config.stash.get(WATCHES_KEY, None)
+    return None if watches is None else watches.get(nodeid)
+
+
+def end_warnings(record: RecompileRecord) -> list[pytest.PytestWarning]:
+    """The warnings a test ends with: its processes' report problems, and each compile error dynamo swallowed."""
+    if record.empty():
+        return []
+    if not record.any_health():  # a swallowed compile error is a health event: none was swallowed
+        return [*record.child_warnings()]
+    from .swallowed import swallowed_error_warnings
+
+    return [*record.child_warnings(), *swallowed_error_warnings(record)]
+
+
+def warn_if_compiled_unwatched(item: pytest.Item) -> None:
+    """Warn when dynamo arrived unseen by the import hook and compiled: capture could not start before that."""
+    from ..observe import dynamo_state
+
+    if dynamo_state.compiled_anything():
+        item.warn(CaptureLostWarning(
+            f"torch._dynamo was first imported inside {item.nodeid} past pytest-nocompile's import hook, "
+            "so its compiles were not watched; import torch._dynamo at module level (or in a conftest) to watch it"
+        ))

@@ -1,0 +1,361 @@
+"""Watching tests: the one path every watched test takes.
+
+A run registers these per-test hooks only where it needs them
+(:mod:`.run_watching`). Every test then goes the same way, whatever torch
+has done so far:
+
+1. setup opens the test's :class:`~.watch.Watch` and its record, points the
+   test's child processes at a directory of their own, and, once dynamo is
+   imported, resets it (isolation) and attaches the record to dynamo's logs;
+2. if dynamo arrives later (``torch.compile`` imports it in the middle of a
+   test), the import hook attaches the open record right then, before
+   anything compiled: the counts start exact at zero either way;
+3. the call is timed and judged: a passing call over budget, or that broke
+   a contract (:mod:`.contracts`), fails;
+4. after teardown the watch closes: the record is detached, children's
+   reports are read a last time, and the teardown report carries the result.
+
+torch is never imported here before something else imports it.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Generator, Hashable, Optional
+
+import pytest
+
+from ..judge.result import RESULT_ATTRIBUTE, TestResult, count_properties
+from ..observe import arrival, dynamo_state
+from ..observe.capture import DYNAMO_LOGS
+from ..record.record import RecompileRecord
+from .planning import Plan, plan_key, plan_test, uses_a_nocompile_fixture
+from .watch import WATCHES_KEY, CaptureLostWarning, Watch, closed, end_warnings, not_measured, opened, say_if_not_measured, trace_folders, warn_if_compiled_unwatched
+
+if TYPE_CHECKING:
+    from ..processes.children import ChildReports
+    from .results import Results
+    from .settings import RunSettings
+
+
+class Watcher:
+    """The per-test hooks: open a test's watch at setup, judge its call, close it after teardown, report it.
+
+    For a test nobody watches each hook is a dict lookup and a return.
+    Capture ends with teardown, not the protocol, because
+    pytest-rerunfailures runs setup, call and teardown again inside one
+    protocol: each attempt has a watch of its own.
+    """
+
+    def __init__(self, config: pytest.Config, settings: RunSettings, results: Results,
+                 child_reports: Optional[ChildReports] = None) -> None:
+        self.config = config
+        self.settings = settings
+        self.results = results
+        self.child_reports = child_reports  # None: child processes are not watched
+        # Tests now running that the plugin watches, by node id: the report
+        # hook has only the report, and a stash miss costs an exception.
+        self.watches: dict[str, Watch] = {}
+        config.stash[WATCHES_KEY] = self.watches
+        self.current: Optional[Watch] = None  # the watched test now running
+        self.last_closed: Optional[Watch] = None  # its teardown report comes next
+        self.gathers = not settings.is_worker  # results are gathered here (not on an xdist worker)
+        self.dynamo_arrived_here = False  # the import hook saw dynamo arrive during this run
+        self.said_not_measured: set[str] = set()  # the kinds whose budgets were found uncheckable here, and said
+        # Tests whose fixtures started processes that reported: (node id, record, what each child had reported by its end).
+        self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
+        # By planning.plan_key: the plan its tests share (parents live as long as the run).
+        self._plans: dict[Hashable, Plan] = {}
+        self.traces = trace_folders(config, settings)  # None: no structured traces are kept
+
+    # A wrapper: a test interrupted in its setup (KeyboardInterrupt, pytest.exit in a fixture)
+    # never reaches its teardown; its watch closes here, leaving torch as the test found it.
+    # The innermost wrapper: a usage error raised before its yield reaches every other wrapper
+    # (pytest's logging one included, whose teardown expects its setup to have run).
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
+        record = self._open(item)
+        try:
+            return (yield)
+        except BaseException as error:
+            if not isinstance(error, Exception):
+                self.close_open_watch()
+            raise
+        finally:
+            if record is not None:
+                record.end_setup()
+
+    def _running(self, item: pytest.Item) -> Optional[Watch]:
+        """The test's open watch, if it has one (the one now running, nearly always: no node id made)."""
+        current = self.current
+        if current is not None and current.item is item:
+            return current
+        return self.watches.get(item.nodeid)
+
+    def _open(self, item: pytest.Item) -> Optional[RecompileRecord]:
+        """Open the test's watch, if the run watches it; its record."""
+        if self.current is not None:  # an earlier attempt's that ended before its teardown
+            self._close(self.current)
+        watch = self._plan_watch(item)
+        if watch is None:
+            return None
+        watch.nodeid = nodeid = item.nodeid
+        watch.item = item
+        self.watches[nodeid] = watch
+        if watch.usage_error is not None:
+            pytest.fail(watch.usage_error, pytrace=False)
+        self.current = watch
+        opened(watch)
+        record = watch.record
+        assert record is not None  # a watch without a usage error has one
+        if self.child_reports is not None:
+            watch.reports = self.child_reports.begin()
+            record.read_children_from(watch.reports)
+        watch.trace = self.traces.begin(item) if self.traces is not None else None
+        dynamo_here = arrival.dynamo_imported()
+        # A torch that is imported (or missing) but unusable fails a budget that cannot be checked.
+        problem = dynamo_state.torch_problem() if dynamo_here or dynamo_state.torch_imported_or_missing() else None
+        if problem is not None:
+            pytest.fail(f"pytest-nocompile cannot watch {nodeid}: {problem}", pytrace=False)
+        if dynamo_here:  # else nothing can have compiled yet: dynamo_arrived attaches the record
+            if watch.plan is not None and watch.plan.isolate:
+                dynamo_state.reset_dynamo()
+            self._attach(watch, record)
+        elif watch.plan is not None and (watch.plan.health_signals or self.settings.watch_every_test):
+            DYNAMO_LOGS.attach_early(record)  # a source that needs no dynamo (syncs) hears this test from now on
+        return record
+
+    def dynamo_arrived(self) -> None:
+        """dynamo finished importing (in the importing thread): the open watch's record hears from it from now on."""
+        self.dynamo_arrived_here = True
+        watch = self.current
+        if watch is None or watch.attached or watch.record is None:
+            return
+        watch.problem = dynamo_state.torch_problem()
+        if watch.problem is not None:
+            return
+        self._attach(watch, watch.record)
+        if watch.strict and watch.record.phase == "call":
+            self._enter_strict(watch)
+
+    def _attach(self, watch: Watch, record: RecompileRecord) -> None:
+        DYNAMO_LOGS.attach(record)
+        watch.attached = True
+        if watch.trace is not None:
+            watch.trace.attach()
+
+    @staticmethod
+    def _enter_strict(watch: Watch) -> None:
+        watch.strict_patch = dynamo_state.raising_on_recompile()
+        watch.strict_patch.__enter__()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        watch = self._running(item)
+        if watch is None or watch.record is None or watch.plan is None:
+            return (yield)
+        watch.strict = strict = watch.plan.strict
+        if watch.reports is not None:
+            self.child_reports.enter(watch.reports, "call")  # type: ignore[union-attr]  # only processes started from here on count
+        watch.record.start_call()
+        if strict and watch.attached:  # else dynamo_arrived enters it if dynamo arrives in the call
+            self._enter_strict(watch)
+        try:
+            result = yield
+        except BaseException as error:
+            if watch.strict:
+                from .strict_failure import cut_to_user_frames
+
+                cut_to_user_frames(error, self.config.getoption("fulltrace", False))
+            self._end_call(item, watch)
+            if not isinstance(error, Exception):  # interrupted: no teardown follows
+                self.close_open_watch()
+            raise
+        self._end_call(item, watch)
+        if watch.problem is None and watch.record.empty() and not watch.budget.has_floor:  # nothing to judge (nearly every test)
+            return result
+        failure = self._judge_call(item, watch)
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
+        return result
+
+    def _end_call(self, item: pytest.Item, watch: Watch) -> None:
+        """The call ended (its own error, if any, still on its way): fix the counts, undo what the call changed."""
+        assert watch.record is not None
+        watch.record.end_call()
+        if watch.strict_patch is not None:
+            self._exit_strict(watch)
+        if watch.plan is not None and watch.plan.may_go_unmeasured:
+            say_if_not_measured(item, watch.budget, watch.plan.may_go_unmeasured, self.said_not_measured)
+        if watch.attached and not DYNAMO_LOGS.check():
+            item.warn(CaptureLostWarning(
+                f"recompile capture was switched off during {item.nodeid} (torch's log state was replaced "
+                "without torch._logging re-initialising it); its counts may be incomplete"
+            ))
+
+    @staticmethod
+    def _exit_strict(watch: Watch) -> None:
+        if watch.strict_patch is not None:
+            watch.strict_patch.__exit__(None, None, None)
+            watch.strict_patch = None
+
+    def _judge_call(self, item: pytest.Item, watch: Watch) -> Optional[str]:
+        """The failure text of a call that passed but is over budget (or could not be watched), else None."""
+        record = watch.record
+        assert record is not None
+        contracts = watch.plan.contracts if watch.plan is not None else ()
+        judged = watch.budget.budgeted or bool(contracts)
+        if watch.problem is not None and judged:
+            return f"pytest-nocompile cannot watch {item.nodeid}: {watch.problem}"
+        if record.empty() and not watch.budget.has_floor:
+            return None
+        problems = record.child_problems() if judged else ()
+        if problems:
+            return f"pytest-nocompile cannot watch a process of {item.nodeid}: " + "; ".join(problems)
+        from ..judge.verdict import kinds_over_budget
+
+        snapshot = record.snapshot()
+        over = watch.over = kinds_over_budget(snapshot, watch.budget)
+        broken = [text for contract in contracts if (text := contract.broken(snapshot)) is not None]
+        if not (over or broken):
+            return None
+        from ..output.report import format_budget_failure
+
+        stance = dynamo_state.compile_stance() if watch.budget.has_floor else None
+        failure = [format_budget_failure(snapshot, watch.budget, over, stance)] if over else []
+        return "\n\n".join([*failure, *broken])
+
+    # A wrapper: its code after the yield runs after pytest's own teardown,
+    # also when that raised, and before the teardown report is made. A
+    # warning raised as an error (-W error) there errors this test.
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, object, object]:
+        watch = self._running(item)
+        if watch is not None and watch.reports is not None:
+            self.child_reports.enter(watch.reports, "teardown")  # type: ignore[union-attr]
+        failed = True  # until the teardown ends without raising
+        try:
+            result = yield
+            failed = False
+            return result
+        finally:
+            if watch is not None:
+                self._close(watch)
+                warnings = end_warnings(watch.record) if watch.record is not None else []
+                if watch.trace is not None:  # kept if the test failed, else removed
+                    warnings += watch.trace.end(failed)
+                for warning in warnings:
+                    item.warn(warning)  # after the close: as an error (-W error), it finds everything cleaned up
+                if not (watch.attached or self.dynamo_arrived_here) and arrival.DYNAMO in sys.modules:
+                    # Imported past the import hook (something bypassed sys.meta_path): the
+                    # next test attaches at its setup; say what this one missed.
+                    warn_if_compiled_unwatched(item)
+
+    def _close(self, watch: Watch) -> None:
+        """The test ended: dynamo's logs and its children stop reaching its record."""
+        if watch.closed:
+            return
+        closed(watch)
+        self.last_closed = watch
+        if self.current is watch:
+            self.current = None
+        if watch.strict_patch is not None:
+            self._exit_strict(watch)
+        record = watch.record
+        if record is not None:
+            if watch.attached or DYNAMO_LOGS.attached(record):  # or attached early (a source that needs no dynamo)
+                DYNAMO_LOGS.detach(record)
+            record.read_children(final=True)  # the teardown's, for its section
+        if watch.reports is not None and self.child_reports is not None:
+            # A fixture's process (a session server) may go on compiling after this test: read again at the run's end.
+            keep = record is not None and watch.reports.fixtures_reported()
+            if record is not None and keep:
+                self.after_their_test.append((watch.nodeid, record, record.sizes_by_child()))
+            self.child_reports.end(watch.reports, just_read=record is not None, keep=keep)
+            watch.reports = None
+
+    def close_open_watch(self) -> None:
+        if self.current is not None:
+            self._close(self.current)
+
+    @pytest.hookimpl(tryfirst=True)  # before junitxml, the terminal and xdist's worker read the report
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        when = report.when
+        watch = made_here = None
+        if self.watches:
+            nodeid = report.nodeid
+            # The test now running (setup, call) or just closed (teardown), nearly always: one dict lookup less.
+            watch = self.last_closed if when == "teardown" else self.current
+            if watch is None or watch.nodeid != nodeid:
+                watch = self.watches.get(nodeid)
+        if watch is not None:
+            if when == "teardown":
+                self.last_closed = None
+                made_here = self._finish(watch, report)
+            elif watch.over is None and (when == "setup" or report.failed):  # a budget failure's text shows them already
+                record = watch.record
+                if record is not None and not record.empty():
+                    from ..output.report import add_recompile_section
+
+                    add_recompile_section(report, record.snapshot(), when)
+            if watch.trace is not None:  # a failure says where the trace is kept; the result carries it
+                made_here = watch.trace.report(report, made_here)
+        # A worker's controller gathers, from the reports it sends; a plain pass of setup or call
+        # changes nothing there (Results.gather's first check, made here to spare the call).
+        if self.gathers and (when == "teardown" or report.outcome != "passed" or "wasxfail" in report.__dict__):
+            self.results.gather(report, made_here)
+
+    def _finish(self, watch: Watch, report: pytest.TestReport) -> Optional[TestResult]:
+        """The teardown report: the test's last section, its result attached (and returned)."""
+        del self.watches[watch.nodeid]
+        record = watch.record
+        if record is None:  # a usage error: the test failed at setup for it
+            return None
+        empty = record.empty()
+        snapshot = None if empty else record.snapshot()
+        if snapshot is not None and not watch.over:
+            from ..output.report import add_recompile_section
+
+            add_recompile_section(report, snapshot, "teardown")
+        properties = report.user_properties
+        if properties:  # an earlier attempt's (pytest-rerunfailures) are on the same list: this attempt's replace them
+            properties[:] = [prop for prop in properties if not str(prop[0]).startswith("nocompile_")]
+        plan = watch.plan
+        # Kinds not measured here (syncs without CUDA) that its result shows: no count, rather than a 0.
+        unmeasured = not_measured(plan.unmeasured_shown) if plan is not None and plan.unmeasured_shown else None
+        if empty:  # nothing compiled: the same result for every such test
+            idle = plan.idle if plan is not None and not unmeasured else None
+            if idle is None:
+                idle = self.results.idle(watch.budget, unmeasured)
+                if plan is not None and not unmeasured:
+                    plan.idle = idle
+            result, counts = idle
+            properties.extend(counts)
+            if self.settings.is_worker and (watch.budget is not self.settings.default_budget or unmeasured):
+                setattr(report, RESULT_ATTRIBUTE, result.to_dict())  # the controller reads the default budget's from the counts
+            return result
+        from ..judge.verdict import judge
+
+        assert snapshot is not None
+        result = judge(snapshot, watch.budget, watch.over, unmeasured)
+        properties.extend(count_properties(result))
+        if self.settings.is_worker:  # for the xdist controller, which gathers it as JSON
+            setattr(report, RESULT_ATTRIBUTE, result.to_dict())
+        return result
+
+    def _plan_watch(self, item: pytest.Item) -> Optional[Watch]:
+        key = plan_key(item)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is None:
+            planned = plan_test(item, self.settings)
+            if isinstance(planned, str):
+                return Watch(self.settings.default_budget, None, usage_error=planned)
+            if planned.health_signals:
+                DYNAMO_LOGS.want(planned.health_signals)
+            if key is not None:
+                self._plans[key] = planned
+            plan = planned
+        if plan.watched or uses_a_nocompile_fixture(item):
+            budget = plan.budget
+            return Watch(budget, RecompileRecord(), plan=plan)
+        return None
