@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import pytest
 
-from .judge.contracts import MARKER_HELP
 from .judge.installed_versions import distribution_version
 from .output.summary import LONG_TABLE, TABLE_CHOICES
-from .vocabulary.kinds import KINDS
+from .vocabulary.kinds import CONTRACT_MARKER_HELP, KINDS
 from .watching import cudagraph_tests, fixtures
 from .watching.results import ControllerReports, Results
 from .watching.run_watching import Watching
@@ -95,7 +94,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     for kind in KINDS:
         config.addinivalue_line("markers", kind.marker_help)
-    for line in MARKER_HELP:
+    for line in CONTRACT_MARKER_HELP:
         config.addinivalue_line("markers", line)
     settings = RunSettings(config)
     results = Results(settings)

@@ -12,27 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
 
-from ..vocabulary.kinds import PLUGIN
+from ..vocabulary.kinds import DYNAMIC_DIMS, FRAMEWORK_KEYWORD, SAME_ACROSS_RANKS
 
 if TYPE_CHECKING:
     from ..record.snapshot import TestSnapshot
 
-DYNAMIC_DIMS = "dynamic_dims"
-SAME_ACROSS_RANKS = "same_across_ranks"
-CONTRACT_MARKERS = (DYNAMIC_DIMS, SAME_ACROSS_RANKS)  # in the order their failures are listed
-# dynamic_dims's one keyword that is not an argument name: dynamo's own 0/1 specialisation breaks the contract too.
-FRAMEWORK_KEYWORD = "framework_specialisation"
-
 DYNAMIC_DIMS_FORM = (f"@pytest.mark.{DYNAMIC_DIMS}(x=0, y=(0, 1)), each keyword an argument of the compiled function and each "
                      f"value a dim or a tuple of dims (ints >= 0), with optional {FRAMEWORK_KEYWORD}=True/False")
 SAME_ACROSS_RANKS_FORM = f"@pytest.mark.{SAME_ACROSS_RANKS}, without arguments"
-MARKER_HELP = (
-    f"{DYNAMIC_DIMS}(x=0, y=(0, 1), {FRAMEWORK_KEYWORD}=False): fail the test when a recompile in its call phase "
-    "specialised one of these dims of these arguments of a compiled function (the user's code branching on the size, or the "
-    f"dim compiled static); {FRAMEWORK_KEYWORD}=True fails dynamo's own 0/1 specialisation too. {PLUGIN}",
-    f"{SAME_ACROSS_RANKS}: fail the test when the processes it starts (ranks, spawned children) did not compile the same "
-    f"functions with the same compile and recompile counts. {PLUGIN}",
-)
 
 
 class ContractUsageError(ValueError):

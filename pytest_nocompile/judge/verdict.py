@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from ..vocabulary.compile_cost import sum_by_signal
 from ..vocabulary.kinds import COUNTED_KINDS, KINDS, KINDS_BY_KEY, BudgetKind
 from ..vocabulary.measures import Amount
 from .floors import floor_cause, floors_missed
 from .guard_classes import classify
-from .result import KINDS_WITH_SHOWN, MEASURED, NO_DETAILS, TestResult, Verdict
+from .result import MEASURED, NO_DETAILS, TestResult, Verdict
 
 if TYPE_CHECKING:
     from ..record.snapshot import ProcessSnapshot, TestSnapshot
@@ -102,7 +101,8 @@ def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[
         cause=cause,
         details=_details(snapshot) if _has_details(snapshot) else NO_DETAILS,
         processes=processes,
-        shown=_shown_totals(snapshot) if KINDS_WITH_SHOWN and any(process.health for process in snapshot.processes) else {},
+        shown={key: {signal: KINDS_BY_KEY[key].measure.for_json(total) for signal, total in totals.items()}
+               for key, totals in snapshot.shown.items()},
         unmeasured=unmeasured or MEASURED,
     )
 
@@ -128,17 +128,6 @@ def _first_cause(snapshot: TestSnapshot, budget: RecompileBudget, over: tuple[st
             for graph_break in process.call_graph_breaks:
                 return f"graph break: {graph_break.reason}"
     return kind.headline(process.counts[kind.key], budget.allowed(kind) or 0, budget.describe(kind))
-
-
-def _shown_totals(snapshot: TestSnapshot) -> dict[str, dict[str, float]]:
-    """Each kind's shown signals' call-phase totals over the test's processes, rounded as its amounts are."""
-    found = {}
-    for kind in KINDS_WITH_SHOWN:
-        totals = sum_by_signal((event.what, event.amount) for process in snapshot.processes
-                               for event in process.signals(kind.shown_signals))
-        if totals:
-            found[kind.key] = {signal: kind.measure.for_json(total) for signal, total in totals.items()}
-    return found
 
 
 def _where(location: Optional[CodeLocation]) -> Optional[str]:

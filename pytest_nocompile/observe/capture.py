@@ -46,17 +46,14 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Collection, Optional
 
-from .cache_bypass_reasons import CacheBypassReasons
-from .compile_metrics import CompileMetricsSource
-from .counter_increments import CounterIncrements
-from .log_taps import Tap, logging_internals
-from .swallowed_errors import SwallowedErrors
 from .user_code import find_user_code
 
 if TYPE_CHECKING:
     from typing import Protocol
 
     from ..vocabulary.events import CodeLocation
+    from .log_taps import Tap
+    from .swallowed_errors import SwallowedErrors
 
     class Sink(Protocol):
         """What a sink takes: each method runs in the thread that compiled, once per record."""
@@ -114,14 +111,6 @@ class DynamoLogs:
 
     def __init__(self) -> None:
         self._sinks: list[Sink] = []
-        self._taps = (
-            Tap((RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT), (RECOMPILES_LOGGER, VERBOSE_LOGGER), (RECOMPILES_LOGGER,), self._on_recompile),
-            Tap((GRAPH_BREAKS_ARTIFACT,), GRAPH_BREAK_LOGGERS, GRAPH_BREAK_LOGGERS, self._on_graph_break),
-            # The level alone switches graph_code on: nothing in torch asks log_state about it.
-            Tap((GRAPH_CODE_ARTIFACT,), (GRAPH_CODE_LOGGER,), (GRAPH_CODE_LOGGER,), self._on_graph, enable_in_state=False),
-        )
-        self._limit_handler = _LimitHandler(self._on_convert_frame_warning)
-        self._swallowed = SwallowedErrors(self.emit_health)  # read from the same warnings: one handler for both
         self._limit_logger: Optional[logging.Logger] = None  # looked up once: getLogger takes logging's lock
         self._patched: list[tuple[Any, str, Any, Any]] = []  # (module, name, torch's function, our wrapper)
         # Our wrapper of each torch function, made once per function (functools.wraps is most of arming's cost).
@@ -129,20 +118,46 @@ class DynamoLogs:
         # torch's functions that re-initialise its logging, and what to do before each (made once).
         self._reinitialisers: tuple[tuple[str, Optional[Callable[[], None]]], ...] = (
             ("_init_logs", None), ("set_logs", self._before_set_logs))
-        from ..vocabulary.compile_cost import COMPILE_SECONDS
-        from .cudagraph_logs import CudagraphLogs
-        from .kernel_counts import KernelCounts
-        from .sync_warnings import SyncWarnings
-
         self._wanted: Optional[frozenset[str]] = None  # see narrow
-        wanted = self.wanted_signals
-        self._sources: list[Source] = [CounterIncrements(self.emit_health, wanted, _every_kinds_signals, not_counters=(COMPILE_SECONDS,)),
-                                       CompileMetricsSource(self.emit_health, wanted), CacheBypassReasons(self.emit_health, wanted),
-                                       CudagraphLogs(self.emit_health), KernelCounts(self.emit_health), SyncWarnings(self.emit_health)]
+        # The taps, the limit handler and the sources are made when first needed (see _parts): a run that never
+        # compiles, nor reads a source that needs no dynamo, never loads their modules.
+        self._taps: tuple[Tap, ...] = ()
+        self._logging_internals: Callable[[], Any] = _no_logging_internals
+        self._limit_handler: Optional[_LimitHandler] = None
+        self._swallowed: Optional[SwallowedErrors] = None
+        self._sources: list[Source] = []
         self._active: list[Source] = []  # the sources some wanted signal needs, for the set of signals below
         self._active_for: Optional[frozenset[str]] = None
         self._armed_sources: list[Source] = []
         self.armed = False
+
+    def _parts(self) -> list[Source]:
+        """The taps, the limit handler and the sources, made once; the sources returned."""
+        if self._limit_handler is None:
+            from ..vocabulary.compile_cost import COMPILE_SECONDS
+            from .cache_bypass_reasons import CacheBypassReasons
+            from .compile_metrics import CompileMetricsSource
+            from .counter_increments import CounterIncrements
+            from .cudagraph_logs import CudagraphLogs
+            from .kernel_counts import KernelCounts
+            from .log_taps import Tap, logging_internals
+            from .swallowed_errors import SwallowedErrors
+            from .sync_warnings import SyncWarnings
+
+            self._taps = (
+                Tap((RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT), (RECOMPILES_LOGGER, VERBOSE_LOGGER), (RECOMPILES_LOGGER,), self._on_recompile),
+                Tap((GRAPH_BREAKS_ARTIFACT,), GRAPH_BREAK_LOGGERS, GRAPH_BREAK_LOGGERS, self._on_graph_break),
+                # The level alone switches graph_code on: nothing in torch asks log_state about it.
+                Tap((GRAPH_CODE_ARTIFACT,), (GRAPH_CODE_LOGGER,), (GRAPH_CODE_LOGGER,), self._on_graph, enable_in_state=False),
+            )
+            self._swallowed = SwallowedErrors(self.emit_health)  # read from the same warnings: one handler for both
+            wanted = self.wanted_signals
+            self._sources = [CounterIncrements(self.emit_health, wanted, _every_kinds_signals, not_counters=(COMPILE_SECONDS,)),
+                             CompileMetricsSource(self.emit_health, wanted), CacheBypassReasons(self.emit_health, wanted),
+                             CudagraphLogs(self.emit_health), KernelCounts(self.emit_health), SyncWarnings(self.emit_health)]
+            self._logging_internals = logging_internals
+            self._limit_handler = _LimitHandler(self._on_convert_frame_warning)
+        return self._sources
 
     def wanted_signals(self) -> frozenset[str]:
         """The health signals the sources report now: every kind's, unless a run narrowed them (one object until it changes)."""
@@ -172,7 +187,7 @@ class DynamoLogs:
 
     def needs_dynamo(self, signals: Collection[str]) -> bool:
         """Whether some of ``signals`` come from dynamo or a source that arms only with it (False: syncs alone)."""
-        early = {signal for source in self._sources if not getattr(source, "needs_dynamo", True) for signal in source.signals}
+        early = {signal for source in self._parts() if not getattr(source, "needs_dynamo", True) for signal in source.signals}
         return not early.issuperset(signals)
 
     def _arm_sources(self) -> None:
@@ -183,7 +198,7 @@ class DynamoLogs:
         wanted = self.wanted_signals()
         if wanted is not self._active_for:
             self._active_for = wanted
-            self._active = [source for source in self._sources if not source.signals.isdisjoint(wanted)]
+            self._active = [source for source in self._parts() if not source.signals.isdisjoint(wanted)]
         for source in self._active:
             if source not in self._armed_sources and (self.armed or not getattr(source, "needs_dynamo", True)):
                 source.arm()
@@ -241,7 +256,7 @@ class DynamoLogs:
         """Whether capture still works; if not (torch's log state swapped behind our back), re-arm and say False."""
         if not self.armed:
             return True
-        internals = logging_internals()
+        internals = self._logging_internals()
         for tap in self._taps:  # a plain loop, not all() over a generator: asked at every watched call's end
             if not tap.capturing(internals):
                 self._rearm()
@@ -261,12 +276,13 @@ class DynamoLogs:
             self._disarm_sources()
 
     def _arm(self) -> None:
-        internals = logging_internals()
+        self._parts()
+        internals = self._logging_internals()
         for tap in self._taps:
             tap.arm(internals)
         if self._limit_logger is None:
             self._limit_logger = logging.getLogger(LIMIT_LOGGER)
-        self._limit_logger.addHandler(self._limit_handler)
+        self._limit_logger.addHandler(self._limit_handler)  # type: ignore[arg-type]  # made by _parts
         self._wrap_reinitialisers(internals)
         self.armed = True
         self._arm_sources()
@@ -278,14 +294,14 @@ class DynamoLogs:
             if getattr(module, name, None) is wrapper:  # else someone patched it after us: theirs to undo
                 setattr(module, name, original)
         self._patched = []
-        if self._limit_logger is not None:
+        if self._limit_logger is not None and self._limit_handler is not None:
             self._limit_logger.removeHandler(self._limit_handler)
         for tap in reversed(self._taps):
             tap.disarm()
 
     def _rearm(self) -> None:
         if self.armed:
-            internals = logging_internals()
+            internals = self._logging_internals()
             for tap in self._taps:
                 tap.arm(internals, after_reinit=True)
 
@@ -353,11 +369,15 @@ class DynamoLogs:
     def _on_convert_frame_warning(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         if "hit config." not in message:
-            self._swallowed.read(record, message)  # a swallowed compile error, or another warning of convert_frame
+            self._swallowed.read(record, message)  # type: ignore[union-attr]  # made by _parts, before arming  # a swallowed compile error, or another warning of convert_frame
             return
         compile_id, thread = _current_compile_id(), _thread(record)
         for sink in self._sinks:
             sink.add_limit_warning(message, compile_id, thread)
+
+
+def _no_logging_internals() -> Any:
+    raise RuntimeError("the capture's parts are made before it arms")
 
 
 @functools.cache

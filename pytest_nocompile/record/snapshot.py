@@ -52,12 +52,14 @@ class TestSnapshot:
 
     __test__ = False  # not a test class, whatever pytest collects
 
-    __slots__ = ("processes", "with_children", "pid")
+    __slots__ = ("processes", "with_children", "pid", "shown")
 
     def __init__(self, processes: tuple[ProcessSnapshot, ...], pid: int) -> None:
         self.processes = processes
         self.pid = pid  # the test's own process's
         self.with_children = len(processes) > 1  # a failure then names the process of each part
+        # By kind key: its shown signals' call-phase totals over the processes (compile time's breakdown), where any.
+        self.shown: dict[str, dict[str, float]] = _shown_totals(processes) if any(process.call_health for process in processes) else {}
 
     @property
     def own(self) -> ProcessSnapshot:
@@ -71,3 +73,16 @@ class TestSnapshot:
         """Nothing was recorded in any process."""
         return not self.with_children and not any(
             (self.own.recompiles, self.own.limit_hits, self.own.graph_breaks, self.own.compiles, self.own.health))
+
+
+def _shown_totals(processes: tuple[ProcessSnapshot, ...]) -> dict[str, dict[str, float]]:
+    from ..vocabulary.compile_cost import sum_by_signal
+    from ..vocabulary.kinds import KINDS
+
+    found = {}
+    for kind in KINDS:
+        if kind.shown_signals and kind.shown_key:
+            totals = sum_by_signal((event.what, event.amount) for process in processes for event in process.signals(kind.shown_signals))
+            if totals:
+                found[kind.key] = totals
+    return found

@@ -331,3 +331,18 @@ KINDS_BY_MARKER: dict[str, BudgetKind] = {kind.marker: kind for kind in KINDS}
 KINDS_BY_KEY: dict[str, BudgetKind] = {kind.key: kind for kind in KINDS}
 # The kinds with a count of their own: the table's columns, the JSON report's counts, junit properties.
 COUNTED_KINDS: tuple[BudgetKind, ...] = tuple(kind for kind in KINDS if not kind.same_count_as)
+
+
+# The contracts' markers, judged by judge.contracts: they judge how a test compiled rather than how much.
+DYNAMIC_DIMS = "dynamic_dims"
+SAME_ACROSS_RANKS = "same_across_ranks"
+CONTRACT_MARKERS = (DYNAMIC_DIMS, SAME_ACROSS_RANKS)  # in the order their failures are listed
+# dynamic_dims's one keyword that is not an argument name: dynamo's own 0/1 specialisation breaks the contract too.
+FRAMEWORK_KEYWORD = "framework_specialisation"
+CONTRACT_MARKER_HELP = (
+    f"{DYNAMIC_DIMS}(x=0, y=(0, 1), {FRAMEWORK_KEYWORD}=False): fail the test when a recompile in its call phase "
+    "specialised one of these dims of these arguments of a compiled function (the user's code branching on the size, or the "
+    f"dim compiled static); {FRAMEWORK_KEYWORD}=True fails dynamo's own 0/1 specialisation too. {PLUGIN}",
+    f"{SAME_ACROSS_RANKS}: fail the test when the processes it starts (ranks, spawned children) did not compile the same "
+    f"functions with the same compile and recompile counts. {PLUGIN}",
+)

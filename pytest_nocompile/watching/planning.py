@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Hashable, Optional, Sequence
 import pytest
 
 from ..judge.budget import BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
-from ..judge.contracts import CONTRACT_MARKERS, Contract, ContractUsageError, read_contract
 from ..judge.torch_support import installed_torch_lacks
-from ..vocabulary.kinds import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND, KERNELS, KINDS, KINDS_BY_MARKER, RECOMPILES, SYNCS
+from ..vocabulary.kinds import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND, CONTRACT_MARKERS, KERNELS, KINDS, KINDS_BY_MARKER, RECOMPILES, SYNCS
 
 if TYPE_CHECKING:
+    from ..judge.contracts import Contract
     from ..judge.result import TestResult
     from .settings import RunSettings
 
@@ -68,6 +68,8 @@ def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
     for name in CONTRACT_MARKERS:
         if name in closest:
             marker, where = closest.pop(name)
+            from ..judge.contracts import ContractUsageError, read_contract  # here: a run without contracts never loads them
+
             try:
                 contracts.append(read_contract(name, marker.args, marker.kwargs, where))
             except ContractUsageError as error:
