@@ -46,13 +46,14 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Collection, Optional
 
+from .dynamo_state import current_compile_id
 from .user_code import find_user_code
 
 if TYPE_CHECKING:
     from typing import Protocol
 
     from ..vocabulary.events import CodeLocation
-    from .log_taps import Tap
+    from .log_taps import Tap, WarningHandler
     from .swallowed_errors import SwallowedErrors
 
     class Sink(Protocol):
@@ -97,15 +98,6 @@ GRAPH_CODE_LOGGER = "torch._dynamo.output_graph.__graph_code"
 LIMIT_LOGGER = "torch._dynamo.convert_frame"
 
 
-class _LimitHandler(logging.Handler):
-    def __init__(self, emit: Callable[[logging.LogRecord], None]) -> None:
-        super().__init__(logging.WARNING)
-        self._emit = emit
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self._emit(record)
-
-
 class DynamoLogs:
     """This process's one capture of dynamo's logs, fanned out to every attached sink."""
 
@@ -123,7 +115,7 @@ class DynamoLogs:
         # compiles, nor reads a source that needs no dynamo, never loads their modules.
         self._taps: tuple[Tap, ...] = ()
         self._logging_internals: Callable[[], Any] = _no_logging_internals
-        self._limit_handler: Optional[_LimitHandler] = None
+        self._limit_handler: Optional[WarningHandler] = None
         self._swallowed: Optional[SwallowedErrors] = None
         self._sources: list[Source] = []
         self._active: list[Source] = []  # the sources some wanted signal needs, for the set of signals below
@@ -140,7 +132,7 @@ class DynamoLogs:
             from .counter_increments import CounterIncrements
             from .cudagraph_logs import CudagraphLogs
             from .kernel_counts import KernelCounts
-            from .log_taps import Tap, logging_internals
+            from .log_taps import Tap, WarningHandler, logging_internals
             from .swallowed_errors import SwallowedErrors
             from .sync_warnings import SyncWarnings
 
@@ -156,7 +148,7 @@ class DynamoLogs:
                              CompileMetricsSource(self.emit_health, wanted), CacheBypassReasons(self.emit_health, wanted),
                              CudagraphLogs(self.emit_health), KernelCounts(self.emit_health), SyncWarnings(self.emit_health)]
             self._logging_internals = logging_internals
-            self._limit_handler = _LimitHandler(self._on_convert_frame_warning)
+            self._limit_handler = WarningHandler(self._on_convert_frame_warning)
         return self._sources
 
     def wanted_signals(self) -> frozenset[str]:
@@ -219,7 +211,7 @@ class DynamoLogs:
         from .user_code import compiling_code
 
         frame = sys._getframe(1)
-        compile_id, user_code, compiling = compile_id or _current_compile_id(), find_user_code(frame), compiling_code(frame)
+        compile_id, user_code, compiling = compile_id or current_compile_id(), find_user_code(frame), compiling_code(frame)
         name = threading.current_thread().name
         thread = None if name == "MainThread" else name
         for sink in sinks:
@@ -343,7 +335,7 @@ class DynamoLogs:
     def _on_recompile(self, record: logging.LogRecord) -> None:
         from ..vocabulary.events import resumed_function
 
-        message, compile_id, thread = record.getMessage(), _current_compile_id(), _thread(record)
+        message, compile_id, thread = record.getMessage(), current_compile_id(), _thread(record)
         # After a graph break, the user's line is the call that brought the new value in, not the break.
         user_code = find_user_code(sys._getframe(1), resumed_function(message))
         for sink in self._sinks:
@@ -353,7 +345,7 @@ class DynamoLogs:
         from .user_code import compiling_code
 
         frame = sys._getframe(1)
-        compile_id, user_code, thread, compiling = _current_compile_id(), find_user_code(frame), _thread(record), compiling_code(frame)
+        compile_id, user_code, thread, compiling = current_compile_id(), find_user_code(frame), _thread(record), compiling_code(frame)
         for sink in self._sinks:
             sink.add_compile(compile_id, user_code, thread, compiling)
 
@@ -371,7 +363,7 @@ class DynamoLogs:
         if "hit config." not in message:
             self._swallowed.read(record, message)  # type: ignore[union-attr]  # made by _parts, before arming  # a swallowed compile error, or another warning of convert_frame
             return
-        compile_id, thread = _current_compile_id(), _thread(record)
+        compile_id, thread = current_compile_id(), _thread(record)
         for sink in self._sinks:
             sink.add_limit_warning(message, compile_id, thread)
 
@@ -393,23 +385,6 @@ DYNAMO_LOGS = DynamoLogs()
 
 def _thread(record: logging.LogRecord) -> Optional[str]:
     return None if record.threadName == "MainThread" else record.threadName
-
-
-def _current_compile_id() -> str | None:
-    try:
-        current = _compile_id_reader()
-        compile_id = current()
-    except Exception:  # the API moved: the id is a nicety, the count is not
-        return None
-    return str(compile_id) if compile_id is not None else None
-
-
-@functools.cache
-def _compile_id_reader() -> Callable[[], Any]:
-    """torch's ``CompileContext.current_compile_id``, looked up once: read at every record dynamo logs."""
-    from torch._guards import CompileContext
-
-    return CompileContext.current_compile_id
 
 
 def stop_every_capture() -> None:

@@ -12,7 +12,7 @@ import sys
 import warnings
 from contextlib import contextmanager
 from functools import cache
-from typing import Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 MIN_TORCH = (2, 4)
 
@@ -158,3 +158,21 @@ def why_no_cuda_graphs() -> Optional[str]:
     except Exception as error:  # a broken driver says so here
         return f"torch.cuda.is_available() raised {type(error).__name__}"
     return None if available else "torch.cuda.is_available() is False"
+
+
+def current_compile_id() -> str | None:
+    """The id of the compile under way in this thread (``2/0``), or None; read at every record dynamo logs."""
+    try:
+        current = _compile_id_reader()
+        compile_id = current()
+    except Exception:  # the API moved: the id is a nicety, the count is not
+        return None
+    return str(compile_id) if compile_id is not None else None
+
+
+@cache
+def _compile_id_reader() -> Callable[[], Any]:
+    """torch's ``CompileContext.current_compile_id``, looked up once: read at every record dynamo logs."""
+    from torch._guards import CompileContext
+
+    return CompileContext.current_compile_id

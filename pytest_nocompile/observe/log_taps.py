@@ -175,3 +175,14 @@ def _torch_default(internals: Any, artifact: str) -> tuple[int, bool]:
     except Exception:  # an older registry: torch let such loggers propagate
         off_by_default = False
     return logging.NOTSET, not off_by_default
+
+
+class WarningHandler(logging.Handler):
+    """Hands each warning (and worse) of the logger it is added to on to ``emit``: the recompile-limit warnings."""
+
+    def __init__(self, emit: Callable[[logging.LogRecord], None]) -> None:
+        super().__init__(logging.WARNING)
+        self._emit = emit
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._emit(record)

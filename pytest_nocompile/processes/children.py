@@ -19,10 +19,13 @@ import os
 import sys
 from typing import TYPE_CHECKING, Optional
 
-from .event_files import ENV_VAR, EventDirectory, Reading, unusable
+from .hook import ENV_VAR
 
 if TYPE_CHECKING:
+    from .event_files import EventDirectory, Reading
     from .run_folders import RunFolder
+
+# The event files' reader (.event_files) loads when a test's process first wrote, or its folder is unusable.
 
 class TestReports:
     """One watched test's reports: ``<n>/`` with a folder per phase, each process's lines tagged with the phase that started it.
@@ -67,9 +70,13 @@ class TestReports:
                 if self._usable or os.access(self.run, os.W_OK | os.X_OK):
                     self._usable = True
                     return None
+                from .event_files import Reading, unusable
+
                 reading = Reading()
                 reading.problem = unusable(self.run, self.path)
                 return reading
+        from .event_files import EventDirectory, Reading
+
         reading = Reading()
         current = self._phases[-1]
         for phase in self._phases:
@@ -115,8 +122,8 @@ class ChildReports:
         if self._run is None:
             import tempfile
 
+            from .hook import install_fork_handler
             from .run_folders import RunFolder
-            from .startup import install_fork_handler
 
             self._run = RunFolder.make(tempfile.gettempdir())  # removes dead runs' folders first
             install_fork_handler()  # a fork of this process during a test reports on its own

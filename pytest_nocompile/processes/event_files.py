@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from typing import Any, Optional
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"
+
 SUFFIX = ".jsonl"
 UNREPORTED = ".unreported"  # <token>.<ERRNO>.unreported: that process could not write its lines
 MAX_MESSAGE = 20_000  # characters of a logged message a child writes (and a test shows)

@@ -30,6 +30,7 @@ PTH_FILE = "pytest-nocompile.pth"
 START_FILE = "pytest-nocompile.start"
 
 ran: list[str] = []  # which of the two files started this process's hook; ``--nocompile-check-hook`` reads it
+_fork_handler_installed = False
 
 
 def start() -> None:
@@ -48,10 +49,35 @@ def _start_reporting(hook_file: str) -> None:
     try:
         if hook_file not in ran:
             ran.append(hook_file)
+        install_fork_handler()  # its forks report on their own
         from . import startup
 
         startup.start()  # once per process: a second call (the other file, a second site-packages path) does nothing
     except Exception:  # never the process's problem
+        pass
+
+
+def install_fork_handler() -> None:
+    """Make every fork of this process report on its own while the variable is set (once per process).
+
+    Here, not in :mod:`.startup`: a run installs it at its first watched test, and loads the
+    reporting code only in a fork that has something to report.
+    """
+    global _fork_handler_installed
+    if not _fork_handler_installed:
+        os.register_at_fork(after_in_child=_after_fork)
+        _fork_handler_installed = True
+
+
+def _after_fork() -> None:
+    directory = os.environ.get(ENV_VAR)
+    if not directory:
+        return  # not inside a watched test (nor started by one): nothing to report
+    try:
+        from . import startup
+
+        startup.report_after_fork(directory)
+    except Exception:  # never the child's problem
         pass
 
 

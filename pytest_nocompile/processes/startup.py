@@ -19,7 +19,7 @@ if it can be, else dropped. A user's own ``TORCH_LOGS=recompiles`` still
 prints, as in the test's process.
 
 A forked child skips start-up hooks and inherits its parent's state, capture
-included: :func:`_after_fork` stops what it inherited and reports from the
+included: :func:`report_after_fork` stops what it inherited and reports from the
 child, to a file of its own.
 """
 
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from ..vocabulary.events import CodeLocation
 
 _reporter: Optional[_Reporter] = None  # this process's, once it reports
-_fork_handler_installed = False
+# Where the capture and dynamo's state live, looked up in sys.modules only: a child imports neither for us.
+_OBSERVE = __package__.rpartition(".")[0] + ".observe"
 
 
 def start() -> None:
@@ -55,12 +56,12 @@ def start() -> None:
 
 
 def report_to(directory: str, forked_from: Optional[int] = None) -> None:
-    """Report this process's events to ``directory``, from when dynamo arrives (or now, if it has).
+    """Report this process's events to ``directory``, from when dynamo arrives (or now, if it has); its forks
+    report on their own once :func:`.hook.install_fork_handler` ran (every caller runs it).
 
     ``forked_from``: the parent's pid, in a fork that ran no ``exec`` (its command line is its parent's).
     """
     global _reporter
-    install_fork_handler()
     reporter = _reporter = _Reporter(directory, forked_from)
     if arrival.dynamo_imported():
         reporter.arm()
@@ -70,26 +71,13 @@ def report_to(directory: str, forked_from: Optional[int] = None) -> None:
             reporter.arm_early()
 
 
-def install_fork_handler() -> None:
-    """Make every fork of this process report on its own while the variable is set (once per process)."""
-    global _fork_handler_installed
-    if not _fork_handler_installed:
-        os.register_at_fork(after_in_child=_after_fork)
-        _fork_handler_installed = True
-
-
-def _after_fork() -> None:
-    directory = os.environ.get(ENV_VAR)
-    if not directory:
-        return  # not inside a watched test (nor started by one): nothing to report
-    try:
-        capture = sys.modules.get(__package__ + ".capture")
-        if capture is not None:
-            capture.stop_every_capture()  # the parent's sinks would get records the parent never sees
-        arrival.forget_callbacks()
-        report_to(directory, os.getppid())
-    except Exception:
-        pass
+def report_after_fork(directory: str) -> None:
+    """In a fork (see :func:`.hook.install_fork_handler`): stop what it inherited and report from the child, to a file of its own."""
+    capture = sys.modules.get(_OBSERVE + ".capture")
+    if capture is not None:
+        capture.stop_every_capture()  # the parent's sinks would get records the parent never sees
+    arrival.forget_callbacks()
+    report_to(directory, os.getppid())
 
 
 class _Reporter:
@@ -146,7 +134,7 @@ class _Reporter:
     @staticmethod
     def _process_rank() -> tuple[Optional[int], Optional[int]]:
         """The process's rank and its job's world size, where known."""
-        state = sys.modules.get(__package__ + ".dynamo_state")
+        state = sys.modules.get(_OBSERVE + ".dynamo_state")
         try:
             return (state.process_rank(), state.process_world_size()) if state is not None else (None, None)
         except Exception:  # RANK=² and such: no rank, and no error of ours in the child

@@ -15,7 +15,7 @@ import pytest
 
 from ..observe import arrival
 from ..observe.capture import DYNAMO_LOGS
-from ..processes.event_files import ENV_VAR
+from ..processes.hook import ENV_VAR
 from .planning import any_asks_to_be_watched
 from .watcher import Watcher
 
