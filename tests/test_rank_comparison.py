@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pytest_nocompile.events import CodeLocation, CompileEvent, GuardFailure, ProcessInfo, RecompileEvent
+from pytest_nocompile.compile_cost import COMPILE_SECONDS
+from pytest_nocompile.events import CodeLocation, CompileEvent, GuardFailure, HealthEvent, ProcessInfo, RecompileEvent
+from pytest_nocompile.graph_break_events import GraphBreakEvent
 from pytest_nocompile.process_events import ProcessEvents
 from pytest_nocompile.rank_comparison import differences
 
@@ -22,6 +24,17 @@ def rank(number: Optional[int], *compiled: CodeLocation, recompiled: tuple[CodeL
         process.add_recompile(RecompileEvent(code.function, code.filename, code.line, (GuardFailure("n == 1", "0/0"),), "",
                                              user_code=CodeLocation("/w/train.py", 33, "main", "step(batch, 2)"), process=process.info))
         process.add_compile(CompileEvent("0/1", compiling=code, process=process.info))
+    return process
+
+
+def without_graph(process: ProcessEvents, *frames: CodeLocation, recompiled: bool = False) -> ProcessEvents:
+    """``process`` with frame compiles that made no graph (each a compile time, as torch records one per frame), the last a recompile if asked."""
+    for code in frames:
+        process.add_health(HealthEvent(COMPILE_SECONDS, 0.1, compiling=code, process=process.info))
+    if recompiled:
+        process.add_recompile(RecompileEvent(frames[-1].function, frames[-1].filename, frames[-1].line,
+                                             (GuardFailure("tensor 'args[0]' size mismatch at index 0. expected 8, actual 5", "0/0"),),
+                                             "", process=process.info))
     return process
 
 
@@ -67,3 +80,28 @@ def test_events_outside_the_call_are_not_compared() -> None:
     fixture_server = rank(3, STEP)
     fixture_server.compiles[:] = [CompileEvent("0/0", phase="setup", compiling=STEP)]
     assert differences([rank(0, STEP, world=1), fixture_server], label) == []
+
+
+def test_a_rank_whose_graphless_frame_recompiled_is_named_with_its_recompile_not_as_compiling_nothing() -> None:
+    # torch.compile(DDP(model)): dynamo compiles DDP's frames to no graph, and one recompiles on rank 1's short batch.
+    lines = differences([without_graph(rank(0, world=2), STEP), without_graph(rank(1, world=2), STEP, STEP, recompiled=True)], label)
+    assert lines == [
+        "rank 1 (pid 101) compiled unlike rank 0 (pid 100)",
+        "    step (/w/train.py:10): 2 compiles without a graph (1 recompile) in rank 1, 1 compile without a graph (0 recompiles) in rank 0",
+        "        first recompile (rank 1): guard failed: 0/0: tensor 'args[0]' size mismatch at index 0. expected 8, actual 5",
+    ]
+    assert differences([without_graph(rank(0), STEP), without_graph(rank(1), STEP)], label) == []
+
+
+def test_a_frame_without_a_graph_is_told_apart_from_the_graphs_of_its_function() -> None:
+    lines = differences([rank(0, STEP), without_graph(rank(1, STEP), STEP, STEP)], label)
+    # rank 1's two frame compiles of step: one made the graph, one none
+    assert lines[1] == "    step (/w/train.py:10): 1 compile and 1 without a graph (0 recompiles) in rank 1, 1 compile (0 recompiles) in rank 0"
+
+
+def test_a_rank_where_dynamo_only_broke_the_graph_compiled_something() -> None:
+    only_broke = rank(0, world=2)
+    only_broke.add_graph_break(GraphBreakEvent("/w/train.py", 12, "Unsupported method call", process=only_broke.info))
+    lines = differences([only_broke, rank(1, STEP, world=2)], label)
+    assert lines == ["rank 1 (pid 101) compiled unlike rank 0 (pid 100)",
+                     "    step (/w/train.py:10): 1 compile (0 recompiles) in rank 1, never compiled in rank 0"]
