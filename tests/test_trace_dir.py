@@ -334,3 +334,28 @@ def test_a_child_started_with_child_env_writes_its_trace_in_the_tests_folder(run
     folder = pytester.path / "traces" / "test_child.py_test_child"
     (log,) = kept_folders(folder.parent)[folder.name]  # the child's: the test's own process compiled nothing
     assert re.findall(r'"co_name": "(\w+)"', (folder / log).read_text())[:1] == ["child_function"]
+
+
+FAILING_TLPARSE = '''#!{python}
+import sys
+print("cannot parse this", file=sys.stderr)
+sys.exit(2)
+'''
+
+
+def test_a_trace_kept_for_the_baseline_that_tlparse_fails_on_is_a_warning_not_an_error(run: RunPytest, pytester: pytest.Pytester) -> None:
+    # The test has passed when its result is compared: -W error cannot fail it any more, nor may it end the run.
+    pytester.makepyfile(test_base=AGAINST_THE_BASELINE)
+    (pytester.path / "baseline.json").write_text(json.dumps(RISING_BASELINE))
+    tlparse = pytester.path / "bin" / "tlparse"
+    tlparse.parent.mkdir()
+    tlparse.write_text(FAILING_TLPARSE.format(python=sys.executable))
+    tlparse.chmod(0o755)
+    pytester.makeconftest(f"import os\nos.environ['PATH'] = {str(tlparse.parent)!r} + os.pathsep + os.environ['PATH']\n")
+    result = run("-p", "no:logging", "-W", "error::pytest.PytestWarning", "--nocompile-trace-dir=traces", "--nocompile-compare=baseline.json")
+    result.assert_outcomes(passed=2, warnings=1)
+    kept = pytester.path / "traces" / "test_base.py_test_rises"
+    result.stdout.fnmatch_lines(["*= warnings summary =*", "test_base.py::test_rises",
+                                 f"  test_base.py:*: TraceWarning: tlparse failed on {kept}/dedicated_log_torch_trace_*.log (exit code 2): "
+                                 "cannot parse this", f"    trace: {kept}"], consecutive=False)
+    assert "INTERNALERROR" not in result.stdout.str()
