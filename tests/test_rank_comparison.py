@@ -7,7 +7,9 @@ from typing import Optional
 from pytest_nocompile.judge.rank_comparison import differences
 from pytest_nocompile.record.process_events import ProcessEvents
 from pytest_nocompile.record.snapshot import ProcessSnapshot
-from pytest_nocompile.vocabulary.events import CodeLocation, CompileEvent, GuardFailure, ProcessInfo, RecompileEvent
+from pytest_nocompile.vocabulary.compile_cost import COMPILE_SECONDS
+from pytest_nocompile.vocabulary.events import CodeLocation, CompileEvent, GuardFailure, HealthEvent, ProcessInfo, RecompileEvent
+from pytest_nocompile.vocabulary.graph_break_events import GraphBreakEvent
 
 STEP = CodeLocation("/w/train.py", 10, "step")
 EVAL = CodeLocation("/w/train.py", 20, "evaluate")
@@ -23,6 +25,17 @@ def rank(number: Optional[int], *compiled: CodeLocation, recompiled: tuple[CodeL
         process.add_recompile(RecompileEvent(code.function, code.filename, code.line, (GuardFailure("n == 1", "0/0"),), "",
                                              user_code=CodeLocation("/w/train.py", 33, "main", "step(batch, 2)"), process=process.info))
         process.add_compile(CompileEvent("0/1", compiling=code, process=process.info))
+    return process
+
+
+def without_graph(process: ProcessEvents, *frames: CodeLocation, recompiled: bool = False) -> ProcessEvents:
+    """``process`` with frame compiles that made no graph (each a compile time, as torch records one per frame), the last a recompile if asked."""
+    for code in frames:
+        process.add_health(HealthEvent(COMPILE_SECONDS, 0.1, compiling=code, process=process.info))
+    if recompiled:
+        process.add_recompile(RecompileEvent(frames[-1].function, frames[-1].filename, frames[-1].line,
+                                             (GuardFailure("tensor 'args[0]' size mismatch at index 0. expected 8, actual 5", "0/0"),),
+                                             "", process=process.info))
     return process
 
 
@@ -73,3 +86,28 @@ def test_events_outside_the_call_are_not_compared() -> None:
     fixture_server = rank(3, STEP)
     fixture_server.compiles[:] = [CompileEvent("0/0", phase="setup", compiling=STEP)]
     assert compared(rank(0, STEP, world=1), fixture_server) == []
+
+
+def test_a_rank_whose_graphless_frame_recompiled_is_named_with_its_recompile_not_as_compiling_nothing() -> None:
+    # torch.compile(DDP(model)): dynamo compiles DDP's frames to no graph, and one recompiles on rank 1's short batch.
+    lines = compared(without_graph(rank(0, world=2), STEP), without_graph(rank(1, world=2), STEP, STEP, recompiled=True))
+    assert lines == [
+        "rank 1 (pid 101) compiled unlike rank 0 (pid 100)",
+        "    step (/w/train.py:10): 2 compiles without a graph (1 recompile) in rank 1, 1 compile without a graph (0 recompiles) in rank 0",
+        "        first recompile (rank 1): guard failed: 0/0: tensor 'args[0]' size mismatch at index 0. expected 8, actual 5",
+    ]
+    assert compared(without_graph(rank(0), STEP), without_graph(rank(1), STEP)) == []
+
+
+def test_a_frame_without_a_graph_is_told_apart_from_the_graphs_of_its_function() -> None:
+    lines = compared(rank(0, STEP), without_graph(rank(1, STEP), STEP, STEP))
+    # rank 1's two frame compiles of step: one made the graph, one none
+    assert lines[1] == "    step (/w/train.py:10): 1 compile and 1 without a graph (0 recompiles) in rank 1, 1 compile (0 recompiles) in rank 0"
+
+
+def test_a_rank_where_dynamo_only_broke_the_graph_compiled_something() -> None:
+    only_broke = rank(0, world=2)
+    only_broke.add_graph_break(GraphBreakEvent("/w/train.py", 12, "Unsupported method call", process=only_broke.info))
+    lines = compared(only_broke, rank(1, STEP, world=2))
+    assert lines == ["rank 1 (pid 101) compiled unlike rank 0 (pid 100)",
+                     "    step (/w/train.py:10): 1 compile (0 recompiles) in rank 1, never compiled in rank 0"]

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from nocompile_testing import RunPytest
+from nocompile_testing import TORCH, RunPytest, docs_snippet, expect_lines
 
 RANKS = '''
 import pytest
@@ -63,3 +63,23 @@ def test_ranks_alike_pass_and_the_rank_that_differs_is_named(run: RunPytest, pyt
     ]
     result.stdout.re_match_lines(expected[:4], consecutive=True)
     result.stdout.re_match_lines(expected[4:])
+
+
+@pytest.mark.skipif(TORCH < (2, 11), reason="measured on torch 2.11 and 2.13 (docs/child-processes.md's note)")
+def test_ddp_compiled_whole_compiles_no_graph_and_the_rank_that_recompiled_is_named(run: RunPytest, pytester: pytest.Pytester) -> None:
+    # torch.compile(DDP(model)): dynamo skips DDP's forward and compiles its frames to no graph; rank 1's short batch
+    # recompiles one of them. Both ranks ran dynamo: the difference is that recompile, not a rank that compiled nothing.
+    pytester.makepyfile(test_ddp_ranks=docs_snippet("child-processes.md", "test_ddp_ranks.py"))
+    result = run()
+    result.assert_outcomes(failed=1)
+    expect_lines(result, [
+        "same_across_ranks broken (marker on the test): rank 1 (pid *, multiprocessing SpawnProcess-*) compiled unlike "
+        "rank 0 (pid *, multiprocessing SpawnProcess-*)",
+        "    inner (*torch/_dynamo/external_utils.py:*): 2 compiles without a graph (1 recompile) in rank 1, "
+        "1 compile without a graph (0 recompiles) in rank 0",
+        "        first recompile (rank 1): guard failed: 0/0: tensor 'args[0]' size mismatch at index 0. expected 8, actual 5",
+        "        triggered by: test_ddp_ranks.py:12 in worker: model(torch.ones(batch, 4)).sum().backward()",
+    ])
+    assert "compiled nothing" not in result.stdout.str()
+    # The floor catches the missing graph on its own: no graph in either rank.
+    expect_lines(result, ["0 compiles < min_compiles(1) (marker on the test)", "why:"])

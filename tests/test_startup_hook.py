@@ -170,6 +170,7 @@ def test_check_hook_says_why_a_python_did_not_answer(tmp_path: Path) -> None:
 
 def test_child_env_adds_the_variable_only_inside_a_watched_test(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.delenv("TORCH_TRACE", raising=False)
     given = {"PATH": "/usr/bin"}
     assert pytest_nocompile.child_env(given) == given and pytest_nocompile.child_env(given) is not given
     assert pytest_nocompile.child_env() == {}
@@ -177,6 +178,15 @@ def test_child_env_adds_the_variable_only_inside_a_watched_test(monkeypatch: pyt
     monkeypatch.setenv(ENV_VAR, "/tmp/pytest-nocompile-1-x/3")
     assert pytest_nocompile.child_env(given) == {"PATH": "/usr/bin", ENV_VAR: "/tmp/pytest-nocompile-1-x/3"}
     assert given == {"PATH": "/usr/bin"}
+
+
+def test_child_env_passes_the_tests_torch_trace_on_inside_a_watched_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCH_TRACE", "/traces/.nocompile-x/running")
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    assert pytest_nocompile.child_env({"PATH": "/usr/bin"}) == {"PATH": "/usr/bin"}  # outside a watched test: nothing added
+    monkeypatch.setenv(ENV_VAR, "/tmp/pytest-nocompile-1-x/3")
+    assert pytest_nocompile.child_env() == {ENV_VAR: "/tmp/pytest-nocompile-1-x/3", "TORCH_TRACE": "/traces/.nocompile-x/running"}
+    assert pytest_nocompile.child_env({"TORCH_TRACE": "/mine"})["TORCH_TRACE"] == "/mine"  # the caller's own is kept
 
 
 CHILDREN_OUT_OF_REACH = f'''

@@ -268,3 +268,94 @@ def test_folder_names(nodeid: str, name: str) -> None:
 def test_a_long_node_id_is_cut_and_told_apart() -> None:
     first, second = folder_name("test_a.py::test_b[" + "x" * 300 + "1]"), folder_name("test_a.py::test_b[" + "x" * 300 + "2]")
     assert len(first) == len(second) == 120 and first != second
+
+
+AGAINST_THE_BASELINE = RECOMPILE_ONCE + '''
+def test_rises():
+    recompile_once()
+
+def test_steady():
+    torch.compile(scale, backend="eager")(torch.ones(2), 2)
+'''
+# Counts only (any torch): test_rises compiled once and never recompiled when it was saved.
+RISING_BASELINE = {"format": "pytest-nocompile-baseline/1", "tests": {
+    "test_base.py::test_rises": {"compiles": 1, "recompiles": 0, "graph_breaks": 0},
+    "test_base.py::test_steady": {"compiles": 1, "recompiles": 0, "graph_breaks": 0},
+}}
+
+
+@pytest.mark.parametrize("workers", [(), ("-p", "xdist", "-n", "2")], ids=["one process", "xdist"])
+def test_a_passing_test_that_rose_against_the_baseline_keeps_its_trace(run: RunPytest, pytester: pytest.Pytester,
+                                                                        workers: tuple[str, ...]) -> None:
+    if workers:
+        pytest.importorskip("xdist")  # a worker decides for its own tests, with the baseline it loads itself
+    pytester.makepyfile(test_base=AGAINST_THE_BASELINE)
+    (pytester.path / "baseline.json").write_text(json.dumps(RISING_BASELINE))
+    result = run("-p", "no:logging", *workers, "--nocompile-trace-dir=traces", "--nocompile-compare=baseline.json",
+                 "--nocompile-json=report.json")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    traces = pytester.path / "traces"
+    kept = traces / "test_base.py_test_rises"
+    assert list(kept_folders(traces)) == [kept.name]  # not the steady test's, and no scratch folder left
+    (log,) = kept_folders(traces)[kept.name]
+    assert (kept / log).read_text().count(DYNAMO_RECORD) == 2  # its compile and its recompile
+    # Named where the baseline failure names the test, and in the JSON report.
+    result.stdout.fnmatch_lines([
+        "test_base.py::test_rises: compiles rose 1 -> 2, recompiles rose 0 -> 1",
+        "    recompiled scale (test_base.py:3): guard failed: *",
+        "        triggered by: test_base.py:9 in recompile_once: f(torch.ones(2), 3)",
+        f"    trace: {kept}",
+    ])
+    assert result.stdout.str().count("trace: ") == 1
+    tests = {test["nodeid"]: test["trace"] for test in json.loads((pytester.path / "report.json").read_text())["tests"]}
+    assert tests == {"test_base.py::test_rises": str(kept), "test_base.py::test_steady": None}
+
+
+CHILD_STARTED_WITH_ITS_OWN_ENVIRONMENT = '''
+import os, subprocess, sys, pytest
+from pytest_nocompile import child_env
+
+CHILD = "import torch\\ndef child_function(x):\\n    return x + 1\\ntorch.compile(child_function, backend='eager')(torch.ones(2))\\n"
+
+@pytest.mark.max_compiles(0)
+def test_child():
+    env = child_env({"PATH": os.environ["PATH"]})
+    assert env["TORCH_TRACE"] == os.environ["TORCH_TRACE"]  # the test's folder
+    subprocess.run([sys.executable, "-c", CHILD], env=env, check=True)
+'''
+
+
+def test_a_child_started_with_child_env_writes_its_trace_in_the_tests_folder(run: RunPytest, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_child=CHILD_STARTED_WITH_ITS_OWN_ENVIRONMENT)
+    result = run("--nocompile-trace-dir=traces")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["pid * (*): 1 compile > max_compiles(0) (marker on the test)"])  # watched, through child_env
+    folder = pytester.path / "traces" / "test_child.py_test_child"
+    (log,) = kept_folders(folder.parent)[folder.name]  # the child's: the test's own process compiled nothing
+    assert re.findall(r'"co_name": "(\w+)"', (folder / log).read_text())[:1] == ["child_function"]
+
+
+FAILING_TLPARSE = '''#!{python}
+import sys
+print("cannot parse this", file=sys.stderr)
+sys.exit(2)
+'''
+
+
+def test_a_trace_kept_for_the_baseline_that_tlparse_fails_on_is_a_warning_not_an_error(run: RunPytest, pytester: pytest.Pytester) -> None:
+    # The test has passed when its result is compared: -W error cannot fail it any more, nor may it end the run.
+    pytester.makepyfile(test_base=AGAINST_THE_BASELINE)
+    (pytester.path / "baseline.json").write_text(json.dumps(RISING_BASELINE))
+    tlparse = pytester.path / "bin" / "tlparse"
+    tlparse.parent.mkdir()
+    tlparse.write_text(FAILING_TLPARSE.format(python=sys.executable))
+    tlparse.chmod(0o755)
+    pytester.makeconftest(f"import os\nos.environ['PATH'] = {str(tlparse.parent)!r} + os.pathsep + os.environ['PATH']\n")
+    result = run("-p", "no:logging", "-W", "error::pytest.PytestWarning", "--nocompile-trace-dir=traces", "--nocompile-compare=baseline.json")
+    result.assert_outcomes(passed=2, warnings=1)
+    kept = pytester.path / "traces" / "test_base.py_test_rises"
+    result.stdout.fnmatch_lines(["*= warnings summary =*", "test_base.py::test_rises",
+                                 f"  test_base.py:*: TraceWarning: tlparse failed on {kept}/dedicated_log_torch_trace_*.log (exit code 2): "
+                                 "cannot parse this", f"    trace: {kept}"], consecutive=False)
+    assert "INTERNALERROR" not in result.stdout.str()

@@ -2,50 +2,75 @@
 
 Each process's call phase is summed up per compiled function (its name and
 first line, as dynamo compiled it): the graphs compiled (first compiles,
-recompiles, graph-break pieces) and the recompiles. The summary most
-processes share is the reference (of equals, the lowest rank's, else the
-first process's to report); each process whose summary differs is named,
-with each function that differs and the first recompile that made it differ.
+recompiles, graph-break pieces), the recompiles, and the frame compiles that
+made no graph. dynamo compiles such frames too (``torch.compile(DDP(model))``:
+DDP's forward is skipped, so its frames compile to no graph, and recompile on
+an uneven batch); only the compile time torch records per frame tells of
+them. The summary most processes share is the reference (of equals, the
+lowest rank's, else the first process's to report); each process whose
+summary differs is named, with each function that differs and the first
+recompile that made it differ.
 
-A process that compiled nothing in the call is not compared: it wrote
-nothing (:mod:`.observe.event_files`), or only in setup or teardown (a
-fixture's). Where the processes say their job's world size (or at least
-their ranks), each rank of it that compiled nothing is named.
+A process where dynamo compiled nothing in the call (no frame, no graph
+break, no recompile) is not compared: it wrote nothing
+(:mod:`.observe.event_files`), or only in setup or teardown (a fixture's).
+Where the processes say their job's world size (or at least their ranks),
+each rank of it that compiled nothing is named.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
+from ..vocabulary.compile_cost import COMPILE_SECONDS
 from ..vocabulary.events import code_place
 from ..vocabulary.measures import plural
 
 if TYPE_CHECKING:
     from ..record.snapshot import ProcessSnapshot
-    from ..vocabulary.events import CompileEvent, ProcessInfo, RecompileEvent
+    from ..vocabulary.events import CodeLocation, ProcessInfo, RecompileEvent
 
 UNKNOWN = "a graph compiled outside a frame compile"  # a compile whose function torch did not show (a lazily compiled backward)
 
-Summary = dict[str, tuple[int, int]]  # function place: (graphs compiled, recompiles)
+
+class Compiled(NamedTuple):
+    """How one function compiled in one process's call phase."""
+
+    graphs: int  # graphs compiled: first compiles, recompiles, graph-break pieces
+    recompiles: int
+    graphless: int  # frame compiles that made no graph
+
+
+Summary = dict[str, Compiled]  # function place: how it compiled
 
 
 def summary(process: ProcessSnapshot) -> Summary:
-    """The process's call-phase compiles and recompiles, per compiled function."""
-    compiles = Counter(_compiled_function(event) for event in process.compiles if event.phase == "call")
+    """The process's call-phase compiles, recompiles and graphless frame compiles, per compiled function."""
+    graphs = Counter(_compiled_function(event.compiling) for event in process.compiles if event.phase == "call")
     recompiles = Counter(event.code_place for event in process.recompiles if event.phase == "call")
-    return {function: (compiles[function], recompiles[function]) for function in sorted({*compiles, *recompiles})}
+    # One compile time per frame dynamo compiled (a lazily compiled backward has no frame): frames beyond
+    # the function's graphs made none.
+    frames = Counter(_compiled_function(event.compiling) for event in process.health
+                     if event.what == COMPILE_SECONDS and event.phase == "call" and event.compiling is not None)
+    return {function: Compiled(graphs[function], recompiles[function], max(frames[function] - graphs[function], 0))
+            for function in sorted({*graphs, *recompiles, *frames})}
 
 
-def _compiled_function(event: CompileEvent) -> str:
-    code = event.compiling
+def _compiled_function(code: Optional[CodeLocation]) -> str:
     return UNKNOWN if code is None else code_place(code.function, code.filename, code.line)
+
+
+def _dynamo_ran(process: ProcessSnapshot, found: Summary) -> bool:
+    """Whether dynamo compiled anything in the process's call: a frame, a graph break, a recompile the limit refused."""
+    return (bool(found) or any(event.phase == "call" for event in process.graph_breaks)
+            or any(hit.phase == "call" for hit in process.limit_hits))
 
 
 def differences(processes: list[ProcessSnapshot], label: Callable[[Optional[ProcessInfo]], str]) -> list[str]:
     """The lines saying which processes compiled unlike the others, and how; empty when all compiled alike."""
     summaries = [(process, summary(process)) for process in processes]
-    summaries = [(process, found) for process, found in summaries if found]  # reported, but compiled nothing in the call
+    summaries = [(process, found) for process, found in summaries if _dynamo_ran(process, found)]  # else compiled nothing in the call
     lines: list[str] = []
     if summaries:
         reference_process, reference = _reference(summaries)
@@ -67,7 +92,7 @@ def _reference(summaries: list[tuple[ProcessSnapshot, Summary]]) -> tuple[Proces
     return max(ordered, key=lambda pair: shares[_key(pair[1])])  # max keeps the first of equals
 
 
-def _key(found: Summary) -> tuple[tuple[str, tuple[int, int]], ...]:
+def _key(found: Summary) -> tuple[tuple[str, Compiled], ...]:
     return tuple(sorted(found.items()))
 
 
@@ -95,11 +120,18 @@ def _difference(process: ProcessSnapshot, found: Summary, reference_process: Pro
     return lines
 
 
-def _counts(counts: Optional[tuple[int, int]]) -> str:
+def _counts(counts: Optional[Compiled]) -> str:
+    """``2 compiles (1 recompile)``, ``2 compiles without a graph (1 recompile)``, ``1 compile and 1 without a graph (...)``."""
     if counts is None:
         return "never compiled"
-    graphs, recompiles = counts
-    return f"{plural(graphs, 'compile')} ({plural(recompiles, 'recompile')})"
+    graphs, recompiles, graphless = counts
+    if graphs and graphless:
+        compiled = f"{plural(graphs, 'compile')} and {graphless} without a graph"
+    elif graphless:
+        compiled = f"{plural(graphless, 'compile')} without a graph"
+    else:
+        compiled = plural(graphs, "compile") if graphs else "no graph compiled"  # a recompile seen, its frame's time not
+    return f"{compiled} ({plural(recompiles, 'recompile')})"
 
 
 def _short(info: Optional[ProcessInfo], name: str) -> str:

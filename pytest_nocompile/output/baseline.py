@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from ..judge.installed_versions import major_minor
 from ..judge.reasons import call_reasons, reasons_with_events
@@ -163,6 +163,7 @@ class Comparison:
     explained: dict[str, list[str]] = field(default_factory=dict)  # nodeid: the lines naming what made its counts rise
     new_reasons: dict[str, list[tuple[str, list[str]]]] = field(default_factory=dict)  # nodeid: each new reason, and the lines on where it came from
     gone_reasons: dict[str, list[str]] = field(default_factory=dict)  # nodeid: reasons of the baseline not seen here
+    traces: dict[str, str] = field(default_factory=dict)  # nodeid: the structured trace kept of a test that regressed
     entries: str = ""  # which torch's entries were compared with
 
     @property
@@ -179,6 +180,8 @@ class Comparison:
                     lines += self.explained.get(nodeid, [])
             for reason, explained in self.new_reasons.get(nodeid, []):
                 lines += [f"{nodeid}: new reason: {reason}", *explained]
+            if nodeid in self.traces:
+                lines.append(f"    trace: {self.traces[nodeid]}")
         lines += [f"{nodeid}: " + ", ".join(f"{what.replace('_', ' ')} fell {before} -> {now}" for what, before, now in changes)
                   for nodeid, changes in _by_test(self.decreased).items()]
         lines += [f"{nodeid}: reason gone: {reason}" for nodeid, reasons in sorted(self.gone_reasons.items()) for reason in reasons]
@@ -211,23 +214,41 @@ def compare(baseline: Baseline, results: dict[str, TestResult], torch_version: s
         before = entries.get(nodeid)
         if before is None:
             comparison.new.append(nodeid)
-            continue
-        rose = []
-        for key in GATED:
-            if key not in before:  # a kind newer than this baseline
-                continue
-            now = int(result.counts[key])  # gated kinds are counts
-            if now > before[key]:
-                comparison.increased.append((nodeid, key, before[key], now))
-                rose.append(key)
-            elif now < before[key]:
-                comparison.decreased.append((nodeid, key, before[key], now))
-        if rose:
-            comparison.explained[nodeid] = explain_rise(result, rose)
-        if "reasons" in before:  # else an entry of counts only
-            _compare_reasons(comparison, nodeid, set(before["reasons"]), result)
+        elif _compare_test(comparison, nodeid, before, result) and result.trace is not None:
+            comparison.traces[nodeid] = result.trace
     comparison.removed = sorted(set(entries) - set(results))
     return comparison
+
+
+def regression_check(baseline: Baseline, torch_version: str) -> Callable[[str, TestResult], bool]:
+    """Whether one test's result fails against its entry (a count rose, a reason is new), as the run's comparison will
+    judge it: for a process that has to decide when the test ends (keep its trace), before the run's results are in."""
+    entries, _ = entries_for(baseline, torch_version)
+
+    def regressed(nodeid: str, result: TestResult) -> bool:
+        before = entries.get(nodeid)
+        return before is not None and _compare_test(Comparison(), nodeid, before, result)
+
+    return regressed
+
+
+def _compare_test(comparison: Comparison, nodeid: str, before: dict[str, Any], result: TestResult) -> bool:
+    """One test's counts and reasons against its entry, into ``comparison``; whether they regressed."""
+    rose = []
+    for key in GATED:
+        if key not in before:  # a kind newer than this baseline
+            continue
+        now = int(result.counts[key])  # gated kinds are counts
+        if now > before[key]:
+            comparison.increased.append((nodeid, key, before[key], now))
+            rose.append(key)
+        elif now < before[key]:
+            comparison.decreased.append((nodeid, key, before[key], now))
+    if rose:
+        comparison.explained[nodeid] = explain_rise(result, rose)
+    if "reasons" in before:  # else an entry of counts only
+        _compare_reasons(comparison, nodeid, set(before["reasons"]), result)
+    return bool(rose) or nodeid in comparison.new_reasons
 
 
 def _compare_reasons(comparison: Comparison, nodeid: str, before: set[str], result: TestResult) -> None:

@@ -1,4 +1,5 @@
-"""``--nocompile-trace-dir=DIR``: where each watched test's structured trace is written, and kept only when the test failed.
+"""``--nocompile-trace-dir=DIR``: where each watched test's structured trace is written, and kept only when the test failed
+(or, with ``--nocompile-compare``, fails against the baseline).
 
 In each process that runs tests, the running test's trace goes to a
 scratch folder of the run inside DIR, ``DIR/.nocompile-<random>/running/``
@@ -11,6 +12,15 @@ A passing test's files are removed and the folder is left for the next test:
 making and removing a folder per test cost 3 ms on an ext4 file system here,
 unlinking a file 17 µs. The scratch folder goes with the run. An xdist worker
 keeps its own tests' traces; the controller does nothing.
+
+With ``--nocompile-compare``, a test that passed but fails against the
+baseline (judged when the run ends) keeps its trace too. Which test that is
+is known from its result, made at its teardown report, after its teardown:
+its files wait in the folder until then (no test runs in between), and the
+result is compared with the test's baseline entry where it is made, so that
+an xdist worker decides for its own tests as it does for failures. Waiting
+for the run's end instead would keep every passing test's trace until then,
+in each worker's scratch folder, which goes with the worker.
 """
 
 from __future__ import annotations
@@ -20,7 +30,7 @@ import os
 import re
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import pytest
 
@@ -77,16 +87,21 @@ def check_trace_dir(path: str) -> Optional[str]:
 class TestTrace:
     """One watched test's structured trace: written to a folder of its own while it runs, kept if the test failed."""
 
-    __slots__ = ("folders", "nodeid", "process", "failed", "said", "kept")
+    __slots__ = ("folders", "item", "process", "failed", "said", "kept", "waiting")
     __test__ = False  # not a pytest test class, whatever its name
 
-    def __init__(self, folders: TraceFolders, nodeid: str, process: StructuredTrace) -> None:
+    def __init__(self, folders: TraceFolders, item: pytest.Item, process: StructuredTrace) -> None:
         self.folders = folders
-        self.nodeid = nodeid
+        self.item = item
         self.process = process  # where this process and those the test starts write it
         self.failed = False  # a report of the test failed (setup, or the call: over budget too)
         self.said = False  # a failing report said where the trace is kept
         self.kept: Optional[str] = None  # where it was kept, once the test ended
+        self.waiting = False  # the test passed: kept if its result fails against the baseline
+
+    @property
+    def nodeid(self) -> str:
+        return self.item.nodeid
 
     def attach(self) -> None:
         """dynamo is here: this process's trace goes to the test's folder."""
@@ -97,16 +112,23 @@ class TestTrace:
         self.process.stop()
 
     def end(self, teardown_failed: bool) -> list[pytest.PytestWarning]:
-        """After the teardown: the trace kept if the test failed in any phase, else removed; the problems met."""
-        self.folders.unfinished = None
+        """After the teardown: the trace kept if the test failed in any phase, else removed (or, against a baseline, left
+        for its result to decide); the problems met."""
         if not (self.failed or teardown_failed):
+            if self.folders.regressed is not None:
+                self.waiting = True  # still the unfinished one: a next test that comes first discards it
+                return []
+            self.folders.unfinished = None
             self.folders.discard(self.process.folder)
             return []
+        self.folders.unfinished = None
         self.kept, problems = self.folders.keep(self.process.folder, self.nodeid)
         return [TraceWarning(problem) for problem in problems]
 
     def report(self, report: pytest.TestReport, result: Optional[TestResult]) -> Optional[TestResult]:
         """A report of the test: the first failing one says where the trace is kept; ``result`` (the teardown's) carries it."""
+        if self.waiting and report.when == "teardown":
+            self._keep_if_regressed(result)
         if report.failed:
             self.failed = True
             if not self.said:
@@ -122,13 +144,26 @@ class TestTrace:
             setattr(report, RESULT_ATTRIBUTE, result.to_dict())
         return result
 
+    def _keep_if_regressed(self, result: Optional[TestResult]) -> None:
+        """The passing test's result is in: its trace kept where it fails against the baseline, else removed."""
+        self.waiting = False
+        self.folders.unfinished = None
+        regressed = self.folders.regressed
+        if result is None or regressed is None or not regressed(self.nodeid, result):
+            self.folders.discard(self.process.folder)
+            return
+        self.kept, problems = self.folders.keep(self.process.folder, self.nodeid)
+        for problem in problems:
+            _warn_after_the_test(self.item, TraceWarning(problem))
+
 
 class TraceFolders:
     """Per run, in each process that runs tests: a folder for each watched test's trace, kept when the test failed."""
 
-    def __init__(self, root: str, is_worker: bool = False) -> None:
+    def __init__(self, root: str, is_worker: bool = False, regressed: Optional[Callable[[str, TestResult], bool]] = None) -> None:
         self.root = root
         self.is_worker = is_worker  # an xdist worker: a kept trace goes to the controller on the test's result
+        self.regressed = regressed  # with a baseline: whether a test's result fails against it (a passing test's trace is kept)
         self._scratch: Optional[str] = None  # made with the first watched test
         self.unfinished: Optional[TestTrace] = None  # the trace of a test that has not ended (its folder is in use)
         self._off = False  # the scratch folder could not be made: said once, then no test is traced
@@ -151,7 +186,7 @@ class TraceFolders:
         folder = f"{self._scratch}/{RUNNING}"
         if self.unfinished is not None:  # an earlier attempt that never reached its teardown: its files are not this test's
             self.discard(folder)
-        trace = self.unfinished = TestTrace(self, item.nodeid, StructuredTrace(folder))
+        trace = self.unfinished = TestTrace(self, item, StructuredTrace(folder))
         trace.process.start()
         return trace
 
@@ -250,3 +285,14 @@ class TraceFolders:
 
 def _index(kept: str, name: str) -> str:
     return os.path.join(kept, name[:-len(TRACE_SUFFIX)], "index.html")
+
+
+def _warn_after_the_test(item: pytest.Item, warning: pytest.PytestWarning) -> None:
+    """``warning`` in the run's warnings summary, for ``item``, as ``item.warn`` says it; in a report hook, where a
+    warning raised as an error (``-W error``) would end the run, not fail the test, which has passed by then."""
+    import warnings
+
+    path, line, _ = item.location
+    message = warnings.WarningMessage(warning, type(warning), path, (line or 0) + 1)
+    item.ihook.pytest_warning_recorded.call_historic(kwargs={"warning_message": message, "nodeid": item.nodeid, "when": "runtest",
+                                                            "location": None})

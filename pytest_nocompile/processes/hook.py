@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from typing import Optional, Union
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"  # event_files.ENV_VAR, without importing it in every process
+TRACE_VARIABLE = "TORCH_TRACE"  # structured_trace.TRACE_VARIABLE, likewise
 PTH_FILE = "pytest-nocompile.pth"
 START_FILE = "pytest-nocompile.start"
 
@@ -117,10 +118,18 @@ def child_env(env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
         subprocess.run([sys.executable, "train.py"], env=child_env({"PATH": "/usr/bin"}))
         with mock.patch.dict(os.environ, child_env(), clear=True): ...
 
+    Where the test is traced (``--nocompile-trace-dir``, or your own
+    ``TORCH_TRACE``), ``TORCH_TRACE`` is added too, so that the child's
+    structured trace goes where the test's processes write theirs; a
+    ``TORCH_TRACE`` of ``env``'s own is left as it is.
+
     Outside a watched test it returns a copy of ``env`` and nothing more.
     """
     result = dict(env) if env is not None else {}
     directory = os.environ.get(ENV_VAR)
     if directory:
         result[ENV_VAR] = directory
+        trace = os.environ.get(TRACE_VARIABLE)
+        if trace:
+            result.setdefault(TRACE_VARIABLE, trace)
     return result

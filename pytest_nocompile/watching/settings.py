@@ -158,6 +158,8 @@ class RunSettings:
         self.baseline: Optional[Baseline] = None
         if not self.is_worker:
             self._check_output_paths()
+        elif self.trace_dir and self.compare_path:  # a worker keeps the traces of its tests that regress (the controller checked the file)
+            self.baseline = _baseline_or_none(self.compare_path)
 
     def _check_output_paths(self) -> None:
         for option, path in (("--nocompile-json", self.json_path), ("--nocompile-save", self.save_path)):
@@ -178,3 +180,11 @@ class RunSettings:
             except BaselineError as error:
                 raise pytest.UsageError(f"--nocompile-compare: {error}") from None
 
+
+def _baseline_or_none(path: str) -> Optional[Baseline]:
+    from ..output.baseline import BaselineError, load_baseline
+
+    try:
+        return load_baseline(path)
+    except BaselineError:
+        return None

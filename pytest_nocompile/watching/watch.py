@@ -133,7 +133,13 @@ def trace_folders(config: pytest.Config, settings: RunSettings) -> Optional[Trac
         return None
     from ..output.trace_dir import TraceFolders
 
-    folders = TraceFolders(settings.trace_dir, settings.is_worker)
+    regressed = None
+    if settings.baseline is not None:  # a test that passed keeps its trace where it fails against the baseline
+        from ..judge.installed_versions import distribution_version
+        from ..output.baseline import regression_check
+
+        regressed = regression_check(settings.baseline, distribution_version("torch"))
+    folders = TraceFolders(settings.trace_dir, settings.is_worker, regressed)
     config.pluginmanager.register(folders, "nocompile-trace-folders")
     return folders
 
