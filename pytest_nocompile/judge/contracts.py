@@ -30,6 +30,7 @@ class DynamicDims:
     """``dynamic_dims``: these dims of these arguments stay dynamic through the call."""
 
     __slots__ = ("dims", "framework", "marked_on")
+    name = DYNAMIC_DIMS
 
     def __init__(self, dims: Mapping[str, tuple[int, ...]], framework: bool, marked_on: str) -> None:
         self.dims = dict(dims)
@@ -74,6 +75,7 @@ class SameAcrossRanks:
     """``same_across_ranks``: every process the test started compiled the same functions, as often."""
 
     __slots__ = ("marked_on",)
+    name = SAME_ACROSS_RANKS
 
     def __init__(self, marked_on: str) -> None:
         self.marked_on = marked_on

@@ -24,6 +24,7 @@ class Verdict(enum.Enum):
     NO_BUDGET = "no budget"
     WITHIN = "within budget"
     OVER = "over budget"
+    BROKEN = "broken contract"  # within its budgets (or without any), but it broke a contract (dynamic_dims, same_across_ranks)
 
 
 MEASURED: Mapping[str, str] = {}  # shared, never changed: every kind measured
@@ -41,8 +42,9 @@ class TestResult:
 
     ``counts`` holds the kinds with a count of their own (a floor's count is its counted kind's).
 
-    ``over`` names the kinds over budget, ``cause`` the first thing that put
-    the test over, and ``details`` holds the recorded events as JSON-able
+    ``over`` names the kinds over budget, ``broken`` the contracts the test
+    broke (their markers' names), ``cause`` the first thing that failed the
+    test (the first line of its first failure), and ``details`` holds the recorded events as JSON-able
     lists (every phase, each with its phase and process). When child
     processes reported, ``counts`` are the worst process's, kind by kind, and
     ``processes`` breaks them down: one dict per process (``pid``, ``rank``, ``command`` when it said,
@@ -62,6 +64,7 @@ class TestResult:
     verdict: Verdict
     over: tuple[str, ...] = ()
     cause: Optional[str] = None
+    broken: tuple[str, ...] = ()
     details: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: NO_DETAILS)
     processes: tuple[dict[str, Any], ...] = ()
     shown: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -76,6 +79,7 @@ class TestResult:
             **{kind.marker: self.budgets.get(kind.key) for kind in KINDS},  # a result made before a kind existed lacks it
             "verdict": self.verdict.value,
             "over_budget": list(self.over),
+            "broken_contracts": list(self.broken),
             "cause": self.cause,
             **self.details,
             "processes": list(self.processes),
@@ -93,12 +97,18 @@ class TestResult:
             verdict=Verdict(data["verdict"]),
             over=tuple(data["over_budget"]),
             cause=data["cause"],
+            broken=tuple(data.get("broken_contracts", ())),
             details={key: list(data.get(key, ())) for key in DETAIL_KEYS},
             processes=tuple(data.get("processes", ())),
             shown={kind.key: dict(data[_shown_key(kind)]) for kind in KINDS_WITH_SHOWN if data.get(_shown_key(kind))},
             trace=data.get("trace"),
             unmeasured=dict(data.get("not_measured") or MEASURED),
         )
+
+    @property
+    def failed(self) -> bool:
+        """Whether the plugin failed the test: over a budget, or a contract broken."""
+        return self.verdict is Verdict.OVER or self.verdict is Verdict.BROKEN
 
     def budget_text(self) -> str:
         """The summary table's budget cell, e.g. ``recompiles<=0, breaks<=1``."""
@@ -145,6 +155,8 @@ def count_properties(result: TestResult) -> list[tuple[str, object]]:
     for process in result.processes:
         counts = " ".join(f"{kind.key}={process[kind.key]}" for kind in kinds)
         properties.append(("nocompile_process", f"{process_label(process)}: {counts}"))
+    if result.broken:
+        properties.append(("nocompile_broken_contracts", ", ".join(result.broken)))
     return properties
 
 

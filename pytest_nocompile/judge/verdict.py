@@ -8,7 +8,7 @@ rule, :func:`over_budget`, to the events of their block.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from ..vocabulary.kinds import COUNTED_KINDS, KINDS, KINDS_BY_KEY, BudgetKind
 from ..vocabulary.measures import Amount
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..record.snapshot import ProcessSnapshot, TestSnapshot
     from ..vocabulary.events import CodeLocation, GuardFailure, ProcessInfo, RecompileEvent
     from .budget import RecompileBudget
+    from .contracts import Contract
 
 
 def over_budget(kind: BudgetKind, count: Amount, allowed: Optional[Amount], *, exact: bool = False, limit_hit: bool = False,
@@ -69,14 +70,22 @@ def _with_floors(snapshot: TestSnapshot, budget: RecompileBudget, found: list[tu
     return tuple(key for key, _ in budget.limits if key in over)
 
 
+def broken_contracts(snapshot: TestSnapshot, contracts: Sequence[Contract]) -> list[tuple[str, str]]:
+    """Each contract the test broke: its marker's name and its failure text."""
+    return [(contract.name, text) for contract in contracts if (text := contract.broken(snapshot)) is not None]
+
+
 def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[str, ...]] = None,
-          unmeasured: Optional[Mapping[str, str]] = None) -> TestResult:
-    """The verdict on a finished test, with everything the reports show (``over``: already judged at the call's end;
-    ``unmeasured``: why kinds could not be measured here, by key)."""
+          unmeasured: Optional[Mapping[str, str]] = None, contracts: Sequence[Contract] = (),
+          broken: Optional[list[tuple[str, str]]] = None) -> TestResult:
+    """The verdict on a finished test, with everything the reports show (``over``, ``broken``: already judged at the
+    call's end, else judged here, ``broken`` on ``contracts``; ``unmeasured``: why kinds could not be measured here, by key)."""
     processes: tuple[dict[str, Any], ...] = ()
     found = processes_over_budget(snapshot, budget) if budget.limits else []
     if over is None:
         over = _with_floors(snapshot, budget, found) if budget.limits else ()
+    if broken is None:
+        broken = broken_contracts(snapshot, contracts) if contracts else []
     if not snapshot.with_children:  # the usual case: the test's own process only
         counts = snapshot.own.counts
         cause = _first_cause(snapshot, budget, over, snapshot.own) if over else None
@@ -93,12 +102,15 @@ def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[
              **{kind.key: kind.measure.for_json(process.counts[kind.key]) for kind in COUNTED_KINDS}}
             for process in snapshot.processes
         )
+    if broken and cause is None:  # within its budgets: the contract's failure is the cause
+        cause = broken[0][1].splitlines()[0]
     return TestResult(
         counts=counts,
         budgets=budget.by_key(),
-        verdict=Verdict.OVER if over else Verdict.WITHIN if budget.limits else Verdict.NO_BUDGET,
+        verdict=(Verdict.OVER if over else Verdict.BROKEN if broken else Verdict.WITHIN if budget.limits else Verdict.NO_BUDGET),
         over=over,
         cause=cause,
+        broken=tuple(name for name, _ in broken),
         details=_details(snapshot) if _has_details(snapshot) else NO_DETAILS,
         processes=processes,
         shown={key: {signal: KINDS_BY_KEY[key].measure.for_json(total) for signal, total in totals.items()}

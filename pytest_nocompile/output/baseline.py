@@ -191,6 +191,16 @@ class Comparison:
                          "(deselected, not collected, run by another shard, or removed): not compared")
         return lines if len(lines) > bool(self.entries) else [*lines, "no change against the baseline"]
 
+    def regressions(self) -> dict[str, list[str]]:
+        """By test, what failed it against the baseline, a line each (``recompiles rose 0 -> 2``, ``new reason: ...``):
+        what the JSON report's entry of each such test holds."""
+        found: dict[str, list[str]] = {}
+        for nodeid, what, before, now in self.increased:
+            found.setdefault(nodeid, []).append(f"{what.replace('_', ' ')} rose {before} -> {now}")
+        for nodeid, reasons in self.new_reasons.items():
+            found.setdefault(nodeid, []).extend(f"new reason: {reason}" for reason, _ in reasons)
+        return found
+
     def verdict(self, path: str) -> str:
         """What rose or is new, in one line, for the run's last line."""
         tests = len({nodeid for nodeid, *_ in self.increased} | self.new_reasons.keys())

@@ -32,10 +32,9 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
     ``table`` is one of :data:`TABLE_CHOICES`. Tests whose fixtures recompiled or broke graphs outside
     the call phase, which no budget counts, are named after the table when it does not list them.
     """
-    from ..judge.result import Verdict
 
     # Any count: a frame that only broke compiles no graph, but its graph breaks count.
-    compiled = [(nodeid, result) for nodeid, result in results.items() if any(result.counts.values()) or result.verdict is Verdict.OVER]
+    compiled = [(nodeid, result) for nodeid, result in results.items() if any(result.counts.values()) or result.failed]
     outside = _outside_the_call(results, {nodeid for nodeid, _ in compiled})
     if len(outside) > LONG_TABLE and table != "all":  # a fixture every test uses: one line, not one a test
         outside = [f"{plural(len(outside), 'test')} recompiled or broke graphs only outside the call (in fixtures), not counted "
@@ -43,7 +42,7 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
     if not compiled:
         return [f"no test compiled in its call phase ({len(results)} watched)", *outside]
     failures_only = table == "failures" or (table == "auto" and len(compiled) > LONG_TABLE)
-    shown = [(nodeid, result) for nodeid, result in compiled if result.verdict is Verdict.OVER] if failures_only else compiled
+    shown = [(nodeid, result) for nodeid, result in compiled if result.failed] if failures_only else compiled
     hidden = len(compiled) - len(shown)
     if not shown:
         return [f"no test over budget; {plural(hidden, 'test')} compiled within budget or without one "
@@ -54,7 +53,7 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
 
     def badness(item: tuple[str, TestResult]) -> tuple[object, ...]:
         nodeid, result = item
-        return (result.verdict is not Verdict.OVER, *(-result.counts.get(kind.key, 0) for kind in worst_first), nodeid)
+        return (not result.failed, *(-result.counts.get(kind.key, 0) for kind in worst_first), nodeid)
 
     shown.sort(key=badness)
     columns = _columns(shown)
@@ -72,7 +71,7 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
         why = f"only failures are listed once more than {LONG_TABLE} tests compiled" if table == "auto" else "--nocompile-table=failures"
         lines.append(f"and {plural(hidden, 'more test')} that compiled within budget or without one, not listed: {why} "
                      "(--nocompile-table=all lists every one)")
-    return lines + [f"{nodeid}: {result.cause}" for nodeid, result in shown if result.verdict is Verdict.OVER] + outside
+    return lines + [f"{nodeid}: {result.cause}" for nodeid, result in shown if result.failed] + outside
 
 
 def _columns(shown: list[tuple[str, TestResult]]) -> list[tuple[str, Callable[[TestResult], str]]]:
@@ -120,14 +119,18 @@ def _outside_the_call(results: dict[str, TestResult], listed: set[str]) -> list[
 
 
 def json_document(
-    results: dict[str, TestResult], outcomes: dict[str, list[tuple[str, str, bool]]], versions: dict[str, str]
+    results: dict[str, TestResult], outcomes: dict[str, list[tuple[str, str, bool]]], versions: dict[str, str],
+    regressions: Optional[dict[str, list[str]]] = None,
 ) -> dict[str, Any]:
-    """The JSON report: each test's result with its outcome (from ``outcomes``, its reports that were not plain passes)."""
+    """The JSON report: each test's result with its outcome (from ``outcomes``, its reports that were not plain passes),
+    and, for a test that failed the run against the baseline, what rose or is new (``regressions``, by node id)."""
+    regressions = regressions or {}
     return {
         "format": JSON_FORMAT,
         **versions,
         "tests": [
-            {"nodeid": nodeid, "outcome": outcome_of(outcomes.get(nodeid, ())), **result.to_dict()}
+            {"nodeid": nodeid, "outcome": outcome_of(outcomes.get(nodeid, ())), **result.to_dict(),
+             **({"baseline_regressions": regressions[nodeid]} if nodeid in regressions else {})}
             for nodeid, result in results.items()
         ],
     }

@@ -92,13 +92,6 @@ class Results:
             from ..judge.installed_versions import distribution_version
 
             torch_version = distribution_version("torch")
-        if settings.json_path:
-            versions = {"plugin_version": distribution_version("pytest-nocompile"), "torch_version": torch_version}
-            write_json_atomically(settings.json_path, json_document(self.results, self._final_outcomes, versions))
-        if settings.save_path:
-            from ..output.baseline import baseline_document, previous_baseline
-
-            write_json_atomically(settings.save_path, baseline_document(self.results, torch_version, previous_baseline(settings.save_path)))
         if settings.baseline is not None:
             from ..output.baseline import compare
 
@@ -106,6 +99,14 @@ class Results:
             if self.comparison.regressed and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
                 self.failed_by_baseline_alone = True
+        if settings.json_path:
+            versions = {"plugin_version": distribution_version("pytest-nocompile"), "torch_version": torch_version}
+            regressions = self.comparison.regressions() if self.comparison is not None else {}
+            write_json_atomically(settings.json_path, json_document(self.results, self._final_outcomes, versions, regressions))
+        if settings.save_path:
+            from ..output.baseline import baseline_document, previous_baseline
+
+            write_json_atomically(settings.save_path, baseline_document(self.results, torch_version, previous_baseline(settings.save_path)))
 
     def _say_why_the_run_failed(self, session: pytest.Session) -> None:
         """The run's last line, when counts rose against the baseline: it fails the run, whatever the tests did."""

@@ -40,7 +40,7 @@ class CompileTimeWarning(NotMeasuredWarning):
 class Watch:
     """A watched test: its budget and record from setup on, or why its marker is unusable."""
 
-    __slots__ = ("budget", "record", "usage_error", "plan", "over", "strict", "strict_patch", "problem", "reports", "attached",
+    __slots__ = ("budget", "record", "usage_error", "plan", "over", "broken", "strict", "strict_patch", "problem", "reports", "attached",
                  "closed", "nodeid", "item", "trace")
 
     def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord], usage_error: Optional[str] = None,
@@ -50,6 +50,7 @@ class Watch:
         self.usage_error = usage_error
         self.plan = plan  # how the run watches it (None only with a usage error)
         self.over: Optional[tuple[str, ...]] = None  # the kinds over budget, judged when the call ended
+        self.broken: Optional[list[tuple[str, str]]] = None  # the contracts broken (name, failure), judged then too
         self.strict = False  # the call raises at a recompile (dynamo's error_on_recompile)
         self.strict_patch: Optional[ContextManager[None]] = None  # entered while the call runs with dynamo
         self.problem: Optional[str] = None  # why capture could not start when dynamo arrived

@@ -212,18 +212,18 @@ class Watcher:
         problems = record.child_problems() if judged else ()
         if problems:
             return f"pytest-nocompile cannot watch a process of {item.nodeid}: " + "; ".join(problems)
-        from ..judge.verdict import kinds_over_budget
+        from ..judge.verdict import broken_contracts, kinds_over_budget
 
         snapshot = record.snapshot()
         over = watch.over = kinds_over_budget(snapshot, watch.budget)
-        broken = [text for contract in contracts if (text := contract.broken(snapshot)) is not None]
+        broken = watch.broken = broken_contracts(snapshot, contracts)
         if not (over or broken):
             return None
         from ..output.report import format_budget_failure
 
         stance = dynamo_state.compile_stance() if watch.budget.has_floor else None
         failure = [format_budget_failure(snapshot, watch.budget, over, stance)] if over else []
-        return "\n\n".join([*failure, *broken])
+        return "\n\n".join([*failure, *(text for _, text in broken)])
 
     # A wrapper: its code after the yield runs after pytest's own teardown,
     # also when that raised, and before the teardown report is made. A
@@ -337,7 +337,7 @@ class Watcher:
         from ..judge.verdict import judge
 
         assert snapshot is not None
-        result = judge(snapshot, watch.budget, watch.over, unmeasured)
+        result = judge(snapshot, watch.budget, watch.over, unmeasured, plan.contracts if plan is not None else (), watch.broken)
         properties.extend(count_properties(result))
         if self.settings.is_worker:  # for the xdist controller, which gathers it as JSON
             setattr(report, RESULT_ATTRIBUTE, result.to_dict())
