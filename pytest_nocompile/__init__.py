@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .output.trace_dir import TraceWarning
     from .processes.child_lines import ChildReportWarning
     from .processes.hook import child_env, watch_this_process
-    from .record.record import RecompileLog
+    from .record.log import RecompileLog
     from .vocabulary.events import (
         CodeLocation,
         CompileEvent,
@@ -111,7 +111,7 @@ _PUBLIC_MODULES = {
     "parse_recompile_message": ".vocabulary.events",
     "child_env": ".processes.hook",
     "watch_this_process": ".processes.hook",
-    "RecompileLog": ".record.record",
+    "RecompileLog": ".record.log",
     "SweptSize": ".watching.sweeps",
     "sweep_sizes": ".watching.sweeps",
     "TestResult": ".judge.result",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import pytest
 
-from .judge.installed_versions import distribution_version
 from .output.summary import LONG_TABLE, TABLE_CHOICES
 from .vocabulary.kinds import CONTRACT_MARKER_HELP, KINDS
 from .watching import cudagraph_tests, fixtures
@@ -120,4 +119,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
+    from .judge.installed_versions import distribution_version  # here: a quiet run shows no header
+
     return f"nocompile: pytest-nocompile {distribution_version('pytest-nocompile')}, torch {distribution_version('torch')}"

@@ -15,7 +15,7 @@ import pytest
 from test_readme import Block, block_containing
 
 from nocompile_testing import TORCH, RunPytest, expect_lines
-from pytest_nocompile.observe.cache_bypass_reasons import AUTOGRAD_BYPASS, FX_GRAPH_BYPASS, CacheBypassReasons, short_reason
+from pytest_nocompile.observe.sources.cache_bypass_reasons import AUTOGRAD_BYPASS, FX_GRAPH_BYPASS, CacheBypassReasons, short_reason
 from pytest_nocompile.record.process_events import ProcessEvents
 from pytest_nocompile.vocabulary.events import HealthEvent
 from pytest_nocompile.vocabulary.kinds import CACHE_MISSES

@@ -15,7 +15,7 @@ import pytest
 from test_child_lines import entry, watched, write
 
 from nocompile_testing import BudgetedRecord, judge_record
-from pytest_nocompile.observe.counter_increments import CounterIncrements
+from pytest_nocompile.observe.sources.counter_increments import CounterIncrements
 from pytest_nocompile.vocabulary.kinds import BudgetKind
 
 torch = pytest.importorskip("torch")

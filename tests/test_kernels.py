@@ -19,7 +19,7 @@ from test_cache_misses import text_block_after
 from test_readme import block_containing
 
 from nocompile_testing import RunPytest, expect_lines
-from pytest_nocompile.observe.kernel_counts import KernelCounts
+from pytest_nocompile.observe.sources.kernel_counts import KernelCounts
 from pytest_nocompile.vocabulary.health_lines import KERNELS_SIGNAL
 
 torch = pytest.importorskip("torch")

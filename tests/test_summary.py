@@ -10,7 +10,8 @@ import pytest
 from pytest_nocompile.judge.budget import RecompileBudget
 from pytest_nocompile.judge.result import TestResult, Verdict, idle_result
 from pytest_nocompile.output.baseline import BaselineError, baseline_document, compare, load_baseline
-from pytest_nocompile.output.summary import LONG_TABLE, json_document, outcome_of, summary_lines
+from pytest_nocompile.output.json_report import json_document, outcome_of
+from pytest_nocompile.output.summary import LONG_TABLE, summary_lines
 from pytest_nocompile.vocabulary.kinds import KINDS
 
 

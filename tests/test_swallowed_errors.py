@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nocompile_testing import RunPytest
-from pytest_nocompile.observe.swallowed_errors import compile_error_reason
+from pytest_nocompile.observe.sources.swallowed_errors import compile_error_reason
 
 # What ConvertFrame.__call__ logs where it swallows the error (torch 2.4 to 2.15; with config.verbose
 # the same first line, then "========== TorchDynamo Stack Trace ==========").

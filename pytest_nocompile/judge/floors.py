@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Optional, Union
 
-from ..observe.swallowed_errors import COMPILE_ERROR
+from ..observe.sources.swallowed_errors import COMPILE_ERROR
 from ..vocabulary.kinds import KINDS_BY_KEY, BudgetKind
 
 if TYPE_CHECKING:

@@ -6,8 +6,6 @@ from typing import Optional
 
 from ..vocabulary.kinds import BudgetKind
 from ..vocabulary.measures import plural_noun
-from . import installed_versions
-from .installed_versions import major_minor
 
 
 def too_old_for(kind: BudgetKind, installed: str, what: Optional[str] = None) -> Optional[str]:
@@ -15,6 +13,8 @@ def too_old_for(kind: BudgetKind, installed: str, what: Optional[str] = None) ->
 
     ``what`` names what needs it (default: the kind's marker), e.g. a block assertion or a fixture.
     """
+    from .installed_versions import major_minor
+
     since = kind.since_torch
     release = major_minor(installed)
     if since is None or release is None:  # "not installed": the watch says so itself, once the test runs
@@ -27,8 +27,10 @@ def too_old_for(kind: BudgetKind, installed: str, what: Optional[str] = None) ->
 
 def installed_torch_lacks(kind: BudgetKind, what: Optional[str] = None) -> Optional[str]:
     """:func:`too_old_for` the torch installed in this environment."""
-    if kind.since_torch is None:
+    if kind.since_torch is None:  # most kinds: no version to read
         return None
+    from . import installed_versions
+
     return too_old_for(kind, installed_versions.distribution_version("torch"), what)
 
 

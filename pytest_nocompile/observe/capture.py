@@ -46,6 +46,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Collection, Optional
 
+from . import wanted_signals
 from .dynamo_state import current_compile_id
 from .user_code import find_user_code
 
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 
     from ..vocabulary.events import CodeLocation
     from .log_taps import Tap, WarningHandler
-    from .swallowed_errors import SwallowedErrors
+    from .sources.swallowed_errors import SwallowedErrors
 
     class Sink(Protocol):
         """What a sink takes: each method runs in the thread that compiled, once per record."""
@@ -110,7 +111,6 @@ class DynamoLogs:
         # torch's functions that re-initialise its logging, and what to do before each (made once).
         self._reinitialisers: tuple[tuple[str, Optional[Callable[[], None]]], ...] = (
             ("_init_logs", None), ("set_logs", self._before_set_logs))
-        self._wanted: Optional[frozenset[str]] = None  # see narrow
         # The taps, the limit handler and the sources are made when first needed (see _parts): a run that never
         # compiles, nor reads a source that needs no dynamo, never loads their modules.
         self._taps: tuple[Tap, ...] = ()
@@ -127,14 +127,14 @@ class DynamoLogs:
         """The taps, the limit handler and the sources, made once; the sources returned."""
         if self._limit_handler is None:
             from ..vocabulary.compile_cost import COMPILE_SECONDS
-            from .cache_bypass_reasons import CacheBypassReasons
-            from .compile_metrics import CompileMetricsSource
-            from .counter_increments import CounterIncrements
-            from .cudagraph_logs import CudagraphLogs
-            from .kernel_counts import KernelCounts
             from .log_taps import Tap, WarningHandler, logging_internals
-            from .swallowed_errors import SwallowedErrors
-            from .sync_warnings import SyncWarnings
+            from .sources.cache_bypass_reasons import CacheBypassReasons
+            from .sources.compile_metrics import CompileMetricsSource
+            from .sources.counter_increments import CounterIncrements
+            from .sources.cudagraph_logs import CudagraphLogs
+            from .sources.kernel_counts import KernelCounts
+            from .sources.swallowed_errors import SwallowedErrors
+            from .sources.sync_warnings import SyncWarnings
 
             self._taps = (
                 Tap((RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT), (RECOMPILES_LOGGER, VERBOSE_LOGGER), (RECOMPILES_LOGGER,), self._on_recompile),
@@ -143,37 +143,24 @@ class DynamoLogs:
                 Tap((GRAPH_CODE_ARTIFACT,), (GRAPH_CODE_LOGGER,), (GRAPH_CODE_LOGGER,), self._on_graph, enable_in_state=False),
             )
             self._swallowed = SwallowedErrors(self.emit_health)  # read from the same warnings: one handler for both
-            wanted = self.wanted_signals
-            self._sources = [CounterIncrements(self.emit_health, wanted, _every_kinds_signals, not_counters=(COMPILE_SECONDS,)),
+            wanted = wanted_signals.wanted_signals
+            self._sources = [CounterIncrements(self.emit_health, wanted, wanted_signals.every_kinds_signals, not_counters=(COMPILE_SECONDS,)),
                              CompileMetricsSource(self.emit_health, wanted), CacheBypassReasons(self.emit_health, wanted),
                              CudagraphLogs(self.emit_health), KernelCounts(self.emit_health), SyncWarnings(self.emit_health)]
             self._logging_internals = logging_internals
             self._limit_handler = WarningHandler(self._on_convert_frame_warning)
         return self._sources
 
-    def wanted_signals(self) -> frozenset[str]:
-        """The health signals the sources report now: every kind's, unless a run narrowed them (one object until it changes)."""
-        return _every_kinds_signals() if self._wanted is None else self._wanted
-
     def narrow(self, signals: Optional[frozenset[str]]) -> Optional[frozenset[str]]:
-        """From the next arming on, sources report only ``signals`` (None: every kind's); returns what was wanted before.
-
-        A source arms only where some signal of its own is wanted: a pytest run
-        narrows to what its reports show, so that a watched test pays for no
-        source its run never reads, and a budget or block assertion that reads
-        one widens the set first (:meth:`want`). A process that reports to a
-        parent (a child of a watched test) never narrows: it does not know what
-        its test reads.
-        """
-        before = self._wanted
-        self._wanted = signals
-        return before
+        """See :func:`.wanted_signals.narrow`."""
+        return wanted_signals.narrow(signals)
 
     def want(self, signals: Collection[str]) -> None:
-        """Report ``signals`` too from now on; an armed capture arms the sources they need at once."""
-        if self._wanted is None or self._wanted.issuperset(signals):
-            return
-        self._wanted = self._wanted.union(signals)
+        """See :func:`.wanted_signals.want`."""
+        wanted_signals.want(signals)
+
+    def wanted_widened(self) -> None:
+        """More signals are wanted (:func:`.wanted_signals.want`): with sinks, arm the sources they need at once."""
         if self._sinks:
             self._arm_sources()
 
@@ -187,7 +174,7 @@ class DynamoLogs:
 
         Before dynamo is imported (the capture not armed), only those that need no dynamo.
         """
-        wanted = self.wanted_signals()
+        wanted = wanted_signals.wanted_signals()
         if wanted is not self._active_for:
             self._active_for = wanted
             self._active = [source for source in self._parts() if not source.signals.isdisjoint(wanted)]
@@ -261,7 +248,7 @@ class DynamoLogs:
         The child reports every signal, as any child does: it cannot know what its test reads.
         """
         self._sinks = []
-        self._wanted = None
+        wanted_signals.narrow(None)
         if self.armed:
             self._disarm()
         else:
@@ -361,7 +348,7 @@ class DynamoLogs:
     def _on_convert_frame_warning(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         if "hit config." not in message:
-            self._swallowed.read(record, message)  # type: ignore[union-attr]  # made by _parts, before arming  # a swallowed compile error, or another warning of convert_frame
+            self._swallowed.read(record, message)  # type: ignore[union-attr]  # a swallowed compile error, or another warning of convert_frame (made by _parts, before arming)
             return
         compile_id, thread = current_compile_id(), _thread(record)
         for sink in self._sinks:
@@ -370,14 +357,6 @@ class DynamoLogs:
 
 def _no_logging_internals() -> Any:
     raise RuntimeError("the capture's parts are made before it arms")
-
-
-@functools.cache
-def _every_kinds_signals() -> frozenset[str]:
-    """The signals the kinds name (counted or shown): the cache kind's include every cache outcome a warm start reads."""
-    from ..vocabulary.kinds import KINDS
-
-    return frozenset(signal for kind in KINDS for signal in kind.health_signals)
 
 
 DYNAMO_LOGS = DynamoLogs()

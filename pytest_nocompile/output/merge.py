@@ -23,7 +23,7 @@ from .baseline import (
     baseline_from_document,
     document_of,
 )
-from .summary import JSON_FORMAT
+from .json_report import JSON_FORMAT
 
 
 class MergeError(ValueError):
@@ -118,7 +118,7 @@ def _describe(entry: dict[str, Any]) -> str:
 
 def write_merged(out: str, paths: list[str]) -> str:
     """Merge ``paths`` into ``out``; the line saying what was merged."""
-    from .summary import write_json_atomically
+    from .json_report import write_json_atomically
 
     try:
         document = merge_files(paths)

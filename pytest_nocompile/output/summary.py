@@ -1,4 +1,4 @@
-"""The terminal table and the JSON report, from each test's :class:`~.result.TestResult`. Pure code.
+"""The terminal table, from each test's :class:`~.result.TestResult` (the JSON report: :mod:`.json_report`). Pure code.
 
 A test's result is made where the test ran (an xdist worker too) and carried
 on its teardown report as :meth:`~.result.TestResult.to_dict`, so the
@@ -7,18 +7,13 @@ controller sees every test.
 
 from __future__ import annotations
 
-import json
-import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable
 
 from ..vocabulary.kinds import COMPILES, COUNTED_KINDS, KINDS, BudgetKind
 from ..vocabulary.measures import plural
 
 if TYPE_CHECKING:  # at run time this module imports no event or record module
     from ..judge.result import TestResult
-
-JSON_FORMAT = "pytest-nocompile-report/1"
-
 
 # Which tests the table lists; "auto" lists only failures once more than LONG_TABLE tests would be listed:
 # a CI run budgeting every test would otherwise list every test that compiled.
@@ -116,76 +111,3 @@ def _outside_the_call(results: dict[str, TestResult], listed: set[str]) -> list[
             said = ", ".join(f"{plural(count, what)} in {phase}" for (what, phase), count in found.items())
             lines.append(f"{nodeid}: {said}, not counted (budgets count the call phase; a fixture's compiles are outside it)")
     return lines
-
-
-def json_document(
-    results: dict[str, TestResult], outcomes: dict[str, list[tuple[str, str, bool]]], versions: dict[str, str],
-    regressions: Optional[dict[str, list[str]]] = None,
-) -> dict[str, Any]:
-    """The JSON report: each test's result with its outcome (from ``outcomes``, its reports that were not plain passes),
-    and, for a test that failed the run against the baseline, what rose or is new (``regressions``, by node id)."""
-    regressions = regressions or {}
-    return {
-        "format": JSON_FORMAT,
-        **versions,
-        "tests": [
-            {"nodeid": nodeid, "outcome": outcome_of(outcomes.get(nodeid, ())), **result.to_dict(),
-             **({"baseline_regressions": regressions[nodeid]} if nodeid in regressions else {})}
-            for nodeid, result in results.items()
-        ],
-    }
-
-
-def write_json_atomically(path: str, document: Any) -> None:
-    """Write to a temporary file beside ``path`` and rename: readers never see half a file.
-
-    The file gets the mode any new file gets (0666 less the umask), not
-    mkstemp's 0600: a CI step running as another user uploads it as an artefact.
-    """
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = _new_file(folder)
-    try:
-        with os.fdopen(handle, "w") as out:
-            json.dump(document, out, indent=2, sort_keys=False)
-            out.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-
-
-def _new_file(folder: str) -> tuple[int, str]:
-    """A new file of a fresh name in ``folder``, opened for writing, created with mode 0666 (the kernel applies the umask)."""
-    while True:
-        temporary = os.path.join(folder, f".nocompile-{os.urandom(6).hex()}.json")
-        try:
-            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), temporary
-        except FileExistsError:  # a name taken: another try, as mkstemp does
-            continue
-
-
-def check_writable(path: str) -> Optional[str]:
-    """Why ``path`` cannot be written, or None."""
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        return f"{path} is a directory"
-    if not os.path.isdir(folder):
-        return f"folder {folder} does not exist"
-    if not os.access(folder, os.W_OK):
-        return f"folder {folder} is not writable"
-    return None
-
-
-def outcome_of(outcomes: Iterable[tuple[str, str, bool]]) -> str:
-    """A test's outcome from its reports' (when, outcome, was_xfail): pytest's own words."""
-    result = "passed"
-    for when, outcome, was_xfail in outcomes:
-        if outcome == "failed":
-            return "error" if when != "call" else "failed"
-        if outcome == "skipped":
-            result = "xfailed" if was_xfail else "skipped"
-        elif was_xfail and when == "call":
-            result = "xpassed"
-    return result
-

@@ -9,7 +9,7 @@ from ..vocabulary.kinds import COUNTED_KINDS, BudgetKind
 from ..vocabulary.measures import Amount
 
 if TYPE_CHECKING:
-    from ..vocabulary.events import CompileEvent, HealthEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
+    from ..vocabulary.events import CodeLocation, CompileEvent, HealthEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
     from ..vocabulary.graph_break_events import GraphBreakEvent
 
 
@@ -152,3 +152,25 @@ def _same_attempt(recompile: RecompileEvent, hit: RecompileLimitHit, compile_id:
         return compile_id == recompile.compile_id
     # No compile ids: the limit warning names the function as "'f' (file:line)".
     return hit.function.strip("'").startswith(recompile.function)
+
+
+def recompile_event(message: str, phase: Phase, compile_id: str | None, user_code: CodeLocation | None,
+                    thread: str | None) -> RecompileEvent:
+    """The recompile a message logs; one torch wrote in a form this parser does not know is still a recompile."""
+    from ..vocabulary.events import RecompileEvent, UnrecognisedMessage, event_from_message
+
+    try:
+        return event_from_message(message, phase, compile_id, user_code, thread)
+    except UnrecognisedMessage:
+        return RecompileEvent("<unparsed>", "?", 0, (), message, phase, compile_id, user_code, thread)
+
+
+def graph_break_event(message: str, phase: Phase) -> GraphBreakEvent:
+    """The graph break a message logs; one torch wrote in a form this parser does not know is still a graph break."""
+    from ..vocabulary.events import UnrecognisedMessage
+    from ..vocabulary.graph_break_events import GraphBreakEvent, parse_graph_break_message
+
+    try:
+        return parse_graph_break_message(message, phase)
+    except UnrecognisedMessage:
+        return GraphBreakEvent("?", 0, message.splitlines()[0] if message else "<unparsed>", None, message, phase)

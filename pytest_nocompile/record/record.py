@@ -24,62 +24,23 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence, overload
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from ..vocabulary.kinds import BudgetKind
 from ..vocabulary.measures import Amount
 from .process_events import ProcessEvents
 
 if TYPE_CHECKING:
-    from ..processes.child_lines import ChildLine, ChildReportWarning
+    from ..processes.child_lines import ChildReportWarning
     from ..processes.children import TestReports
-    from ..processes.event_files import EventDirectory, Reading
+    from ..processes.event_files import EventDirectory
     from ..vocabulary.events import CodeLocation, CompileEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
     from ..vocabulary.graph_break_events import GraphBreakEvent
+    from .log import RecompileLog
     from .snapshot import TestSnapshot
 
 # The events and their parser (.events) load with the first event: a suite that
 # never compiles makes a record per watched test and never needs them.
-
-class RecompileLog(Sequence["RecompileEvent"]):
-    """A live, read-only view of the recompiles recorded so far in a test.
-
-    This is what the ``nocompile_recompiles`` fixture gives: it grows as the
-    test runs. Index it, iterate it, or filter it with :meth:`in_phase`.
-    """
-
-    def __init__(self, events: list[RecompileEvent], children: Optional[Callable[[], list[RecompileEvent]]] = None) -> None:
-        self._events = events
-        self._children = children  # child processes' recompiles, read anew at each look
-
-    def _all(self) -> list[RecompileEvent]:
-        return self._events if self._children is None else self._events + self._children()
-
-    @overload
-    def __getitem__(self, index: int) -> RecompileEvent: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[RecompileEvent]: ...
-    def __getitem__(self, index: int | slice) -> RecompileEvent | Sequence[RecompileEvent]:
-        return self._all()[index]
-
-    def __len__(self) -> int:
-        return len(self._all())
-
-    def __iter__(self) -> Iterator[RecompileEvent]:
-        return iter(list(self._all()))
-
-    def in_phase(self, phase: Phase) -> list[RecompileEvent]:
-        """The recompiles that happened during one test phase."""
-        return [event for event in self._all() if event.phase == phase]
-
-    def __repr__(self) -> str:
-        return f"RecompileLog({self._all()!r})"
-
-
-# The phases whose processes (a fixture's) are never counted, whenever they compile.
-_FIXTURE_PHASES: dict[str, Phase] = {"setup": "setup", "teardown": "teardown"}
-
 
 class RecompileRecord:
     """Everything recorded for one test, and the phase it is in.
@@ -100,15 +61,22 @@ class RecompileRecord:
         self.call_ended_at: Optional[float] = None
         self.children: dict[str, ProcessEvents] = {}  # by token: the processes the test started that reported
         self._reports: Optional[EventDirectory | TestReports] = None  # where its child processes report
-        self._skipped: dict[str, list[str]] = {}  # by child's file: the lines not counted, and why
+        self._skipped: dict[str, list[str]] = {}  # by child's file: the lines not counted, and why (.child_intake adds to them)
         self._folder_problems: list[str] = []  # why the test's processes could not report at all
         self._problems_shown: set[str] = set()  # in the call's failure: no warning repeats them
         self.pid = os.getpid()
 
     @property
+    def reports_path(self) -> str:
+        """Where the test's child processes report (for messages)."""
+        return self._reports.path if self._reports is not None else "?"
+
+    @property
     def log(self) -> RecompileLog:
         """The live view of the test's recompiles, in every process (the ``nocompile_recompiles`` fixture)."""
         if self._log is None:
+            from .log import RecompileLog
+
             self._log = RecompileLog(self.own.recompiles, self._children_events)
         return self._log
 
@@ -244,88 +212,24 @@ class RecompileRecord:
             return
         try:
             reading = reports.read(final)
-            if reading is not None and (reading.files or reading.unreported or reading.problem):  # else nothing to load .child_lines for
-                self._take(reading)
+            if reading is not None and (reading.files or reading.unreported or reading.problem):  # else nothing to load .child_intake for
+                from .child_intake import take
+
+                take(self, reading)
         except Exception as error:  # a defect of ours: the test must not pay for it
-            self._note_folder_problem(f"could not read the reports in {reports.path}: {type(error).__name__}: {error}")
+            self.note_folder_problem(f"could not read the reports in {reports.path}: {type(error).__name__}: {error}")
 
-    def _take(self, reading: Reading) -> None:
-        from ..processes.child_lines import checked
-
-        lines, skipped = checked(reading)
-        for path, reasons in skipped.items():
-            self._skipped.setdefault(path, []).extend(reasons)
-        for line in lines:
-            try:
-                self._add_child_entry(line)
-            except Exception as error:  # the event's text defeated a parser: say so rather than raise
-                self._note_folder_problem(f"could not take a line of pid {line.pid}: {type(error).__name__}: {error}")
-        for token, reason in reading.unreported:
-            pid = token.partition("-")[0]
-            child = self._child(token, int(pid) if pid.isdecimal() and len(pid) < 10 else 0)
-            child.problems.append(f"could not write its report to {self._reports.path if self._reports else '?'} ({reason})")
-        if reading.problem is not None:
-            self._note_folder_problem(f"the test's processes {reading.problem}")
-
-    def _note_folder_problem(self, problem: str) -> None:
+    def note_folder_problem(self, problem: str) -> None:
+        """Why the test's processes could not report at all (said once)."""
         if problem not in self._folder_problems:
             self._folder_problems.append(problem)
-
-    def _child(self, key: str, pid: int) -> ProcessEvents:
-        child = self.children.get(key)
-        if child is None:
-            from ..vocabulary.events import ProcessInfo
-
-            nth = 1 + sum(1 for other in self.children.values() if other.info is not None and other.info.pid == pid)
-            child = self.children[key] = ProcessEvents(ProcessInfo(pid, nth=nth))
-        return child
-
-    def _phase_at(self, moment: float) -> Phase:
-        if self.call_started_at is None:
-            return self.phase  # no call yet: setup, or teardown after a failed setup
-        if moment < self.call_started_at:
-            return "setup"
-        if self.call_ended_at is None or moment < self.call_ended_at:
-            return "call"
-        return "teardown"
-
-    def _add_child_entry(self, line: ChildLine) -> None:
-        from ..vocabulary.events import CompileEvent, parse_limit_warning
-
-        child = self._child(line.key, line.pid)
-        if line.world is not None:
-            child.world = line.world
-        info = child.info
-        assert info is not None  # a child always has its info
-        if line.rank is not None and line.rank != info.rank or line.command and not info.command:
-            info = replace(info, rank=info.rank if line.rank is None else line.rank, command=info.command or line.command)
-            child.rename(info)
-        # A process started in setup or teardown (a fixture's) is that phase's whenever it logs: never counted.
-        phase = _FIXTURE_PHASES.get(line.started_in or "") or self._phase_at(line.moment)
-        what = line.event
-        if what == "recompile":
-            event = _recompile_event(line.message, phase, line.compile_id, line.user_code, line.thread)
-            child.add_recompile(replace(event, process=info))
-        elif what == "compile":
-            child.add_compile(CompileEvent(line.compile_id, line.user_code, phase, line.thread, info, line.compiling))
-        elif what == "limit":
-            hit = parse_limit_warning(line.message, phase)
-            if hit is not None:
-                child.add_limit_hit(replace(hit, process=info), line.compile_id)
-        elif what == "graph_break":
-            child.add_graph_break(replace(_graph_break_event(line.message, phase), process=info))
-        elif what == "health":
-            from ..vocabulary.events import HealthEvent
-
-            child.add_health(HealthEvent(line.what or "?", _whole(line.amount), line.message or None, line.compile_id,
-                                         line.user_code, phase, line.thread, info, line.compiling))
-        elif what == "problem":
-            child.problems.append(line.message)
 
     # -- the sink: what capture hands over (in whatever thread compiled) --------
 
     def add_recompile(self, message: str, compile_id: str | None, user_code: CodeLocation | None, thread: str | None) -> None:
-        self.own.add_recompile(_recompile_event(message, self.phase, compile_id, user_code, thread))
+        from .process_events import recompile_event
+
+        self.own.add_recompile(recompile_event(message, self.phase, compile_id, user_code, thread))
 
     def add_compile(self, compile_id: str | None, user_code: CodeLocation | None, thread: str | None, compiling: CodeLocation | None = None) -> None:
         from ..vocabulary.events import CompileEvent
@@ -340,35 +244,12 @@ class RecompileRecord:
             self.own.add_limit_hit(hit, compile_id)
 
     def add_graph_break(self, message: str) -> None:
-        self.own.add_graph_break(_graph_break_event(message, self.phase))
+        from .process_events import graph_break_event
+
+        self.own.add_graph_break(graph_break_event(message, self.phase))
 
     def add_health(self, what: str, amount: float, reason: str | None, compile_id: str | None,
                    user_code: CodeLocation | None, thread: str | None, compiling: CodeLocation | None = None) -> None:
         from ..vocabulary.events import HealthEvent
 
         self.own.add_health(HealthEvent(what, amount, reason, compile_id, user_code, self.phase, thread, compiling=compiling))
-
-def _whole(amount: float) -> float:
-    """A child's amount as it was sent: JSON keeps 2 as 2, but a count stays an int through our own checks too."""
-    return int(amount) if float(amount).is_integer() else amount
-
-
-def _recompile_event(message: str, phase: Phase, compile_id: str | None, user_code: CodeLocation | None,
-                     thread: str | None) -> RecompileEvent:
-    from ..vocabulary.events import RecompileEvent, UnrecognisedMessage, event_from_message
-
-    try:
-        return event_from_message(message, phase, compile_id, user_code, thread)
-    except UnrecognisedMessage:
-        # Count it anyway: a recompile we cannot parse is still a recompile.
-        return RecompileEvent("<unparsed>", "?", 0, (), message, phase, compile_id, user_code, thread)
-
-
-def _graph_break_event(message: str, phase: Phase) -> GraphBreakEvent:
-    from ..vocabulary.events import UnrecognisedMessage
-    from ..vocabulary.graph_break_events import GraphBreakEvent, parse_graph_break_message
-
-    try:
-        return parse_graph_break_message(message, phase)
-    except UnrecognisedMessage:
-        return GraphBreakEvent("?", 0, message.splitlines()[0] if message else "<unparsed>", None, message, phase)

@@ -19,7 +19,8 @@ from ..judge.budget import validate_count
 from ..judge.torch_support import refuse_where_torch_lacks
 from ..judge.verdict import over_budget
 from ..output.report import explain
-from ..record.record import ProcessEvents, RecompileLog, RecompileRecord
+from ..record.log import RecompileLog
+from ..record.record import ProcessEvents, RecompileRecord
 from ..vocabulary.events import ProcessInfo
 from ..vocabulary.graph_break_events import GraphBreakEvent
 from ..vocabulary.kinds import (
@@ -100,9 +101,9 @@ class _BudgetBlock(ContextDecorator):
     def __enter__(self) -> BlockLog:
         signals = self._kind.health_signals
         if signals:
-            from ..observe.capture import DYNAMO_LOGS
+            from ..observe import wanted_signals
 
-            DYNAMO_LOGS.want(signals)  # before its own capture arms: the sources it reads arm with it
+            wanted_signals.want(signals)  # before its own capture arms: the sources it reads arm with it
         record = self._given_record or _recording_now()
         if record is None:
             self._own = _OwnCapture(signals)

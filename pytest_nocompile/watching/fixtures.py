@@ -13,7 +13,8 @@ import pytest
 from ..vocabulary.kinds import KINDS, BudgetKind
 
 if TYPE_CHECKING:
-    from ..record.record import RecompileLog, RecompileRecord
+    from ..record.log import RecompileLog
+    from ..record.record import RecompileRecord
     from .assertions import AssertMaxRecompiles
     from .warm_start import Target, WarmStart, WarmStartRunner
 

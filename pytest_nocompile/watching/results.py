@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Generator, Mapping, Optional
 import pytest
 
 from ..judge.result import RESULT_ATTRIBUTE, TestResult, Verdict, count_properties, idle_result
-from ..output.summary import json_document, summary_lines, write_json_atomically
+from ..output.summary import summary_lines
 
 if TYPE_CHECKING:
     from ..judge.budget import RecompileBudget
@@ -90,6 +90,7 @@ class Results:
             return
         if settings.json_path or settings.save_path or settings.baseline is not None:
             from ..judge.installed_versions import distribution_version
+            from ..output.json_report import json_document, write_json_atomically
 
             torch_version = distribution_version("torch")
         if settings.baseline is not None:

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Optional
 
 import pytest
 
-from ..observe import arrival
-from ..observe.capture import DYNAMO_LOGS
+from ..observe import arrival, wanted_signals
 from ..processes.hook import ENV_VAR
 from .planning import any_asks_to_be_watched
 from .watcher import Watcher
@@ -51,7 +50,7 @@ class Watching:
         self.config.pluginmanager.register(self.watcher, "nocompile-watcher")
         if ENV_VAR not in os.environ:  # else this pytest is a child of a watched test, whose reads it cannot know
             # The health sources this run's reports read; each budget or block assertion of another kind adds its own.
-            self._wanted_before = DYNAMO_LOGS.narrow(None if self.settings.watch_every_test else frozenset())
+            self._wanted_before = wanted_signals.narrow(None if self.settings.watch_every_test else frozenset())
             self._narrowed = True
         if not arrival.dynamo_imported():
             arrival.when_dynamo_arrives(self.watcher.dynamo_arrived)
@@ -62,7 +61,7 @@ class Watching:
     def pytest_unconfigure(self) -> None:
         self._stop()
         if self._narrowed:  # an in-process run inside another (pytester) leaves the outer run's set as it found it
-            DYNAMO_LOGS.narrow(self._wanted_before)
+            wanted_signals.narrow(self._wanted_before)
             self._narrowed = False
         if self.child_reports is not None:
             self.child_reports.close()

@@ -10,7 +10,7 @@ import pytest
 
 from ..judge.budget import BudgetUsageError, RecompileBudget, parse_option_count, resolve
 from ..judge.torch_support import installed_torch_lacks
-from ..output.summary import TABLE_CHOICES, check_writable
+from ..output.summary import TABLE_CHOICES
 from ..vocabulary.kinds import KINDS, BudgetKind
 from ..vocabulary.measures import COUNT, Amount, Measure
 
@@ -163,7 +163,11 @@ class RunSettings:
 
     def _check_output_paths(self) -> None:
         for option, path in (("--nocompile-json", self.json_path), ("--nocompile-save", self.save_path)):
-            problem = path and check_writable(path)
+            if not path:
+                continue
+            from ..output.json_report import check_writable
+
+            problem = check_writable(path)
             if problem:
                 raise pytest.UsageError(f"{option}={path}: cannot write there: {problem}")
         if self.trace_dir:

@@ -8,12 +8,14 @@ and the files its child processes write. Nothing here registers a hook.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, ContextManager, Mapping, Optional, Sequence
 
 import pytest
 
 if TYPE_CHECKING:
     from ..judge.budget import RecompileBudget
+    from ..observe.capture import DynamoLogs
     from ..output.trace_dir import TestTrace, TraceFolders
     from ..processes.children import TestReports
     from ..record.record import RecompileRecord
@@ -66,20 +68,20 @@ def why_not_measured(kind: BudgetKind) -> Optional[str]:
     """Why ``kind`` cannot be measured in this process (``syncs were not observed: torch.cuda.is_available() is False``),
     or None when it can; asked of the kinds in ``planning.MEASURED_WHERE_POSSIBLE``."""
     if kind.key == "compile_seconds":
-        from ..observe.compile_metrics import compile_time_not_measured
+        from ..observe.sources.compile_metrics import compile_time_not_measured
 
         return compile_time_not_measured()
     if kind.key == "compile_instructions":
-        from ..observe.instruction_counter import instructions_not_counted
+        from ..observe.sources.instruction_counter import instructions_not_counted
 
         return instructions_not_counted()
     if kind.key == "syncs":
-        from ..observe.sync_warnings import syncs_not_observed
+        from ..observe.sources.sync_warnings import syncs_not_observed
 
         why = syncs_not_observed()
         return None if why is None else f"syncs were not observed: {why}"
     if kind.key == "kernels":
-        from ..observe.kernel_counts import kernels_not_measured
+        from ..observe.sources.kernel_counts import kernels_not_measured
 
         return kernels_not_measured()
     return None
@@ -143,6 +145,16 @@ def trace_folders(config: pytest.Config, settings: RunSettings) -> Optional[Trac
     folders = TraceFolders(settings.trace_dir, settings.is_worker, regressed)
     config.pluginmanager.register(folders, "nocompile-trace-folders")
     return folders
+
+
+_CAPTURE = __package__.rpartition(".")[0] + ".observe.capture"
+
+
+def loaded_capture() -> Optional[DynamoLogs]:
+    """This process's capture, if something loaded it (dynamo arrived, or a source that needs none was read); else None:
+    nothing can be attached."""
+    module = sys.modules.get(_CAPTURE)
+    return None if module is None else module.DYNAMO_LOGS
 
 
 def recording_now() -> Optional[RecompileRecord]:

@@ -26,11 +26,22 @@ from typing import TYPE_CHECKING, Generator, Hashable, Optional
 import pytest
 
 from ..judge.result import RESULT_ATTRIBUTE, TestResult, count_properties
-from ..observe import arrival, dynamo_state
-from ..observe.capture import DYNAMO_LOGS
+from ..observe import arrival, dynamo_state, wanted_signals
 from ..record.record import RecompileRecord
 from .planning import Plan, plan_key, plan_test, uses_a_nocompile_fixture
-from .watch import WATCHES_KEY, CaptureLostWarning, Watch, closed, end_warnings, not_measured, opened, say_if_not_measured, trace_folders, warn_if_compiled_unwatched
+from .watch import (
+    WATCHES_KEY,
+    CaptureLostWarning,
+    Watch,
+    closed,
+    end_warnings,
+    loaded_capture,
+    not_measured,
+    opened,
+    say_if_not_measured,
+    trace_folders,
+    warn_if_compiled_unwatched,
+)
 
 if TYPE_CHECKING:
     from ..processes.children import ChildReports
@@ -122,6 +133,8 @@ class Watcher:
                 dynamo_state.reset_dynamo()
             self._attach(watch, record)
         elif watch.plan is not None and (watch.plan.health_signals or self.settings.watch_every_test):
+            from ..observe.capture import DYNAMO_LOGS
+
             DYNAMO_LOGS.attach_early(record)  # a source that needs no dynamo (syncs) hears this test from now on
         return record
 
@@ -139,6 +152,8 @@ class Watcher:
             self._enter_strict(watch)
 
     def _attach(self, watch: Watch, record: RecompileRecord) -> None:
+        from ..observe.capture import DYNAMO_LOGS  # here: loaded once dynamo is, or a test reads a source that needs none
+
         DYNAMO_LOGS.attach(record)
         watch.attached = True
         if watch.trace is not None:
@@ -187,7 +202,7 @@ class Watcher:
             self._exit_strict(watch)
         if watch.plan is not None and watch.plan.may_go_unmeasured:
             say_if_not_measured(item, watch.budget, watch.plan.may_go_unmeasured, self.said_not_measured)
-        if watch.attached and not DYNAMO_LOGS.check():
+        if watch.attached and not loaded_capture().check():  # type: ignore[union-attr]  # attached: loaded
             item.warn(CaptureLostWarning(
                 f"recompile capture was switched off during {item.nodeid} (torch's log state was replaced "
                 "without torch._logging re-initialising it); its counts may be incomplete"
@@ -263,8 +278,9 @@ class Watcher:
             self._exit_strict(watch)
         record = watch.record
         if record is not None:
-            if watch.attached or DYNAMO_LOGS.attached(record):  # or attached early (a source that needs no dynamo)
-                DYNAMO_LOGS.detach(record)
+            capture = loaded_capture()  # None: nothing could be attached
+            if capture is not None and (watch.attached or capture.attached(record)):  # or attached early (a source that needs no dynamo)
+                capture.detach(record)
             record.read_children(final=True)  # the teardown's, for its section
         if watch.reports is not None and self.child_reports is not None:
             # A fixture's process (a session server) may go on compiling after this test: read again at the run's end.
@@ -351,7 +367,7 @@ class Watcher:
             if isinstance(planned, str):
                 return Watch(self.settings.default_budget, None, usage_error=planned)
             if planned.health_signals:
-                DYNAMO_LOGS.want(planned.health_signals)
+                wanted_signals.want(planned.health_signals)
             if key is not None:
                 self._plans[key] = planned
             plan = planned

@@ -39,7 +39,7 @@ def compile_error_reason(message: str, error: Optional[BaseException]) -> Option
     header = _WONT_CONVERT.match(message)
     if header is None:
         return None
-    from ..vocabulary.events import display_path
+    from ...vocabulary.events import display_path
 
     where = f"{header['function']} ({display_path(header['filename'])}:{header['line']})"
     if error is None:

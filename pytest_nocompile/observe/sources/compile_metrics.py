@@ -33,7 +33,7 @@ import collections
 import sys
 from typing import Any, Callable, Collection, Optional
 
-from ..vocabulary.compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
+from ...vocabulary.compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
 from .instruction_counter import InstructionCounting
 
 UTILS = "torch._dynamo.utils"

@@ -26,8 +26,8 @@ import importlib
 import sys
 from typing import Any, Callable, Optional
 
-from ..vocabulary.health_lines import KERNELS_SIGNAL
-from .dynamo_state import torch_import_warnings_silenced
+from ...vocabulary.health_lines import KERNELS_SIGNAL
+from ..dynamo_state import torch_import_warnings_silenced
 
 METRICS = "torch._inductor.metrics"
 HELPER = "CachedMetricsHelper"

@@ -38,8 +38,8 @@ import sys
 import warnings
 from typing import Any, Callable, Optional
 
-from ..vocabulary.health_lines import COMPILE_SYNC_SIGNAL, SYNC_SIGNAL
-from .dynamo_state import torch_import_warnings_silenced
+from ...vocabulary.health_lines import COMPILE_SYNC_SIGNAL, SYNC_SIGNAL
+from ..dynamo_state import torch_import_warnings_silenced
 
 SYNC_WARNING = "called a synchronizing CUDA operation"  # c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync()
 DEFAULT, WARN, ERROR = 0, 1, 2  # torch's sync debug modes
@@ -117,7 +117,7 @@ class SyncWarnings:
         except Exception:
             sync = False
         if sync:
-            from .user_code import compiling_code
+            from ..user_code import compiling_code
 
             # A sync of dynamo's or inductor's own work while a frame compiles is paid once, not at every step: shown, not counted.
             self._emit(COMPILE_SYNC_SIGNAL if compiling_code(sys._getframe(1)) is not None else SYNC_SIGNAL, 1, None)

@@ -23,10 +23,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Callable, Optional
 
-from .log_taps import Fanout, Tap, logging_internals
+from ..log_taps import Fanout, Tap, logging_internals
 
 if TYPE_CHECKING:
-    from ..vocabulary.cudagraph_messages import CudagraphTracker
+    from ...vocabulary.cudagraph_messages import CudagraphTracker
 
 ARTIFACT = "cudagraphs"
 TREES_LOGGER = "torch._inductor.cudagraph_trees.__cudagraphs"  # recordings and re-record reasons, at DEBUG and INFO
@@ -78,7 +78,7 @@ class CudagraphLogs:
             thread = None if record.threadName == "MainThread" else record.threadName
             tracker = self._tracker
             if tracker is None:
-                from ..vocabulary.cudagraph_messages import CudagraphTracker
+                from ...vocabulary.cudagraph_messages import CudagraphTracker
 
                 tracker = self._tracker = CudagraphTracker()
             found = tracker.read(record.getMessage(), thread)
