@@ -128,12 +128,16 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
     result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
-        "budget", "compile_cost", "contracts", "cudagraph_tests", "exceptions", "fixtures", "health_lines", "installed_versions", "kinds", "measures", "observe",
-        "observe.arrival", "observe.cache_bypass_reasons", "observe.capture", "observe.children", "observe.compile_metrics",
-        "observe.counter_increments", "observe.cudagraph_logs", "observe.dynamo_state", "observe.event_files", "observe.instruction_counter",
-        "observe.kernel_counts", "observe.log_taps", "observe.run_folders", "observe.startup", "observe.swallowed_errors", "observe.sync_warnings",
-        "observe.tree_removal", "observe.user_code", "output", "output.summary", "output.trace_records", "planning",
-        "plugin", "process_events", "record", "result", "results", "run_watching", "settings", "torch_support", "watch", "watching")]
+        "exceptions", "judge", "judge.budget", "judge.installed_versions", "judge.result", "judge.torch_support", "observe",
+        "observe.arrival", "observe.capture", "observe.dynamo_state", "observe.log_taps", "observe.sources",
+        "observe.sources.cache_bypass_reasons", "observe.sources.compile_metrics", "observe.sources.counter_increments",
+        "observe.sources.cudagraph_logs", "observe.sources.instruction_counter", "observe.sources.kernel_counts",
+        "observe.sources.swallowed_errors", "observe.sources.sync_warnings", "observe.user_code", "observe.wanted_signals", "output",
+        "output.json_report", "output.summary", "output.trace_records", "plugin", "processes", "processes.children", "processes.hook",
+        "processes.run_folders", "processes.tree_removal", "record", "record.process_events", "record.record", "vocabulary",
+        "vocabulary.compile_cost", "vocabulary.health_lines", "vocabulary.kinds", "vocabulary.measures", "watching",
+        "watching.cudagraph_tests", "watching.fixtures", "watching.planning", "watching.results", "watching.run_watching",
+        "watching.settings", "watching.watch", "watching.watcher")]
     tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {
         "test_passes": ("passed", 0, 0, "within budget"),

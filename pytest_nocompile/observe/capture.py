@@ -47,14 +47,13 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Collection, Optional
 
 from . import wanted_signals
-from .dynamo_state import current_compile_id
+from .log_taps import Tap, WarningHandler, current_compile_id, logging_internals
 from .user_code import find_user_code
 
 if TYPE_CHECKING:
     from typing import Protocol
 
     from ..vocabulary.events import CodeLocation
-    from .log_taps import Tap, WarningHandler
     from .sources.swallowed_errors import SwallowedErrors
 
     class Sink(Protocol):
@@ -114,7 +113,6 @@ class DynamoLogs:
         # The taps, the limit handler and the sources are made when first needed (see _parts): a run that never
         # compiles, nor reads a source that needs no dynamo, never loads their modules.
         self._taps: tuple[Tap, ...] = ()
-        self._logging_internals: Callable[[], Any] = _no_logging_internals
         self._limit_handler: Optional[WarningHandler] = None
         self._swallowed: Optional[SwallowedErrors] = None
         self._sources: list[Source] = []
@@ -127,7 +125,6 @@ class DynamoLogs:
         """The taps, the limit handler and the sources, made once; the sources returned."""
         if self._limit_handler is None:
             from ..vocabulary.compile_cost import COMPILE_SECONDS
-            from .log_taps import Tap, WarningHandler, logging_internals
             from .sources.cache_bypass_reasons import CacheBypassReasons
             from .sources.compile_metrics import CompileMetricsSource
             from .sources.counter_increments import CounterIncrements
@@ -147,7 +144,6 @@ class DynamoLogs:
             self._sources = [CounterIncrements(self.emit_health, wanted, wanted_signals.every_kinds_signals, not_counters=(COMPILE_SECONDS,)),
                              CompileMetricsSource(self.emit_health, wanted), CacheBypassReasons(self.emit_health, wanted),
                              CudagraphLogs(self.emit_health), KernelCounts(self.emit_health), SyncWarnings(self.emit_health)]
-            self._logging_internals = logging_internals
             self._limit_handler = WarningHandler(self._on_convert_frame_warning)
         return self._sources
 
@@ -235,7 +231,7 @@ class DynamoLogs:
         """Whether capture still works; if not (torch's log state swapped behind our back), re-arm and say False."""
         if not self.armed:
             return True
-        internals = self._logging_internals()
+        internals = logging_internals()
         for tap in self._taps:  # a plain loop, not all() over a generator: asked at every watched call's end
             if not tap.capturing(internals):
                 self._rearm()
@@ -256,7 +252,7 @@ class DynamoLogs:
 
     def _arm(self) -> None:
         self._parts()
-        internals = self._logging_internals()
+        internals = logging_internals()
         for tap in self._taps:
             tap.arm(internals)
         if self._limit_logger is None:
@@ -280,7 +276,7 @@ class DynamoLogs:
 
     def _rearm(self) -> None:
         if self.armed:
-            internals = self._logging_internals()
+            internals = logging_internals()
             for tap in self._taps:
                 tap.arm(internals, after_reinit=True)
 
@@ -353,10 +349,6 @@ class DynamoLogs:
         compile_id, thread = current_compile_id(), _thread(record)
         for sink in self._sinks:
             sink.add_limit_warning(message, compile_id, thread)
-
-
-def _no_logging_internals() -> Any:
-    raise RuntimeError("the capture's parts are made before it arms")
 
 
 DYNAMO_LOGS = DynamoLogs()

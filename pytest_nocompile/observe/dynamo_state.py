@@ -1,5 +1,4 @@
-"""dynamo's state, as the plugin reads and resets it: whether torch is usable, compiled frames, reset, strict mode, rank,
-and whether this process can record CUDA graphs.
+"""dynamo's state, as the plugin reads and resets it: whether torch is usable, compiled frames, reset, strict mode, rank.
 
 With :mod:`.capture`, the only place that touches torch internals.
 """
@@ -12,7 +11,7 @@ import sys
 import warnings
 from contextlib import contextmanager
 from functools import cache
-from typing import Any, Callable, Iterator, Optional
+from typing import Iterator
 
 MIN_TORCH = (2, 4)
 
@@ -144,35 +143,3 @@ def compile_stance() -> str | None:
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")
     stance = getattr(getattr(eval_frame, "_stance", None), "stance", None)
     return stance if isinstance(stance, str) and stance != "default" else None
-
-
-def why_no_cuda_graphs() -> Optional[str]:
-    """Why CUDA graphs cannot be recorded here (e.g. ``torch.cuda.is_available() is False``), or None when they can;
-    torch's word on its GPU, asked only when a test needs it."""
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    try:
-        available = torch.cuda.is_available()
-    except Exception as error:  # a broken driver says so here
-        return f"torch.cuda.is_available() raised {type(error).__name__}"
-    return None if available else "torch.cuda.is_available() is False"
-
-
-def current_compile_id() -> str | None:
-    """The id of the compile under way in this thread (``2/0``), or None; read at every record dynamo logs."""
-    try:
-        current = _compile_id_reader()
-        compile_id = current()
-    except Exception:  # the API moved: the id is a nicety, the count is not
-        return None
-    return str(compile_id) if compile_id is not None else None
-
-
-@cache
-def _compile_id_reader() -> Callable[[], Any]:
-    """torch's ``CompileContext.current_compile_id``, looked up once: read at every record dynamo logs."""
-    from torch._guards import CompileContext
-
-    return CompileContext.current_compile_id

@@ -186,3 +186,21 @@ class WarningHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self._emit(record)
+
+
+def current_compile_id() -> str | None:
+    """The id of the compile under way in this thread (``2/0``), or None; read at every record dynamo logs."""
+    try:
+        current = _compile_id_reader()
+        compile_id = current()
+    except Exception:  # the API moved: the id is a nicety, the count is not
+        return None
+    return str(compile_id) if compile_id is not None else None
+
+
+@cache
+def _compile_id_reader() -> Callable[[], Any]:
+    """torch's ``CompileContext.current_compile_id``, looked up once: read at every record dynamo logs."""
+    from torch._guards import CompileContext
+
+    return CompileContext.current_compile_id

@@ -33,9 +33,15 @@ from __future__ import annotations
 import os
 import stat
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from .tree_removal import Budget, remove_contents, remove_tree, user_id
+from .owner import user_id
+
+if TYPE_CHECKING:
+    from .tree_removal import Budget
+
+# The removal code (.tree_removal) loads only where something is to be removed: a dead run's folder, or
+# reports a process wrote; a run whose tests started no process leaves only its marker and lock.
 
 PARENT_PREFIX = "pytest-nocompile-of-"  # then the user's name
 RUN_PREFIX = "run-"  # then the pid (for people reading the folder, never trusted) and mkdtemp's random part
@@ -117,11 +123,12 @@ class RunFolder:
 
     def remove(self) -> bool:
         """Remove the folder (bounded), then its parent if empty; True if the folder is gone. Never raises."""
-        budget = Budget(5.0, 1_000_000)
         if self._lock_fd is None:
-            removed = remove_tree(self.path, budget)
+            from .tree_removal import Budget, remove_tree
+
+            removed = remove_tree(self.path, Budget(5.0, 1_000_000))
         else:
-            removed = _remove_marked_folder(self.path, budget)
+            removed = _remove_marked_folder(self.path, 5.0, 1_000_000)
             try:
                 os.close(self._lock_fd)  # releases the lock: a leftover is a later run's to remove
             except OSError:
@@ -157,7 +164,6 @@ def _lock_and_mark(path: str) -> Optional[int]:
 
 def remove_dead_runs(parent: str, budget: Optional[Budget] = None) -> None:
     """Remove the folders of ``parent`` that a dead run of this user left (marker, owner, lock free). Never raises."""
-    budget = budget or Budget(CLEAN_UP_SECONDS, CLEAN_UP_ENTRIES)
     try:
         import fcntl
     except ImportError:
@@ -170,7 +176,12 @@ def remove_dead_runs(parent: str, budget: Optional[Budget] = None) -> None:
         with os.scandir(parent_fd) as entries:
             names = [entry.name for _, entry in zip(range(CANDIDATES), entries)
                      if entry.name.startswith(RUN_PREFIX) and entry.name not in _HELD]
+        if names and budget is None:
+            from .tree_removal import Budget
+
+            budget = Budget(CLEAN_UP_SECONDS, CLEAN_UP_ENTRIES)
         for name in names:
+            assert budget is not None
             if time.monotonic() >= budget.deadline or budget.entries <= 0:
                 return
             _remove_if_dead(fcntl, parent_fd, name, budget)
@@ -203,8 +214,8 @@ def _remove_if_dead(fcntl: object, parent_fd: int, name: str, budget: Budget) ->
         os.close(folder)
 
 
-def _remove_marked_folder(path: str, budget: Budget) -> bool:
-    """Remove a run's folder by path (this run's own, at its end); True if it is gone."""
+def _remove_marked_folder(path: str, seconds: float, entries: int) -> bool:
+    """Remove a run's folder by path (this run's own, at its end), within ``seconds`` and ``entries``; True if it is gone."""
     head, name = os.path.split(path)
     try:
         parent = os.open(head, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -213,7 +224,7 @@ def _remove_marked_folder(path: str, budget: Budget) -> bool:
     try:
         folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
         try:
-            return _remove_marked(parent, name, folder, budget)
+            return _remove_marked(parent, name, folder, None if _only_marked(folder) else (seconds, entries))
         finally:
             os.close(folder)
     except FileNotFoundError:
@@ -224,15 +235,26 @@ def _remove_marked_folder(path: str, budget: Budget) -> bool:
         os.close(parent)
 
 
-def _remove_marked(parent: int, name: str, folder: int, budget: Budget) -> bool:
-    """Remove a marked run folder whose lock this process holds.
+def _only_marked(folder: int) -> bool:
+    """Whether a run's folder holds its marker and lock only (no process of its tests wrote)."""
+    return set(os.listdir(folder)) <= {MARKER, LOCK}
+
+
+def _remove_marked(parent: int, name: str, folder: int, budget: Budget | tuple[float, int] | None) -> bool:
+    """Remove a marked run folder whose lock this process holds (``budget``: for its contents; None: it has none
+    but its marker and lock; seconds and entries: a budget to make).
 
     The marker and the lock go last, so a removal cut short (budget spent,
     an entry it may not remove) leaves a folder a later run still recognises
     and resumes.
     """
-    if not remove_contents(folder, budget, keep=(MARKER, LOCK)):
-        return False
+    if budget is not None:
+        from .tree_removal import Budget, remove_contents
+
+        if isinstance(budget, tuple):
+            budget = Budget(*budget)
+        if not remove_contents(folder, budget, keep=(MARKER, LOCK)):
+            return False
     for last in (MARKER, LOCK):
         try:
             os.unlink(last, dir_fd=folder)
@@ -252,4 +274,6 @@ def _is_own_file(folder: int, name: str) -> bool:
 
 def remove_test_folder(path: str) -> None:
     """Remove a test's (or one phase's) reports as the test ends: bounded, what is left goes with the run's folder."""
+    from .tree_removal import Budget, remove_tree
+
     remove_tree(path, Budget(0.5, 100_000))

@@ -15,6 +15,8 @@ import stat
 import time
 from typing import Iterator, Optional
 
+from .owner import user_id
+
 _OPEN_DEPTH = 32  # folders held open at once while removing a tree; deeper ones are moved up first
 
 
@@ -31,12 +33,6 @@ class Budget:
         """Pay for one entry; False once spent."""
         self.entries -= 1
         return self.entries >= 0 and time.monotonic() < self.deadline
-
-
-def user_id() -> int:
-    """This process's effective user id, or -1 where the platform has none."""
-    geteuid = getattr(os, "geteuid", None)
-    return geteuid() if geteuid is not None else -1
 
 
 def remove_tree(path: str, budget: Budget) -> bool:

@@ -26,7 +26,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     budgeted = [(item, budget) for item in items if (budget := _cuda_graph_budget(item)) is not None]
     if not budgeted:
         return
-    from ..observe.dynamo_state import why_no_cuda_graphs
+    from ..observe.cuda import why_no_cuda_graphs
 
     why = why_no_cuda_graphs()
     if why is None:
