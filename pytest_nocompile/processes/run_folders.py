@@ -176,35 +176,36 @@ def remove_dead_runs(parent: str, budget: Optional[Budget] = None) -> None:
         with os.scandir(parent_fd) as entries:
             names = [entry.name for _, entry in zip(range(CANDIDATES), entries)
                      if entry.name.startswith(RUN_PREFIX) and entry.name not in _HELD]
-        if names and budget is None:
-            from .tree_removal import Budget
-
-            budget = Budget(CLEAN_UP_SECONDS, CLEAN_UP_ENTRIES)
         for name in names:
-            assert budget is not None
-            if time.monotonic() >= budget.deadline or budget.entries <= 0:
+            if budget is not None and (time.monotonic() >= budget.deadline or budget.entries <= 0):
                 return
-            _remove_if_dead(fcntl, parent_fd, name, budget)
+            budget = _remove_if_dead(fcntl, parent_fd, name, budget)
     except Exception:  # never a test's problem: what is left waits for a later run
         pass
     finally:
         os.close(parent_fd)
 
 
-def _remove_if_dead(fcntl: object, parent_fd: int, name: str, budget: Budget) -> None:
+def _remove_if_dead(fcntl: object, parent_fd: int, name: str, budget: Optional[Budget]) -> Optional[Budget]:
+    """Remove the folder if a dead run of this user left it; the budget spent so far (made at the first dead one:
+    a scan that finds only live runs loads no removal code)."""
     try:
         folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
     except OSError:  # a symbolic link, a file, unreadable, or gone
-        return
+        return budget
     lock = None
     try:
         if os.fstat(folder).st_uid != user_id() or not _is_own_file(folder, MARKER):
-            return
+            return budget
         try:
             lock = os.open(LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=folder)
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # type: ignore[attr-defined]
         except OSError:  # held: a live run's (or locks do not work here: then it is not ours to judge)
-            return
+            return budget
+        if budget is None:
+            from .tree_removal import Budget
+
+            budget = Budget(CLEAN_UP_SECONDS, CLEAN_UP_ENTRIES)
         _remove_marked(parent_fd, name, folder, budget)  # dead: ours until removed
     except OSError:
         pass
@@ -212,6 +213,7 @@ def _remove_if_dead(fcntl: object, parent_fd: int, name: str, budget: Budget) ->
         if lock is not None:
             os.close(lock)
         os.close(folder)
+    return budget
 
 
 def _remove_marked_folder(path: str, seconds: float, entries: int) -> bool:
