@@ -129,6 +129,9 @@ class _BudgetBlock(ContextDecorator):
         log.counted = sum(counts.values()) if self._kind.is_floor else max(counts.values())
         if exc_type is not None:
             return  # the block's own error wins
+        from .watch import say_if_block_not_measured
+
+        say_if_block_not_measured(self._kind, self._shown)  # (syncs without CUDA) once per run, as a marker's budget
         if self._kind.is_floor:
             self._judge_floor(list(new.values()), int(log.counted))
             return

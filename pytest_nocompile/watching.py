@@ -61,7 +61,9 @@ class Watcher:
         self.last_closed: Optional[Watch] = None  # its teardown report comes next
         self.gathers = not settings.is_worker  # results are gathered here (not on an xdist worker)
         self.dynamo_arrived_here = False  # the import hook saw dynamo arrive during this run
-        self.said_not_measured: set[str] = set()  # the kinds whose budgets were found uncheckable here, and said
+        from .watch import said_not_measured_this_run
+
+        self.said_not_measured = said_not_measured_this_run()  # the kinds found uncheckable here, and said (blocks' too)
         # Tests whose fixtures started processes that reported: (node id, record, what each child had reported by its end).
         self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
         # By planning.plan_key: the plan its tests share (parents live as long as the run).
