@@ -155,8 +155,8 @@ class DynamoLogs:
         narrows to what its reports show, so that a watched test pays for no
         source its run never reads, and a budget or block assertion that reads
         one widens the set first (:meth:`want`). A process that reports to a
-        parent (a child of a watched test) never narrows: it does not know what
-        its test reads.
+        parent (a child of a watched test) narrows only syncs away, where its
+        parent says the run reads none: it does not know what else its test reads.
         """
         before = self._wanted
         self._wanted = signals
