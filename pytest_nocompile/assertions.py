@@ -31,7 +31,7 @@ from .kinds import (
     BudgetKind,
 )
 from .measures import Amount
-from .output.report import explain
+from .output.report import explain, lower_bound
 from .record import ProcessEvents, RecompileLog, RecompileRecord
 from .result import over_budget
 from .torch_support import refuse_where_torch_lacks
@@ -117,6 +117,10 @@ class _BudgetBlock(ContextDecorator):
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         __tracebackhide__ = True  # the traceback should end at the user's with-block
+        if self._kind.lower_bound_signal:  # (syncs) those torch warns of outside Python reach the record a little later
+            from .observe.cpp_syncs import settle
+
+            settle()
         if self._own is not None:
             self._own.stop()
             self._own = None
@@ -144,7 +148,7 @@ class _BudgetBlock(ContextDecorator):
                 if len(counts) > 1:  # children reported: say which process
                     headline = f"{record.process_label(process)}: {headline}"
                 parts.append(explain(self._kind, headline, *new[process].of_phase(None),
-                                     health=new[process].signals(self._kind.health_signals, None)))
+                                     health=new[process].signals(self._kind.health_signals, None) + lower_bound(record.process_of(process), self._kind)))
             raise self._kind.exceeded("\n\n".join(parts))
 
     def _judge_floor(self, new: list[ProcessEvents], count: int) -> None:

@@ -70,7 +70,9 @@ class TestResult:
     ``trace`` is the folder the test's structured trace was kept in (``--nocompile-trace-dir``, a failed test).
     ``unmeasured`` says, by kind key, why a kind could not be measured where
     the test ran (syncs without CUDA): its count is then no count (``null``
-    in JSON, ``n/a`` in the table), not 0.
+    in JSON, ``n/a`` in the table), not 0. ``lower_bounds`` says, by kind key,
+    why a count is a lower bound (syncs of torch's C++ code not seen): ``>=``
+    in the table, ``lower_bound`` in JSON.
     """
 
     __test__ = False  # not a test class, whatever pytest collects
@@ -85,6 +87,7 @@ class TestResult:
     shown: dict[str, dict[str, float]] = field(default_factory=dict)
     trace: Optional[str] = None
     unmeasured: Mapping[str, str] = field(default_factory=lambda: _MEASURED)
+    lower_bounds: Mapping[str, str] = field(default_factory=lambda: _MEASURED)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: what the JSON report holds per test, and what xdist carries."""
@@ -100,6 +103,7 @@ class TestResult:
             **{_shown_key(kind): self.shown.get(kind.key, {}) for kind in _KINDS_WITH_SHOWN},
             "trace": self.trace,
             **({"not_measured": dict(unmeasured)} if unmeasured else {}),
+            **({"lower_bound": dict(self.lower_bounds)} if self.lower_bounds else {}),
         }
 
     @classmethod
@@ -116,6 +120,7 @@ class TestResult:
             shown={kind.key: dict(data[_shown_key(kind)]) for kind in _KINDS_WITH_SHOWN if data.get(_shown_key(kind))},
             trace=data.get("trace"),
             unmeasured=dict(data.get("not_measured") or _MEASURED),
+            lower_bounds=dict(data.get("lower_bound") or _MEASURED),
         )
 
     def budget_text(self) -> str:
@@ -207,7 +212,24 @@ def judge(record: RecompileRecord, over: Optional[tuple[str, ...]] = None, unmea
         processes=processes,
         shown=_shown_totals(record) if _KINDS_WITH_SHOWN and record.any_health() else {},
         unmeasured=unmeasured or _MEASURED,
+        lower_bounds=_lower_bounds(record) if _KINDS_WITH_LOWER_BOUNDS and record.any_health() else _MEASURED,
     )
+
+
+_KINDS_WITH_LOWER_BOUNDS = tuple(kind for kind in KINDS if kind.lower_bound_signal)
+
+
+def _lower_bounds(record: RecompileRecord) -> dict[str, str]:
+    """Why a kind's count is a lower bound, by key, where some process of the test said so (the first one's reason)."""
+    found: dict[str, str] = {}
+    for kind in _KINDS_WITH_LOWER_BOUNDS:
+        for key, process in [(None, record.own), *record.children.items()]:
+            said = process.signals((kind.lower_bound_signal,), None)
+            if said:
+                label = "" if key is None else f"{record.process_label(process.info)}: "
+                found[kind.key] = label + (said[0].reason or kind.lower_bound_signal)
+                break
+    return found
 
 
 _KINDS_WITH_SHOWN = tuple(kind for kind in KINDS if kind.shown_signals and kind.shown_key)

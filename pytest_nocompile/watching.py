@@ -85,6 +85,7 @@ class Watcher:
             raise
         finally:
             if record is not None:
+                _settle(record)
                 record.end_setup()
 
     def _running(self, item: pytest.Item) -> Optional[Watch]:
@@ -184,6 +185,7 @@ class Watcher:
     def _end_call(self, item: pytest.Item, watch: Watch) -> None:
         """The call ended (its own error, if any, still on its way): fix the counts, undo what the call changed."""
         assert watch.record is not None
+        _settle(watch.record)
         watch.record.end_call()
         if watch.strict_patch is not None:
             self._exit_strict(watch)
@@ -353,3 +355,11 @@ class Watcher:
             budget = plan.budget
             return Watch(budget, RecompileRecord(budget), plan=plan)
         return None
+
+
+def _settle(record: RecompileRecord) -> None:
+    """Before a phase's count is fixed: the syncs torch warns of outside Python, read from stderr, all reached the record."""
+    if DYNAMO_LOGS.attached(record):
+        from .observe.cpp_syncs import settle
+
+        settle()

@@ -17,7 +17,7 @@ import warnings
 
 import pytest
 
-from nocompile_testing import TORCH, RunPytest, expect_lines
+from nocompile_testing import RunPytest, expect_lines
 from pytest_nocompile.events import CodeLocation, HealthEvent
 from pytest_nocompile.health_lines import SYNC_SIGNAL, sync_lines
 from pytest_nocompile.observe.sync_warnings import is_sync_warning
@@ -279,70 +279,6 @@ def test_block_assertions_count_their_block_and_a_child_process_counts_its_own(p
         "1 × test_blocks.py:27 in sync_twice: torch.fake_sync(1)",
     ])
     assert "warnings summary" not in result.stdout.str()
-
-
-# dynamo saves and restores the CUDA RNG state around a compile where torch.cuda.is_available() says True.
-COMPILES_WITH_FAKE_CUDA = '''
-torch.cuda.get_rng_state = lambda *args, **kwargs: torch.zeros(1, dtype=torch.uint8)
-torch.cuda.set_rng_state = lambda *args, **kwargs: None
-'''
-
-
-def give_spawned_children_fake_cuda(pytester: pytest.Pytester) -> None:
-    """FAKE_CUDA in the run's process, and in every process it starts as torch imports (before anything else sees torch):
-    through torch's own autoload of out-of-tree device backends, an entry point of a distribution on the path (torch >= 2.5)."""
-    pytester.makeconftest(FAKE_CUDA)
-    pytester.makepyfile(fake_cuda=FAKE_CUDA + COMPILES_WITH_FAKE_CUDA + "\n\ndef install():\n    pass  # importing the module did it\n")
-    info = pytester.mkdir("fake_cuda-0.dist-info")
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-cuda\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[torch.backends]\nfake_cuda = fake_cuda:install\n")
-
-
-SPAWNED = '''
-import multiprocessing
-
-import pytest
-import torch
-
-
-def sync_compile_sync():
-    for _ in range(3):
-        torch.fake_sync(0)
-    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))
-    for _ in range(3):
-        torch.fake_sync(0)
-    assert torch._C._cuda_get_sync_debug_mode() == MODE_EXPECTED
-
-
-def run_child():
-    child = multiprocessing.get_context("spawn").Process(target=sync_compile_sync)
-    child.start()
-    child.join(240)
-    assert child.exitcode == 0
-
-
-@pytest.mark.max_syncs(0)
-def test_spawned():
-    run_child()
-'''
-
-
-@pytest.mark.skipif(TORCH < (2, 5), reason="the stand-in for CUDA reaches a spawned child through torch's backend autoload (torch >= 2.5)")
-def test_a_spawned_child_counts_from_its_torch_import_and_leaves_the_mode_alone_where_the_run_reads_no_syncs(
-        pytester: pytest.Pytester, run: RunPytest) -> None:
-    give_spawned_children_fake_cuda(pytester)
-    pytester.makepyfile(test_spawned=SPAWNED.replace("MODE_EXPECTED", "1"))  # warn: the plugin's, in a run that reads syncs
-    result = run("-p", "no:randomly")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "pid * (*): 6 syncs > max_syncs(0) (marker on the test)",
-        "3 × test_spawned.py:9 in sync_compile_sync: torch.fake_sync(0)",  # before the child's first compile too
-        "3 × test_spawned.py:12 in sync_compile_sync: torch.fake_sync(0)",
-    ])
-    # A run that reads no syncs (a recompile budget only): the child leaves torch's sync debug mode as it was.
-    pytester.makepyfile(test_spawned=SPAWNED.replace("MODE_EXPECTED", "0").replace("@pytest.mark.max_syncs(0)", "@pytest.mark.max_recompiles(0)"))
-    result = run("-p", "no:randomly")
-    result.assert_outcomes(passed=1)
 
 
 def sync(user_line: int | None, thread: str | None = None, phase: str = "call") -> HealthEvent:

@@ -179,6 +179,7 @@ def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent
     outside the call phase, listed after them by a kind with lines of its own)."""
     lines = [headline]
     if kind.events == "health":
+        lines += [f"    a lower bound: {event.reason}" for event in health if event.what == kind.lower_bound_signal][:1]
         if kind.shown_signals:
             lines += _shown_totals(kind, health)
         counted = [event for event in health if event.what in kind.signals]
@@ -224,7 +225,7 @@ def format_budget_failure(record: RecompileRecord, over: Sequence[str], stance: 
         events = record.process_of(process)
         parts += [
             explain(kind, label + kind.headline(by_process[process][kind.key], budget.allowed(kind) or 0, budget.describe(kind)),
-                    *calls, not_counted=record.events_of(process, "setup")[0], health=events.signals(kind.health_signals),
+                    *calls, not_counted=record.events_of(process, "setup")[0], health=events.signals(kind.health_signals) + lower_bound(events, kind),
                     health_not_counted=_outside_the_call(events, kind))
             for kind in KINDS if kind.key in kinds_over and not kind.is_floor
         ]
@@ -234,6 +235,11 @@ def format_budget_failure(record: RecompileRecord, over: Sequence[str], stance: 
             headline = kind.headline(count, budget.allowed(kind) or 0, budget.describe(kind))
             parts.append("\n".join([headline, *why_too_few(record.processes(), count, stance)]))
     return "\n\n".join(parts)
+
+
+def lower_bound(events: ProcessEvents, kind: BudgetKind) -> list[HealthEvent]:
+    """The event saying a process's count of ``kind`` is a lower bound, if any: said once, as its source armed (in setup)."""
+    return events.signals((kind.lower_bound_signal,), None)[:1] if kind.lower_bound_signal else []
 
 
 def _outside_the_call(events: ProcessEvents, kind: BudgetKind) -> list[HealthEvent]:
