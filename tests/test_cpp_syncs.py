@@ -10,11 +10,13 @@ same on two GPUs with NCCL and DDP: tests/acceptance/test_cuda_cpp_syncs.py.
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 from test_syncs import FAKE_CUDA
 
 from nocompile_testing import RunPytest
+from pytest_nocompile.observe.relay_process import Relay, command_mark, pass_mark
 
 pytest.importorskip("torch")
 
@@ -167,3 +169,28 @@ def test_where_c10_drops_its_warnings_the_count_is_a_lower_bound_in_the_failure_
                                  "       0           0             0    >=1  syncs<=0  over budget  test_bound.py::test_quiet"])
     (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
     assert (test["syncs"], test["lower_bound"]) == (1, {"syncs": why})
+
+
+C10_LINE = b"[W1127 14:41:40.996158070 CUDAFunctions.cpp:162] Warning: called a synchronizing CUDA operation (function warn_or_error_on_sync)\n"
+
+
+def test_the_relay_passes_every_byte_on_in_order_but_c10s_sync_lines_and_its_own_commands() -> None:
+    mine, theirs = socket.socketpair()
+    relay = Relay(theirs, "t0k", "-")
+    passed: list[bytes] = []
+    relay.write = lambda data: passed.append(bytes(data))  # type: ignore[method-assign]
+    relay.feed(b"user line\nprogress [00:01<00:02] 50%")  # a partial line that cannot be c10's goes on at once
+    relay.feed(b"\r" + b"[rank1]:" + C10_LINE[:30])  # c10's line, cut by a read: held
+    assert b"".join(passed) == b"user line\nprogress [00:01<00:02] 50%\r"
+    relay.feed(C10_LINE[30:] + b"[rank0]:" + C10_LINE + command_mark("t0k") + b"flush 7\n" + b"[W not torch's\n")
+    relay.feed(command_mark("t0k") + b"show 1\n" + C10_LINE + pass_mark("t0k") + b"a child's own sync line\n")
+    relay.feed(b"[W no newline yet", final=True)  # the pipe ended: what was held goes on
+    assert b"".join(passed) == (b"user line\nprogress [00:01<00:02] 50%\r[W not torch's\n" + C10_LINE
+                                + b"a child's own sync line\n[W no newline yet")
+    assert bytes(relay.outbox) == b"sync 1\nsync 0\nflushed 7\nsync -\n"  # each sync line told, with its rank; the flush answered in order
+    relay.upstream_pass = pass_mark("up")  # the target is a parent's relay: what is shown goes past it uncounted
+    passed.clear()
+    relay.feed(C10_LINE)
+    assert b"".join(passed) == pass_mark("up") + C10_LINE
+    mine.close()
+

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"  # event_files.ENV_VAR, without importing it in every process
 READS_SYNCS_VAR = "PYTEST_NOCOMPILE_SYNCS"  # event_files.READS_SYNCS_VAR, likewise
+RELAY_VAR = "PYTEST_NOCOMPILE_STDERR_RELAY"  # stderr_relay.RELAY_VAR, likewise
 PTH_FILE = "pytest-nocompile.pth"
 START_FILE = "pytest-nocompile.start"
 
@@ -84,8 +85,9 @@ def watch_this_process(directory: Optional[Union[str, os.PathLike[str]]] = None)
 
 
 def child_env(env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
-    """``env`` (default: empty) plus ``PYTEST_NOCOMPILE_EVENTS`` (and ``PYTEST_NOCOMPILE_SYNCS``, where the run reads
-    syncs) when this process runs in a watched test.
+    """``env`` (default: empty) plus ``PYTEST_NOCOMPILE_EVENTS`` (and, where set, ``PYTEST_NOCOMPILE_SYNCS`` and
+    ``PYTEST_NOCOMPILE_STDERR_RELAY``, which say whether the run reads syncs and what this process's stderr
+    passes through) when this process runs in a watched test.
 
     For a child started with an environment of its own, which would not be
     watched without the variable::
@@ -99,7 +101,8 @@ def child_env(env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     directory = os.environ.get(ENV_VAR)
     if directory:
         result[ENV_VAR] = directory
-        syncs = os.environ.get(READS_SYNCS_VAR)
-        if syncs is not None:
-            result[READS_SYNCS_VAR] = syncs
+        for name in (READS_SYNCS_VAR, RELAY_VAR):
+            value = os.environ.get(name)
+            if value is not None:
+                result[name] = value
     return result
