@@ -171,6 +171,42 @@ def test_where_c10_drops_its_warnings_the_count_is_a_lower_bound_in_the_failure_
     assert (test["syncs"], test["lower_bound"]) == (1, {"syncs": why})
 
 
+RELAY_ENDS = '''
+import os
+import signal
+import time
+
+import pytest
+import torch
+
+from pytest_nocompile.observe.stderr_relay import RELAY
+
+
+@pytest.mark.max_syncs(0)
+def test_relay_killed():
+    torch.fake_cpp_sync(1)
+    RELAY.flush()
+    os.kill(RELAY._process.pid, signal.SIGKILL)  # as the OOM killer might
+    deadline = time.monotonic() + 60
+    while RELAY.on and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not RELAY.on  # fd 2 is back as found
+    os.write(2, b"after the relay ended\\n")
+    torch.fake_cpp_sync(1)  # printed now, and not counted: the count is a lower bound
+'''
+
+
+def test_a_relay_that_ends_gives_fd2_back_and_the_count_says_it_is_a_lower_bound(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makeconftest(FAKE_CUDA + FAKE_CPP_SYNCS)
+    pytester.makepyfile(test_relay_ends=RELAY_ENDS)
+    result = run("-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["1 sync > max_syncs(0) (marker on the test)",
+                                 "    a lower bound: syncs in torch's C++ code (DDP's reducer, communication hooks) are not seen here: "
+                                 "the stderr relay ended",
+                                 f"1 × {CPP_PLACE}", "*Captured stderr call*", "after the relay ended"])
+
+
 C10_LINE = b"[W1127 14:41:40.996158070 CUDAFunctions.cpp:162] Warning: called a synchronizing CUDA operation (function warn_or_error_on_sync)\n"
 
 

@@ -204,7 +204,7 @@ class DynamoLogs:
         from .compiling_code import compiling_code  # here: a run that never compiles never loads it
 
         frame = sys._getframe(1) if of_this_moment else None
-        compile_id, user_code, compiling = compile_id or _current_compile_id(), find_user_code(frame), compiling_code(frame)
+        compile_id, user_code, compiling = compile_id or (_current_compile_id() if frame else None), find_user_code(frame), compiling_code(frame)
         name = threading.current_thread().name if of_this_moment else "MainThread"
         thread = None if name == "MainThread" else name
         for sink in sinks:

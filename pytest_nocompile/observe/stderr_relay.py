@@ -156,7 +156,11 @@ class StderrRelay:
     # -- fd 2 -------------------------------------------------------------------
 
     def _step_in(self) -> bool:
-        saved = os.dup(2)  # not inheritable, as every fd Python makes
+        try:
+            saved = os.dup(2)  # not inheritable, as every fd Python makes
+        except OSError:
+            self._give_up("stderr (fd 2) is closed")
+            return False
         if not self._send_target(saved):
             os.close(saved)
             return False
@@ -173,15 +177,24 @@ class StderrRelay:
         return True
 
     def _give_up(self, why: str) -> None:
-        """The relay does not answer or has ended: fd 2 back as found, never the pipe again in this process."""
+        """The relay does not answer or has ended: fd 2 back as found, never the pipe again in this process.
+
+        A relay that is only slow is left to pass on what the pipe holds, and to end with the pipe: nothing is lost.
+        """
         if self.broken is None:
             self.broken = why
         if self.on:
             os.dup2(self._saved, 2)
             os.close(self._saved)
             self._saved, self.on = -1, False
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
+        if self._write_end >= 0:
+            os.close(self._write_end)
+            self._write_end = -1
+        if self._control is not None:
+            try:
+                self._control.shutdown(2)  # SHUT_RDWR: the relay tells nobody any more; our listener ends
+            except OSError:
+                pass
         callback = self._on_broken
         if callback is not None:
             callback(why)
@@ -215,6 +228,7 @@ class StderrRelay:
             os.close(read_end)
             theirs.close()
         self._control, self._write_end = mine, write_end
+        os.register_at_fork(after_in_child=self._after_fork)  # a fork puts fd 2 back at once, whether or not it is watched
         stat = os.fstat(write_end)
         self._identity = f"{stat.st_dev}:{stat.st_ino}:{self._token}"
         threading.Thread(target=self._listen, args=(mine,), name="pytest-nocompile stderr relay", daemon=True).start()
