@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 READY, FLUSHED, TARGET, SYNC = b"ready", b"flushed", b"target", b"sync"  # what the relay tells the process, a line each
 HOLD_SECONDS = 0.05
 _LONGEST_HELD = 1024  # bytes: a sync line or a command is far shorter; a longer partial line is none
-_NO_RANK = b"-"
+_NONE = b"-"  # a message's field that has no value: a line without a rank, a target that is no relay
 # c10's logger, as its base warning handler writes a TORCH_WARN: "[W<date> <time> <file>:<line>] Warning: <msg> (function <f>)",
 # behind "[rank<N>]:" once the process has a global rank (torch.distributed).
 SYNC_LINE = (rb"(?:\[rank(?P<rank>\d+)\]:)?\[W[^\]\n]*\] Warning: called a synchronizing CUDA operation"
@@ -93,7 +93,7 @@ class Relay:
         elif found["passed"] is not None:
             self.write(self.upstream_pass + found["passed"])
         else:
-            self.tell(SYNC + b" " + (found["rank"] or _NO_RANK))
+            self.tell(SYNC + b" " + (found["rank"] or _NONE))
             if self.show:
                 self.write(self.upstream_pass + found["sync"])
 
@@ -153,7 +153,7 @@ class Relay:
             if word == TARGET and self.fds:
                 os.close(self.target)
                 self.target = self.fds.pop(0)
-                self.upstream_pass = b"" if upstream in (b"", _NO_RANK) else pass_mark(upstream.decode())
+                self.upstream_pass = b"" if upstream in (b"", _NONE) else pass_mark(upstream.decode())
                 self.tell(TARGET)
 
 
@@ -174,17 +174,21 @@ def main(control_fd: int, token: str, upstream: str) -> None:
     assert relay.control is not None
     relay.control.setblocking(False)
     relay.tell(READY)
+    # Whatever a read must answer (data, the end, an error: as good as the end); poll, not select: the socket's fd may be past FD_SETSIZE.
+    ready = select.POLLIN | select.POLLHUP | select.POLLERR | select.POLLNVAL
     while True:
         control = relay.control
-        readers: list[int] = [0] + ([control.fileno()] if control is not None else [])
-        writers = [control.fileno()] if relay.outbox and control is not None else []
+        poller = select.poll()
+        poller.register(0, select.POLLIN)
+        if control is not None:
+            poller.register(control.fileno(), select.POLLIN | (select.POLLOUT if relay.outbox else 0))
         try:
-            readable, writable, _ = select.select(readers, writers, [], HOLD_SECONDS if relay.pending else None)
+            events = dict(poller.poll(HOLD_SECONDS * 1000 if relay.pending else None))
         except InterruptedError:
             continue
-        if control is not None and control.fileno() in readable:
+        if control is not None and events.get(control.fileno(), 0) & ready:
             relay.receive()
-        if 0 in readable:
+        if events.get(0, 0) & ready:
             try:
                 data = os.read(0, 65536)
             except InterruptedError:
@@ -195,9 +199,9 @@ def main(control_fd: int, token: str, upstream: str) -> None:
                 relay.feed(b"", final=True)
                 break
             relay.feed(data)
-        elif not readable and not writable and relay.pending:  # nothing came to finish the held tail: it was no sync line
+        elif not events and relay.pending:  # nothing came to finish the held tail: it was no sync line
             relay.feed(b"", final=True)
-        if writable or relay.outbox:
+        if relay.outbox:
             relay.send()
     if relay.control is not None and relay.outbox:  # the pipe ended: what is left to tell, if the process still listens
         relay.control.setblocking(True)
