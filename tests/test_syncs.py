@@ -206,6 +206,7 @@ def test_after_them():
     assert MODE[0] == 1  # the mode the last test set, left to it
     assert warnings._showwarnmsg is SHOW
     assert not any("synchronizing" in str(entry[1]) for entry in warnings.filters)
+    assert not [call for call, _ in torch.cuda._queued_calls if call.__module__.startswith("pytest_nocompile")]  # none waits for CUDA
     torch.cuda.set_sync_debug_mode("default")
 '''
 

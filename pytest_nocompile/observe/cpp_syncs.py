@@ -44,7 +44,7 @@ class CppSyncs:
         self._armed = False
         self._show = False  # sync lines passed on: the user's own "warn" mode
         self._unseen: Optional[str] = None  # why such syncs are not seen while armed (the count a lower bound)
-        self._waiting_for_cuda = False  # a call back queued for CUDA's initialisation (once per process)
+        self._queued_in: Any = None  # torch.cuda, while a call back of ours waits in its queue for CUDA's initialisation
         self._rank: Optional[int] = None  # this process's, as last seen
 
     def arm(self, show: bool) -> None:
@@ -59,6 +59,7 @@ class CppSyncs:
 
     def disarm(self) -> None:
         self._armed = False
+        self._withdraw()
         _relay().stop()
 
     def show(self, on: bool) -> None:
@@ -79,9 +80,17 @@ class CppSyncs:
             initialised, lazy_call = True, None
         if initialised or lazy_call is None:
             self._start()
-        elif not self._waiting_for_cuda:
-            self._waiting_for_cuda = True
+        else:
             lazy_call(self._start_if_armed)  # run by torch.cuda._lazy_init, in the thread that initialises CUDA
+            self._queued_in = cuda
+
+    def _withdraw(self) -> None:
+        """Our call back out of torch's queue again (run or not): torch's state as the test found it."""
+        cuda, self._queued_in = self._queued_in, None
+        queued, lock = getattr(cuda, "_queued_calls", None), getattr(cuda, "_initialization_lock", None)
+        if isinstance(queued, list) and lock is not None:
+            with lock:  # the lock _lazy_init runs the queue under
+                queued[:] = [entry for entry in queued if not (isinstance(entry, tuple) and entry[0] == self._start_if_armed)]
 
     def _start_if_armed(self) -> None:
         try:
