@@ -88,9 +88,12 @@ class CppSyncs:
         """Our call back out of torch's queue again (run or not): torch's state as the test found it."""
         cuda, self._queued_in = self._queued_in, None
         queued, lock = getattr(cuda, "_queued_calls", None), getattr(cuda, "_initialization_lock", None)
-        if isinstance(queued, list) and lock is not None:
-            with lock:  # the lock _lazy_init runs the queue under
+        # Under the lock _lazy_init runs the queue under; never waiting long (a fork may have copied it held).
+        if isinstance(queued, list) and lock is not None and lock.acquire(timeout=5):
+            try:
                 queued[:] = [entry for entry in queued if not (isinstance(entry, tuple) and entry[0] == self._start_if_armed)]
+            finally:
+                lock.release()
 
     def _start_if_armed(self) -> None:
         try:
