@@ -176,8 +176,15 @@ def test_child_env_adds_the_variable_only_inside_a_watched_test(monkeypatch: pyt
     assert pytest_nocompile.child_env() == {}
     assert pytest_nocompile.watch_this_process() is False
     monkeypatch.setenv(ENV_VAR, "/tmp/pytest-nocompile-1-x/3")
+    for name in ("PYTEST_NOCOMPILE_SYNCS", "PYTEST_NOCOMPILE_STDERR_RELAY"):
+        monkeypatch.delenv(name, raising=False)
     assert pytest_nocompile.child_env(given) == {"PATH": "/usr/bin", ENV_VAR: "/tmp/pytest-nocompile-1-x/3"}
     assert given == {"PATH": "/usr/bin"}
+    # Where the run reads syncs, and while this process's stderr goes through the plugin's relay, the child hears so too.
+    monkeypatch.setenv("PYTEST_NOCOMPILE_SYNCS", "1")
+    monkeypatch.setenv("PYTEST_NOCOMPILE_STDERR_RELAY", "2049:77:0123abcd")
+    assert pytest_nocompile.child_env() == {ENV_VAR: "/tmp/pytest-nocompile-1-x/3", "PYTEST_NOCOMPILE_SYNCS": "1",
+                                            "PYTEST_NOCOMPILE_STDERR_RELAY": "2049:77:0123abcd"}
 
 
 def test_child_env_passes_the_tests_torch_trace_on_inside_a_watched_test(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -126,6 +126,43 @@ def test_by_option():
         (None, 0, "syncs were not observed: t")] * 2
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA observes syncs (tests/acceptance/test_cuda_syncs.py)")
+def test_on_cpu_a_block_assertion_says_once_per_run_that_syncs_were_not_observed(pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_blocks_cpu='''
+import pytest
+import torch
+
+from pytest_nocompile import assert_max_syncs
+
+
+def test_plain_block():
+    with assert_max_syncs(0):
+        torch.ones(2).sum().item()
+
+
+def test_fixture_block(nocompile_assert_max_syncs):
+    with nocompile_assert_max_syncs(0):
+        torch.ones(2).sum().item()
+
+
+@pytest.mark.max_syncs(0)
+def test_marked_after_them():
+    pass
+''')
+    result = run("-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "*test_blocks_cpu.py:8: NotMeasuredWarning: assert_max_syncs(0) is not checked: "
+        "syncs were not observed: * Tests are judged on their other budgets; said once per run",
+    ])
+    assert result.stdout.str().count("syncs were not observed") == 1  # not again for the fixture's block, nor the marker
+    # In a watched test, the test's name first, as for a marker.
+    result = run("-p", "no:randomly", "test_blocks_cpu.py::test_fixture_block")
+    result.stdout.fnmatch_lines(["*NotMeasuredWarning: test_blocks_cpu.py::test_fixture_block: nocompile_assert_max_syncs(0) is not checked: *"])
+    result = run("-p", "no:randomly", "-W", "error::pytest_nocompile.NotMeasuredWarning", "test_blocks_cpu.py::test_plain_block")
+    result.assert_outcomes(failed=1)  # a warning like any other: -W error makes it one
+
+
 def test_each_sync_is_counted_and_listed_by_the_users_line_and_a_fixtures_shown_not_counted(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makeconftest(FAKE_CUDA)
     pytester.makepyfile(test_sched=SCHEDULER)
@@ -169,6 +206,7 @@ def test_after_them():
     assert MODE[0] == 1  # the mode the last test set, left to it
     assert warnings._showwarnmsg is SHOW
     assert not any("synchronizing" in str(entry[1]) for entry in warnings.filters)
+    assert not [call for call, _ in torch.cuda._queued_calls if call.__module__.startswith("pytest_nocompile")]  # none waits for CUDA
     torch.cuda.set_sync_debug_mode("default")
 '''
 

@@ -54,7 +54,9 @@ class TestResult:
     ``trace`` is the folder the test's structured trace was kept in (``--nocompile-trace-dir``, a failed test).
     ``unmeasured`` says, by kind key, why a kind could not be measured where
     the test ran (syncs without CUDA): its count is then no count (``null``
-    in JSON, ``n/a`` in the table), not 0.
+    in JSON, ``n/a`` in the table), not 0. ``lower_bounds`` says, by kind key,
+    why a count is a lower bound (syncs of torch's C++ code not seen): ``>=``
+    in the table, ``lower_bound`` in JSON.
     """
 
     __test__ = False  # not a test class, whatever pytest collects
@@ -70,6 +72,7 @@ class TestResult:
     shown: dict[str, dict[str, float]] = field(default_factory=dict)
     trace: Optional[str] = None
     unmeasured: Mapping[str, str] = field(default_factory=lambda: MEASURED)
+    lower_bounds: Mapping[str, str] = field(default_factory=lambda: MEASURED)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: what the JSON report holds per test, and what xdist carries."""
@@ -86,6 +89,7 @@ class TestResult:
             **{_shown_key(kind): self.shown.get(kind.key, {}) for kind in KINDS_WITH_SHOWN},
             "trace": self.trace,
             **({"not_measured": dict(unmeasured)} if unmeasured else {}),
+            **({"lower_bound": dict(self.lower_bounds)} if self.lower_bounds else {}),
         }
 
     @classmethod
@@ -103,6 +107,7 @@ class TestResult:
             shown={kind.key: dict(data[_shown_key(kind)]) for kind in KINDS_WITH_SHOWN if data.get(_shown_key(kind))},
             trace=data.get("trace"),
             unmeasured=dict(data.get("not_measured") or MEASURED),
+            lower_bounds=dict(data.get("lower_bound") or MEASURED),
         )
 
     @property

@@ -116,7 +116,24 @@ def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[
         shown={key: {signal: KINDS_BY_KEY[key].measure.for_json(total) for signal, total in totals.items()}
                for key, totals in snapshot.shown.items()},
         unmeasured=unmeasured or MEASURED,
+        lower_bounds=_lower_bounds(snapshot) if _KINDS_WITH_LOWER_BOUNDS and any(process.health for process in snapshot.processes) else MEASURED,
     )
+
+
+_KINDS_WITH_LOWER_BOUNDS = tuple(kind for kind in KINDS if kind.lower_bound_signal)
+
+
+def _lower_bounds(snapshot: TestSnapshot) -> dict[str, str]:
+    """Why a kind's count is a lower bound, by key, where some process of the test said so (the first one's reason)."""
+    found: dict[str, str] = {}
+    for kind in _KINDS_WITH_LOWER_BOUNDS:
+        for process in snapshot.processes:
+            said = process.signals((kind.lower_bound_signal,), None)
+            if said:
+                label = "" if process.info is None else f"{process.label}: "
+                found[kind.key] = label + (said[0].reason or kind.lower_bound_signal)
+                break
+    return found
 
 
 def _first_cause(snapshot: TestSnapshot, budget: RecompileBudget, over: tuple[str, ...], process: ProcessSnapshot) -> str:

@@ -1,11 +1,12 @@
-"""dynamo's arrival: a one-shot import hook that calls back once ``torch._dynamo`` has finished importing.
+"""dynamo's arrival (and torch's): a one-shot import hook that calls back once ``torch._dynamo`` has finished importing.
 
 Stdlib only, and light: a child process's start-up hook arms it without
 importing logging or torch. The plugin never imports dynamo (about 1 s): a
 suite that imports torch and never compiles should not pay for it. Capture
 starts when dynamo finishes importing, which ``torch.compile`` can do in the
 middle of a test that then recompiles; the hook calls back right then, before
-anything compiled.
+anything compiled. A child process that reads syncs waits for ``torch`` the same way
+(:func:`when_torch_arrives`): nothing can sync before torch is imported.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 DYNAMO = "torch._dynamo"
+TORCH = "torch"
 
 
 def dynamo_imported() -> bool:
@@ -52,9 +54,10 @@ class _NotifyingLoader:
 
 
 class _ArrivalFinder:
-    """A meta path finder that sees only ``torch._dynamo``'s import, and leaves once it has seen it."""
+    """A meta path finder that sees only one module's import (``torch._dynamo``'s), and leaves once it has seen it."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: str = DYNAMO) -> None:
+        self.module = module
         self.callbacks: list[Callable[[], None]] = []
 
     def install(self) -> None:
@@ -66,7 +69,7 @@ class _ArrivalFinder:
             sys.meta_path.remove(self)
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != DYNAMO:
+        if name != self.module:
             return None
         import importlib.util  # here, not at import: a child's start-up hook imports this module
 
@@ -83,6 +86,7 @@ class _ArrivalFinder:
 
 
 _arrival = _ArrivalFinder()
+_torch_arrival = _ArrivalFinder(TORCH)
 
 
 def when_dynamo_arrives(callback: Callable[[], None]) -> None:
@@ -99,8 +103,19 @@ def stop_waiting_for_dynamo(callback: Callable[[], None]) -> None:
         _arrival.uninstall()
 
 
+def when_torch_arrives(callback: Callable[[], None]) -> None:
+    """Call ``callback`` once ``torch`` has finished importing (in the importing thread); at once if it has."""
+    if TORCH in sys.modules:  # already imported (a fork of a process that had imported it)
+        callback()
+        return
+    if callback not in _torch_arrival.callbacks:
+        _torch_arrival.callbacks.append(callback)
+    _torch_arrival.install()
+
+
 def forget_callbacks() -> None:
     """Drop every call back: in a forked child, the parent's are not this process's business."""
-    _arrival.callbacks = []
-    _arrival.uninstall()
+    for finder in (_arrival, _torch_arrival):
+        finder.callbacks = []
+        finder.uninstall()
 

@@ -185,27 +185,27 @@ class DynamoLogs:
                 source.disarm()
             self._armed_sources = []
 
-    def emit_health(self, what: str, amount: float = 1, reason: Optional[str] = None, compile_id: Optional[str] = None) -> None:
-        """A source's signal, to every sink, with the user code and thread of the moment, and the compile id
-        (``compile_id``: the source's, when it knows one the moment no longer does)."""
+    def emit_health(self, what: str, amount: float = 1, reason: Optional[str] = None, compile_id: Optional[str] = None, of_this_moment: bool = True) -> None:
+        """A source's signal, to every sink, with the user code and thread of the moment, and the compile id (``compile_id``: the
+        source's, when it knows one the moment no longer does; ``of_this_moment=False``: none, for a signal heard late, a C++ sync)."""
         sinks = self._sinks
         if not sinks:
             return
         from .user_code import compiling_code
 
-        frame = sys._getframe(1)
-        compile_id, user_code, compiling = compile_id or current_compile_id(), find_user_code(frame), compiling_code(frame)
-        name = threading.current_thread().name
+        frame = sys._getframe(1) if of_this_moment else None
+        compile_id, user_code, compiling = compile_id or (current_compile_id() if frame else None), find_user_code(frame), compiling_code(frame)
+        name = threading.current_thread().name if of_this_moment else "MainThread"
         thread = None if name == "MainThread" else name
         for sink in sinks:
             sink.add_health(what, amount, reason, compile_id, user_code, thread, compiling)
 
     def attach(self, sink: Sink) -> None:
-        """Send dynamo's records to ``sink`` too, from now on; arms the capture for the first sink."""
-        if not self.armed:
-            self._arm()
+        """Send dynamo's records to ``sink`` too, from now on; arms the capture for the first sink (which hears what arming says)."""
         if sink not in self._sinks:
             self._sinks = [*self._sinks, sink]  # a new list: a thread logging now keeps iterating the old one
+        if not self.armed:
+            self._arm()
 
     def attach_early(self, sink: Sink) -> None:
         """Send ``sink`` the signals of the sources that need no dynamo, before dynamo is imported (importing nothing);

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import pytest
 
     from ..judge.budget import RecompileBudget
+    from ..record.process_events import ProcessEvents
     from ..record.record import RecompileRecord
     from ..record.snapshot import ProcessSnapshot, TestSnapshot
 
@@ -180,6 +181,7 @@ def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent
     outside the call phase, listed after them by a kind with lines of its own)."""
     lines = [headline]
     if kind.events == "health":
+        lines += [f"    a lower bound: {event.reason}" for event in health if event.what == kind.lower_bound_signal][:1]
         if kind.shown_signals:
             lines += _shown_totals(kind, health)
         counted = [event for event in health if event.what in kind.signals]
@@ -223,7 +225,8 @@ def format_budget_failure(snapshot: TestSnapshot, budget: RecompileBudget, over:
             explain(kind, label + kind.headline(process.counts[kind.key], budget.allowed(kind) or 0, budget.describe(kind)),
                     process.call_recompiles, process.call_limit_hits, process.call_graph_breaks,
                     not_counted=[event for event in process.recompiles if event.phase == "setup"],
-                    health=process.signals(kind.health_signals), health_not_counted=_outside_the_call(process, kind))
+                    health=process.signals(kind.health_signals) + lower_bound(process, kind),
+                    health_not_counted=_outside_the_call(process, kind))
             for kind in KINDS if kind.key in kinds_over and not kind.is_floor
         ]
     for kind in KINDS:
@@ -232,6 +235,11 @@ def format_budget_failure(snapshot: TestSnapshot, budget: RecompileBudget, over:
             headline = kind.headline(count, budget.allowed(kind) or 0, budget.describe(kind))
             parts.append("\n".join([headline, *why_too_few(snapshot.processes, count, stance)]))
     return "\n\n".join(parts)
+
+
+def lower_bound(events: ProcessSnapshot | ProcessEvents, kind: BudgetKind) -> list[HealthEvent]:
+    """The event saying a process's count of ``kind`` is a lower bound, if any: said once, as its source armed (in setup)."""
+    return events.signals((kind.lower_bound_signal,), None)[:1] if kind.lower_bound_signal else []
 
 
 def _outside_the_call(events: ProcessSnapshot, kind: BudgetKind) -> list[HealthEvent]:

@@ -6,7 +6,8 @@ Each phase of a watched test has a folder of its own under the run's folder
 :data:`~.event_files.ENV_VAR` while that phase runs. A process inherits the
 variable when it starts, so the folder it reports to says which phase
 started it: only processes started in the test's call count against the
-test. A process started in setup or teardown (a fixture's server) is
+test. Beside it, :data:`~.event_files.READS_SYNCS_VAR` tells them whether the
+run reads syncs: only then do they turn torch's sync debug mode on. A process started in setup or teardown (a fixture's server) is
 reported in that phase, "not counted", whenever it compiles. Afterwards the
 variable is as the test found it and the test's folders are gone; the run's
 folder goes when the run ends. A process started outside any watched test
@@ -19,7 +20,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, Optional
 
-from .hook import ENV_VAR
+from ..observe import wanted_signals
+from ..vocabulary.health_lines import SYNC_SIGNAL
+from .hook import ENV_VAR, READS_SYNCS_VAR
 
 if TYPE_CHECKING:
     from .event_files import EventDirectory, Reading
@@ -111,6 +114,7 @@ class ChildReports:
         # The variable as every test finds it: set only when pytest itself runs in a watched test's
         # process. Read once: a lookup of an absent variable raises and catches a KeyError, every test.
         self._found = os.environ.get(ENV_VAR)
+        self._found_syncs = os.environ.get(READS_SYNCS_VAR)
 
     @property
     def run_folder(self) -> Optional[str]:
@@ -136,19 +140,15 @@ class ChildReports:
     def enter(self, reports: TestReports, phase: str) -> None:
         """The test's call or teardown starts: processes started from now on report to that phase's folder."""
         os.environ[ENV_VAR] = reports.enter(phase)
+        _set_or_remove(READS_SYNCS_VAR, "1" if _run_reads_syncs() else self._found_syncs)
         if "multiprocessing.forkserver" in sys.modules:
             _restart_fork_server()
 
     def end(self, reports: TestReports, just_read: bool = False, keep: bool = False) -> None:
         """The test ended: the variable back as the test found it, and its folders removed (``keep``: left for a
         fixture's process that may go on reporting; the run's end removes them)."""
-        if self._found is None:
-            try:
-                del os.environ[ENV_VAR]
-            except KeyError:  # the test removed it itself
-                pass
-        else:
-            os.environ[ENV_VAR] = self._found
+        _set_or_remove(ENV_VAR, self._found)
+        _set_or_remove(READS_SYNCS_VAR, self._found_syncs)
         if not keep:
             reports.remove(just_read)
 
@@ -157,6 +157,18 @@ class ChildReports:
         if self._run is not None:
             self._run.remove()
             self._run = None
+
+
+def _run_reads_syncs() -> bool:
+    """Whether this run reads syncs now (a budget or block assertion of theirs, or a report of every count, seen so far)."""
+    return SYNC_SIGNAL in wanted_signals.wanted_signals()
+
+
+def _set_or_remove(name: str, value: Optional[str]) -> None:
+    if value is not None:
+        os.environ[name] = value
+    else:
+        os.environ.pop(name, None)  # the test may have removed it itself
 
 
 def _restart_fork_server() -> None:

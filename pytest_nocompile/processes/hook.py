@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"  # event_files.ENV_VAR, without importing it in every process
 TRACE_VARIABLE = "TORCH_TRACE"  # structured_trace.TRACE_VARIABLE, likewise
+READS_SYNCS_VAR = "PYTEST_NOCOMPILE_SYNCS"  # event_files.READS_SYNCS_VAR, likewise
+RELAY_VAR = "PYTEST_NOCOMPILE_STDERR_RELAY"  # stderr_relay.RELAY_VAR, likewise
 PTH_FILE = "pytest-nocompile.pth"
 START_FILE = "pytest-nocompile.start"
 
@@ -110,7 +112,9 @@ def watch_this_process(directory: Optional[Union[str, os.PathLike[str]]] = None)
 
 
 def child_env(env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
-    """``env`` (default: empty) plus ``PYTEST_NOCOMPILE_EVENTS`` when this process runs in a watched test.
+    """``env`` (default: empty) plus ``PYTEST_NOCOMPILE_EVENTS`` (and, where set, ``PYTEST_NOCOMPILE_SYNCS`` and
+    ``PYTEST_NOCOMPILE_STDERR_RELAY``, which say whether the run reads syncs and what this process's stderr
+    passes through) when this process runs in a watched test.
 
     For a child started with an environment of its own, which would not be
     watched without the variable::
@@ -132,4 +136,8 @@ def child_env(env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
         trace = os.environ.get(TRACE_VARIABLE)
         if trace:
             result.setdefault(TRACE_VARIABLE, trace)
+        for name in (READS_SYNCS_VAR, RELAY_VAR):
+            value = os.environ.get(name)
+            if value is not None:
+                result[name] = value
     return result

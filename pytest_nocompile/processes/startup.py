@@ -9,9 +9,11 @@ depth: ``multiprocessing`` (spawn, forkserver), ``torch.multiprocessing.spawn``,
 ``subprocess`` running Python, ``torchrun`` and its workers.
 
 Capture arms only when the process's own code imports dynamo (a process that
-never compiles imports nothing more and writes nothing); in a fork of a
-process that imported torch, the sources that need no dynamo (syncs) arm at
-once. It never prints and
+never compiles imports nothing more and writes nothing). Where the test's run
+reads syncs (:data:`~.event_files.READS_SYNCS_VAR`), the sources that need no
+dynamo (syncs) arm as torch finishes importing, or at once in a fork of a
+process that imported it: a sync before the first compile counts too. Where
+it does not, torch's sync debug mode is left alone. It never prints and
 never changes the process's output or exit code, whatever the environment
 (a ``RANK`` that is no number, no pytest importable): each event is written
 as it happens, and anything that goes wrong is written as a ``problem`` line
@@ -30,7 +32,7 @@ import sys
 import time
 
 from ..observe import arrival
-from .event_files import ENV_VAR, MAX_MESSAGE, EventWriter
+from .event_files import ENV_VAR, MAX_MESSAGE, READS_SYNCS_VAR, EventWriter
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
 
@@ -67,8 +69,8 @@ def report_to(directory: str, forked_from: Optional[int] = None) -> None:
         reporter.arm()
     else:
         arrival.when_dynamo_arrives(reporter.arm)
-        if "torch" in sys.modules:  # a fork of a process that imported torch: what needs no dynamo (syncs) reports already
-            reporter.arm_early()
+        if reporter.reads_syncs:  # what needs no dynamo (syncs) reports from torch's import on
+            arrival.when_torch_arrives(reporter.arm_early)
 
 
 def report_after_fork(directory: str) -> None:
@@ -90,6 +92,7 @@ class _Reporter:
         self._world: Optional[int] = None  # the job's world size, as last seen with the rank
         self._forked_from = forked_from
         self._command: Optional[str] = None  # what the process runs, made at its first line (multiprocessing names it by then)
+        self.reads_syncs = os.environ.get(READS_SYNCS_VAR) == "1"  # as the test's process said, when this process started
 
     def arm(self) -> None:
         try:
@@ -101,9 +104,18 @@ class _Reporter:
                 return
             from ..observe.capture import DYNAMO_LOGS
 
+            self._leave_syncs_alone(DYNAMO_LOGS)
             DYNAMO_LOGS.attach(self)
         except Exception as error:
             self._write("problem", message=f"pytest-nocompile could not watch this process: {type(error).__name__}: {error}")
+
+    def _leave_syncs_alone(self, capture: Any) -> None:
+        """A run that reads no syncs: their source never arms here (it would turn torch's sync debug mode on)."""
+        if not self.reads_syncs:
+            from ..observe import wanted_signals
+            from ..observe.sources.sync_warnings import SyncWarnings
+
+            wanted_signals.narrow(wanted_signals.wanted_signals() - SyncWarnings.signals)
 
     def arm_early(self) -> None:
         try:

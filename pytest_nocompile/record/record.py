@@ -152,6 +152,12 @@ class RecompileRecord:
 
         return TestSnapshot(tuple(ProcessSnapshot(process, self.process_label(process.info)) for process in self.processes()), self.pid)
 
+    def process_of(self, process: Optional[ProcessInfo]) -> ProcessEvents:
+        """One process's events: the test's own (None), or a child's."""
+        if process is None:
+            return self.own
+        return next(child for child in self.children.values() if child.info == process)
+
     def process_label(self, process: Optional[ProcessInfo]) -> str:
         from ..vocabulary.events import process_label
 

@@ -29,7 +29,7 @@ from ..exceptions import (
     TooFewCompiles,
 )
 from .compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
-from .health_lines import COMPILE_SYNC_SIGNAL, KERNELS_SIGNAL, SYNC_SIGNAL, kernel_lines, sync_lines
+from .health_lines import COMPILE_SYNC_SIGNAL, KERNELS_SIGNAL, SYNC_SIGNAL, SYNCS_UNSEEN_SIGNAL, kernel_lines, sync_lines
 from .measures import COUNT, INSTRUCTIONS, SECONDS, Amount, Measure
 
 if TYPE_CHECKING:
@@ -90,6 +90,9 @@ class BudgetKind:
     # "compiles"): no column, JSON count or junit property of its own, and no baseline entry.
     same_count_as: str = ""
     compile_error_fails: bool = False  # a compile error dynamo swallowed (suppress_errors) fails it, whatever its count
+    # A signal whose event says its process's count is a lower bound (its reason: why some were not seen); the failure, the
+    # table (">=") and the JSON report (lower_bound) say so.
+    lower_bound_signal: str = ""
 
     @property
     def is_floor(self) -> bool:
@@ -124,8 +127,8 @@ class BudgetKind:
 
     @property
     def health_signals(self) -> tuple[str, ...]:
-        """The health events a failure of this kind lists (its signals) or sums up (its shown signals)."""
-        return (*self.signals, *self.shown_signals)
+        """The health events a failure of this kind lists (its signals), sums up (its shown signals) or reads as a lower bound."""
+        return (*self.signals, *self.shown_signals, *((self.lower_bound_signal,) if self.lower_bound_signal else ()))
 
     @property
     def option(self) -> str:
@@ -307,6 +310,7 @@ SYNCS = BudgetKind(
     describe_events=sync_lines,
     exceeded=SyncBudgetExceeded,
     gated_by_baseline=False,
+    lower_bound_signal=SYNCS_UNSEEN_SIGNAL,  # observe.cpp_syncs: the syncs torch warns of outside Python, where not seen
 )
 KERNELS = BudgetKind(
     key="kernels",

@@ -18,7 +18,7 @@ from ..exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudget
 from ..judge.budget import validate_count
 from ..judge.torch_support import refuse_where_torch_lacks
 from ..judge.verdict import over_budget
-from ..output.report import explain
+from ..output.report import explain, lower_bound
 from ..record.log import RecompileLog
 from ..record.record import ProcessEvents, RecompileRecord
 from ..vocabulary.events import ProcessInfo
@@ -118,6 +118,10 @@ class _BudgetBlock(ContextDecorator):
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         __tracebackhide__ = True  # the traceback should end at the user's with-block
+        if self._kind.lower_bound_signal:  # (syncs) those torch warns of outside Python reach the record a little later
+            from ..observe.cpp_syncs import settle
+
+            settle()
         if self._own is not None:
             self._own.stop()
             self._own = None
@@ -130,6 +134,9 @@ class _BudgetBlock(ContextDecorator):
         log.counted = sum(counts.values()) if self._kind.is_floor else max(counts.values())
         if exc_type is not None:
             return  # the block's own error wins
+        from .watch import say_if_block_not_measured
+
+        say_if_block_not_measured(self._kind, self._shown)  # (syncs without CUDA) once per run, as a marker's budget
         if self._kind.is_floor:
             self._judge_floor(list(new.values()), int(log.counted))
             return
@@ -142,7 +149,7 @@ class _BudgetBlock(ContextDecorator):
                 if len(counts) > 1:  # children reported: say which process
                     headline = f"{record.process_label(process)}: {headline}"
                 parts.append(explain(self._kind, headline, *new[process].of_phase(None),
-                                     health=new[process].signals(self._kind.health_signals, None)))
+                                     health=new[process].signals(self._kind.health_signals, None) + lower_bound(record.process_of(process), self._kind)))
             raise self._kind.exceeded("\n\n".join(parts))
 
     def _judge_floor(self, new: list[ProcessEvents], count: int) -> None:

@@ -9,6 +9,7 @@ and the files its child processes write. Nothing here registers a hook.
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import TYPE_CHECKING, ContextManager, Mapping, Optional, Sequence
 
 import pytest
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 # The run's open watches by node id, in its config's stash: the fixtures find their test's there.
 WATCHES_KEY = pytest.StashKey["dict[str, Watch]"]()
+# The kinds this process's run has said it cannot measure (a marker's or a block assertion's budget): each said once.
+_SAID_NOT_MEASURED: set[str] = set()
 
 
 class CaptureLostWarning(pytest.PytestWarning):
@@ -97,6 +100,12 @@ def not_measured(kinds: Sequence[BudgetKind]) -> Mapping[str, str]:
     return found
 
 
+def said_not_measured_this_run() -> set[str]:
+    """A run begins: nothing said yet. The keys of the kinds said (by markers and block assertions alike), added to."""
+    _SAID_NOT_MEASURED.clear()
+    return _SAID_NOT_MEASURED
+
+
 def say_if_not_measured(item: pytest.Item, budget: RecompileBudget, kinds: Sequence[BudgetKind], said: set[str]) -> None:
     """Warn that the test's budgets of ``kinds`` cannot be checked here, where so (its other budgets still judge it),
     each kind once per run (``said``: the keys said so far, added to). Asked of a test whose plan has such a budget
@@ -108,10 +117,26 @@ def say_if_not_measured(item: pytest.Item, budget: RecompileBudget, kinds: Seque
         if why is None:
             continue
         said.add(kind.key)
-        advice = " (max_compile_seconds measures compile time everywhere)" if kind.key == "compile_instructions" else ""
-        category = CompileTimeWarning if kind.key.startswith("compile_") else NotMeasuredWarning
-        item.warn(category(f"{item.nodeid}: {budget.describe(kind)} is not checked: {why}. Tests are judged "
-                           f"on their other budgets{advice}; said once per run"))
+        item.warn(_not_measured_warning(kind, f"{item.nodeid}: {budget.describe(kind)}", why))
+
+
+def say_if_block_not_measured(kind: BudgetKind, described: str) -> None:
+    """A block assertion's :func:`say_if_not_measured`: warn, once per run (with the markers' kinds), that the
+    block's budget (``described``, e.g. ``assert_max_syncs(0)``) cannot be checked here, where so."""
+    why = why_not_measured(kind)
+    if why is None:
+        return
+    if kind.key in _SAID_NOT_MEASURED:
+        return
+    _SAID_NOT_MEASURED.add(kind.key)
+    where = f"{_OPEN[-1].nodeid}: " if _OPEN else ""  # the watched test it is in, if any
+    warnings.warn(_not_measured_warning(kind, where + described, why), stacklevel=3)  # the user's with-block
+
+
+def _not_measured_warning(kind: BudgetKind, budget: str, why: str) -> NotMeasuredWarning:
+    advice = " (max_compile_seconds measures compile time everywhere)" if kind.key == "compile_instructions" else ""
+    category = CompileTimeWarning if kind.key.startswith("compile_") else NotMeasuredWarning
+    return category(f"{budget} is not checked: {why}. Tests are judged on their other budgets{advice}; said once per run")
 
 
 # Every open watch in this process, latest last (pytester runs nest).

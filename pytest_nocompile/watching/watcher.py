@@ -72,7 +72,9 @@ class Watcher:
         self.last_closed: Optional[Watch] = None  # its teardown report comes next
         self.gathers = not settings.is_worker  # results are gathered here (not on an xdist worker)
         self.dynamo_arrived_here = False  # the import hook saw dynamo arrive during this run
-        self.said_not_measured: set[str] = set()  # the kinds whose budgets were found uncheckable here, and said
+        from .watch import said_not_measured_this_run
+
+        self.said_not_measured = said_not_measured_this_run()  # the kinds found uncheckable here, and said (blocks' too)
         # Tests whose fixtures started processes that reported: (node id, record, what each child had reported by its end).
         self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
         # By planning.plan_key: the plan its tests share (parents live as long as the run).
@@ -94,6 +96,7 @@ class Watcher:
             raise
         finally:
             if record is not None:
+                _settle(record)
                 record.end_setup()
 
     def _running(self, item: pytest.Item) -> Optional[Watch]:
@@ -197,6 +200,7 @@ class Watcher:
     def _end_call(self, item: pytest.Item, watch: Watch) -> None:
         """The call ended (its own error, if any, still on its way): fix the counts, undo what the call changed."""
         assert watch.record is not None
+        _settle(watch.record)
         watch.record.end_call()
         if watch.strict_patch is not None:
             self._exit_strict(watch)
@@ -375,3 +379,12 @@ class Watcher:
             budget = plan.budget
             return Watch(budget, RecompileRecord(), plan=plan)
         return None
+
+
+def _settle(record: RecompileRecord) -> None:
+    """Before a phase's count is fixed: the syncs torch warns of outside Python, read from stderr, all reached the record."""
+    capture = loaded_capture()
+    if capture is not None and capture.attached(record):
+        from ..observe.cpp_syncs import settle
+
+        settle()

@@ -29,6 +29,11 @@ event (:meth:`~.capture.DynamoLogs.emit_health`). This source needs no
 dynamo: a test that never compiles is watched for syncs too
 (:meth:`~.capture.DynamoLogs.attach_early`). Without CUDA nothing can sync:
 :func:`syncs_not_observed` says why, and the test's run says it once.
+
+Where no Python called the operation (DDP's reducer, a communication hook),
+torch's warning never reaches Python: c10 writes it to stderr. Those
+:mod:`.cpp_syncs` counts, while armed, from what the stderr relay takes out
+of fd 2.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ import sys
 import warnings
 from typing import Any, Callable, Optional
 
-from ...vocabulary.health_lines import COMPILE_SYNC_SIGNAL, SYNC_SIGNAL
+from ...vocabulary.health_lines import COMPILE_SYNC_SIGNAL, SYNC_SIGNAL, SYNCS_UNSEEN_SIGNAL
+from ..cpp_syncs import CppSyncs
 from ..dynamo_state import torch_import_warnings_silenced
 
 SYNC_WARNING = "called a synchronizing CUDA operation"  # c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync()
@@ -54,7 +60,7 @@ def is_sync_warning(message: object, category: object) -> bool:
 class SyncWarnings:
     """The source: while armed, torch warns at each sync, and each warning becomes a health event instead of a line of output."""
 
-    signals = frozenset((SYNC_SIGNAL, COMPILE_SYNC_SIGNAL))
+    signals = frozenset((SYNC_SIGNAL, COMPILE_SYNC_SIGNAL, SYNCS_UNSEEN_SIGNAL))
     needs_dynamo = False  # armed for a watched test whether or not dynamo is imported
 
     def __init__(self, emit: Callable[[str, float, Optional[str]], None]) -> None:
@@ -63,6 +69,7 @@ class SyncWarnings:
         self._user_mode = DEFAULT  # the mode the user set (before arming, or since, through torch.cuda)
         self._show: Any = None  # warnings._showwarnmsg as found, while armed
         self._patched: list[tuple[Any, str, Any, Any]] = []  # (module, name, torch's, ours)
+        self._cpp = CppSyncs(emit)  # the syncs torch warns of outside Python, from stderr
 
     def arm(self) -> None:
         if self._modes is not None:
@@ -85,6 +92,7 @@ class SyncWarnings:
         self._patch(warnings, "_showwarnmsg", self._show_or_count)
         self._patch(torch.cuda, "set_sync_debug_mode", self._users_set_mode)
         self._patch(torch.cuda, "get_sync_debug_mode", self._users_get_mode)
+        self._cpp.arm(show=user_mode == WARN)
 
     def disarm(self) -> None:
         modes, self._modes = self._modes, None
@@ -103,6 +111,8 @@ class SyncWarnings:
         get_mode, set_mode = modes
         if get_mode() != self._user_mode:
             set_mode(self._user_mode)
+        self._cpp.disarm()  # after the mode is back: a C++ thread warns no more
+
 
     def _patch(self, module: Any, name: str, ours: Any) -> None:
         original = getattr(module, name, None)
@@ -137,6 +147,7 @@ class SyncWarnings:
         self._user_mode = get_mode()
         if self._user_mode == DEFAULT:
             set_mode(WARN)
+        self._cpp.show(self._user_mode == WARN)
 
     def _users_get_mode(self) -> int:
         mode: int = self._original("get_sync_debug_mode")()  # its CUDA initialisation
