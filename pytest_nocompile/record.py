@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .child_lines import ChildLine, ChildReportWarning
     from .events import CodeLocation, CompileEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
     from .graph_break_events import GraphBreakEvent
+    from .module_names import CompiledModule
     from .observe.children import TestReports
     from .observe.event_files import EventDirectory, Reading
 
@@ -322,33 +323,33 @@ class RecompileRecord:
         phase = _FIXTURE_PHASES.get(line.started_in or "") or self._phase_at(line.moment)
         what = line.event
         if what == "recompile":
-            event = _recompile_event(line.message, phase, line.compile_id, line.user_code, line.thread)
-            child.add_recompile(replace(event, process=info))
+            child.add_recompile(replace(_recompile_event(line.message, phase, line.compile_id, line.user_code, line.thread, line.module), process=info))
         elif what == "compile":
-            child.add_compile(CompileEvent(line.compile_id, line.user_code, phase, line.thread, info, line.compiling))
+            child.add_compile(CompileEvent(line.compile_id, line.user_code, phase, line.thread, info, line.compiling, line.module))
         elif what == "limit":
             hit = parse_limit_warning(line.message, phase)
             if hit is not None:
                 child.add_limit_hit(replace(hit, process=info), line.compile_id)
         elif what == "graph_break":
-            child.add_graph_break(replace(_graph_break_event(line.message, phase), process=info))
+            child.add_graph_break(replace(_graph_break_event(line.message, phase), process=info, module=line.module))
         elif what == "health":
             from .events import HealthEvent
 
             child.add_health(HealthEvent(line.what or "?", _whole(line.amount), line.message or None, line.compile_id,
-                                         line.user_code, phase, line.thread, info, line.compiling))
+                                         line.user_code, phase, line.thread, info, line.compiling, line.module))
         elif what == "problem":
             child.problems.append(line.message)
 
     # -- the sink: what capture hands over (in whatever thread compiled) --------
 
-    def add_recompile(self, message: str, compile_id: str | None, user_code: CodeLocation | None, thread: str | None) -> None:
-        self.own.add_recompile(_recompile_event(message, self.phase, compile_id, user_code, thread))
+    def add_recompile(self, message: str, compile_id: str | None, user_code: CodeLocation | None, thread: str | None, module: CompiledModule | None = None) -> None:
+        self.own.add_recompile(_recompile_event(message, self.phase, compile_id, user_code, thread, module))
 
-    def add_compile(self, compile_id: str | None, user_code: CodeLocation | None, thread: str | None, compiling: CodeLocation | None = None) -> None:
+    def add_compile(self, compile_id: str | None, user_code: CodeLocation | None, thread: str | None, compiling: CodeLocation | None = None,
+                    module: CompiledModule | None = None) -> None:
         from .events import CompileEvent
 
-        self.own.add_compile(CompileEvent(compile_id, user_code, self.phase, thread, compiling=compiling))
+        self.own.add_compile(CompileEvent(compile_id, user_code, self.phase, thread, compiling=compiling, module=module))
 
     def add_limit_warning(self, message: str, compile_id: str | None = None, thread: str | None = None) -> None:
         from .events import parse_limit_warning
@@ -357,14 +358,14 @@ class RecompileRecord:
         if hit is not None:
             self.own.add_limit_hit(hit, compile_id)
 
-    def add_graph_break(self, message: str) -> None:
-        self.own.add_graph_break(_graph_break_event(message, self.phase))
+    def add_graph_break(self, message: str, module: CompiledModule | None = None) -> None:
+        self.own.add_graph_break(replace(_graph_break_event(message, self.phase), module=module))
 
-    def add_health(self, what: str, amount: float, reason: str | None, compile_id: str | None,
-                   user_code: CodeLocation | None, thread: str | None, compiling: CodeLocation | None = None) -> None:
+    def add_health(self, what: str, amount: float, reason: str | None, compile_id: str | None, user_code: CodeLocation | None,
+                   thread: str | None, compiling: CodeLocation | None = None, module: CompiledModule | None = None) -> None:
         from .events import HealthEvent
 
-        self.own.add_health(HealthEvent(what, amount, reason, compile_id, user_code, self.phase, thread, compiling=compiling))
+        self.own.add_health(HealthEvent(what, amount, reason, compile_id, user_code, self.phase, thread, compiling=compiling, module=module))
 
     def in_phase(self, phase: Phase) -> list[RecompileEvent]:
         """Every process's recompiles of one phase, as read at the phase ends (the fixture's view reads anew)."""
@@ -379,15 +380,14 @@ def _whole(amount: float) -> float:
     return int(amount) if float(amount).is_integer() else amount
 
 
-def _recompile_event(message: str, phase: Phase, compile_id: str | None, user_code: CodeLocation | None,
-                     thread: str | None) -> RecompileEvent:
+def _recompile_event(message: str, phase: Phase, compile_id: str | None, user_code: CodeLocation | None, thread: str | None, module: CompiledModule | None) -> RecompileEvent:
     from .events import RecompileEvent, UnrecognisedMessage, event_from_message
 
     try:
-        return event_from_message(message, phase, compile_id, user_code, thread)
+        return event_from_message(message, phase, compile_id, user_code, thread, module)
     except UnrecognisedMessage:
         # Count it anyway: a recompile we cannot parse is still a recompile.
-        return RecompileEvent("<unparsed>", "?", 0, (), message, phase, compile_id, user_code, thread)
+        return RecompileEvent("<unparsed>", "?", 0, (), message, phase, compile_id, user_code, thread, module=module)
 
 
 def _graph_break_event(message: str, phase: Phase) -> GraphBreakEvent:
