@@ -39,7 +39,7 @@ def summary(process: ProcessEvents) -> Summary:
 
 def _compiled_function(event: CompileEvent) -> str:
     code = event.compiling
-    return UNKNOWN if code is None else code_place(code.function, code.filename, code.line)
+    return UNKNOWN if code is None else code_place(code.function, code.filename, code.line, event.module)
 
 
 def differences(processes: list[ProcessEvents], label: Callable[[Optional[ProcessInfo]], str]) -> list[str]:

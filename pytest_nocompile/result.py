@@ -20,6 +20,7 @@ from .measures import Amount
 
 if TYPE_CHECKING:
     from .events import CodeLocation, GuardFailure, ProcessInfo, RecompileEvent
+    from .module_names import CompiledModule
     from .record import RecompileRecord
 
 
@@ -305,6 +306,10 @@ def _where(location: Optional[CodeLocation]) -> Optional[str]:
     return None if location is None else str(location)
 
 
+def _module(module: Optional[CompiledModule]) -> Optional[dict[str, Any]]:
+    return None if module is None else module.to_dict()
+
+
 def _process(process: Optional[ProcessInfo]) -> Optional[dict[str, Any]]:
     """A child process as the JSON report holds it: ``nth`` past the first of its pid, ``command`` when it said."""
     if process is None:
@@ -324,8 +329,8 @@ def _reason(reason: GuardFailure) -> dict[str, Any]:
     """A failed guard as the JSON report holds it: torch's text, its class and subject, and the usual fix where one is known."""
     from .guard_classes import classify
 
-    classified = classify(reason.guard)
-    return {"compile_id": reason.compile_id, "guard": reason.guard, "source": reason.source,
+    classified = classify(reason.named or reason.guard)  # a module's arguments by the user's names
+    return {"compile_id": reason.compile_id, "guard": reason.guard, "named_guard": reason.named, "source": reason.source,
             "class": classified.name, "subject": classified.subject, "fix": classified.fix}
 
 
@@ -347,6 +352,7 @@ def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
                 "process": _process(event.process),
                 "user_code": _where(event.user_code),
                 "reasons": [_reason(reason) for reason in event.reasons],
+                "module": _module(event.module),
             }
             for event in record.all_events()
         ],
@@ -365,12 +371,13 @@ def _details(record: RecompileRecord) -> dict[str, list[dict[str, Any]]]:
                 "graph_break_id": event.graph_break_id,
                 "user_code": _where(event.user_code),
                 "process": _process(event.process),
+                "module": _module(event.module),
             }
             for event in record.all_graph_breaks()
         ],
         "health_events": [
             {"what": event.what, "amount": event.amount, "reason": event.reason, "phase": event.phase, "compile_id": event.compile_id,
-             "compiling": _where(event.compiling), "thread": event.thread, "user_code": _where(event.user_code),
+             "compiling": _where(event.compiling), "module": _module(event.module), "thread": event.thread, "user_code": _where(event.user_code),
              "process": _process(event.process)}
             for process in record.processes() for event in process.health
         ],
