@@ -28,9 +28,12 @@ from .display_paths import display_path
 # A source dynamo's wrapper names, as torch up to 2.6 (L['args'][0]) and later (args[0]) writes it.
 # Not a key or attribute of something else (x.args, d['fn']); inside a quoted tensor name ('args[0]') it is one.
 _BARE = r"(?<![\w.])(?<!\[')"
-_POSITIONAL = re.compile(rf"(?:\bL\['args'\]|{_BARE}args)\[(?P<index>\d+)\]")
-_KEYWORD = re.compile(rf"""(?:\bL\['kwargs'\]|{_BARE}kwargs)\[(?P<quote>['"])(?P<name>\w+)(?P=quote)\]""")
-_MODULE = re.compile(rf"\bL\['fn'\]|{_BARE}fn(?![\w'])")
+# A name dynamo's wrapper gives, in one pass (so that renames come in the order they appear): a positional
+# argument, a keyword argument or the module itself.
+_WRAPPER_NAME = re.compile(
+    rf"""(?:\bL\['args'\]|{_BARE}args)\[(?P<index>\d+)\]"""
+    rf"""|(?:\bL\['kwargs'\]|{_BARE}kwargs)\[(?P<quote>['"])(?P<keyword>\w+)(?P=quote)\]"""
+    rf"""|(?P<module>\bL\['fn'\]|{_BARE}fn(?![\w']))""")
 _SELF = "self"
 # What a child process's line may carry (it may be written by anything on PATH): a path's length, a method's parameters.
 _MAX_TEXT = 4096
@@ -93,17 +96,16 @@ class CompiledModule:
         if not self.wrapped:
             return guard
 
-        def positional(match: re.Match[str]) -> str:
+        def user_name(match: re.Match[str]) -> str:
+            if match["module"]:
+                return rename(match[0], _SELF)
+            if match["keyword"]:
+                name = match["keyword"]
+                return rename(match[0], name) if name in self.positional or name in self.keywords else match[0]
             index = int(match["index"])
             return rename(match[0], self.positional[index]) if index < len(self.positional) else match[0]
 
-        def keyword(match: re.Match[str]) -> str:
-            name = match["name"]
-            return rename(match[0], name) if name in self.positional or name in self.keywords else match[0]
-
-        guard = _POSITIONAL.sub(positional, guard)
-        guard = _KEYWORD.sub(keyword, guard)
-        return _MODULE.sub(lambda match: rename(match[0], _SELF), guard)
+        return _WRAPPER_NAME.sub(user_name, guard)
 
     def to_dict(self) -> dict[str, Any]:
         """As the JSON report and a child process's line hold it (:func:`module_from_dict` reads it back)."""
