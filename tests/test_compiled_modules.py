@@ -116,6 +116,33 @@ def test_a_module_compiled_whole_is_named_by_its_class_and_compile_line(pytester
     assert tests["test_graph_break"]["graph_break_events"][0]["module"]["class"] == "Sequential"
 
 
+SEQUENTIAL_COMPILE = '''
+import pytest, torch
+from torch import nn
+
+@pytest.mark.max_recompiles(0)
+def test_sequential_compile():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    model.compile(backend="eager")
+    model(torch.ones(2, 4))
+    model(torch.ones(2, 4, requires_grad=True))
+'''
+
+
+def test_sequential_compile_is_named_where_torch_compiles_it(pytester: pytest.Pytester, run: RunPytest) -> None:
+    """torch 2.15 compiles ``module.compile()``'s ``_call_impl`` through its wrapper; 2.13 skips a torch module's call and compiles nothing."""
+    pytester.makepyfile(test_seq=SEQUENTIAL_COMPILE)
+    result = run("-p", "no:logging", "--nocompile-json=report.json")
+    (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    if test["compiles"] == 0:
+        result.assert_outcomes(passed=1)
+        pytest.skip("this torch compiles no graph for nn.Sequential(...).compile()")
+    result.assert_outcomes(failed=1)
+    expect_lines(result, [
+        "[1/1] recompiled Sequential.forward (compiled at test_seq.py:7)",
+        "    guard failed: 0/0: tensor 'input' requires_grad mismatch. expected requires_grad=0",
+    ])
+
 CHILD = """
 import torch
 from torch import nn

@@ -7,7 +7,8 @@ the code it compiles and that frame's locals. Two shapes name a module:
 - dynamo's own wrapper, ``inner`` in ``torch/_dynamo/external_utils.py``
   (``wrap_inline``), which ``torch.compile(module)`` compiles where the
   module's ``forward`` is torch's (``nn.Sequential``, a block of torch's,
-  sharded with FSDP2 or not). Its local ``fn`` is the module;
+  sharded with FSDP2 or not). Its local ``fn`` is the module, or a bound
+  method of it (torch 2.15 wraps ``module.compile()``'s ``_call_impl`` so);
 - a method of the module itself (a user's ``forward``, compiled whole or
   reached from compiled code), whose first argument is the module.
 
@@ -82,7 +83,7 @@ def _module_compiled(code: CodeType, frame_locals: Any) -> Optional[CompiledModu
 
     wrapped = code.co_name == _WRAPPER and code.co_filename.endswith(_WRAPPER_FILE)
     if wrapped:
-        module, method = frame_locals.get("fn"), "forward"
+        module, method = _module_and_method(frame_locals.get("fn"))
     elif code.co_argcount:
         module, method = frame_locals.get(code.co_varnames[0]), code.co_name
     else:
@@ -139,15 +140,20 @@ def _remembering(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _remember(target: Any, frame: Any) -> None:
+    module, method = _module_and_method(target)
+    site = None if module is None else find_user_code(frame)
+    if site is not None:
+        _SITES.setdefault(module, {})[method] = (site.filename, site.line)
+
+
+def _module_and_method(target: Any) -> tuple[Any, str]:
+    """The module and the method that compiling ``target`` compiles: a module's forward, a bound method of a module
+    (its call, ``module.compile()``'s ``_call_impl``, runs the forward), else (None, "")."""
     from torch.nn import Module
 
     if isinstance(target, Module):
-        module, method = target, "forward"
-    else:
-        module, method = getattr(target, "__self__", None), getattr(target, "__name__", "")
-        if not isinstance(module, Module):
-            return
-        method = "forward" if method in _CALLS else method
-    site = find_user_code(frame)
-    if site is not None:
-        _SITES.setdefault(module, {})[method] = (site.filename, site.line)
+        return target, "forward"
+    module, method = getattr(target, "__self__", None), getattr(target, "__name__", "")
+    if not isinstance(module, Module):
+        return None, ""
+    return module, "forward" if method in _CALLS else method
