@@ -352,3 +352,18 @@ def test_a_compiled_block_sharded_with_fsdp2_is_named_by_its_class(pytester: pyt
         "    guard failed: 0/0: tensor 'input' requires_grad mismatch. expected requires_grad=0",
         "    torch's names: *args*[0] for input (dynamo compiled its wrapper around the module)",
     ])
+
+
+def test_a_wrappers_classes_give_way_to_the_users() -> None:
+    from pytest_nocompile.observe.compiled_modules import _class_name
+
+    def made(name: str, module: str, *bases: type) -> type:
+        return type(name, bases, {"__module__": module})
+
+    base = made("Module", "torch.nn.modules.module")
+    block = made("Block", "model", base)
+    fsdp_module = made("FSDPModule", "torch.distributed.fsdp._fully_shard._fully_shard", base)
+    assert _class_name(made("FSDPBlock", "torch.distributed.fsdp._fully_shard._fully_shard", fsdp_module, block)) == "Block"
+    assert _class_name(block) == "Block"
+    # A module of torch.distributed's own (a checkpoint wrapper) keeps its class's name, not nn.Module's.
+    assert _class_name(made("CheckpointWrapper", "torch.distributed.algorithms._checkpoint.checkpoint_wrapper", base)) == "CheckpointWrapper"

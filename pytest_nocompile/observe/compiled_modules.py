@@ -44,6 +44,7 @@ _WRAPPER = "inner"
 _WRAPPING_PACKAGES = ("torch.distributed.", "torch._dynamo.")
 # A bound method of these compiles the module's call, which runs its forward (module.compile() passes _call_impl).
 _CALLS = ("__call__", "_call_impl", "_wrapped_call_impl")
+_MODULE_BASE = "torch.nn.modules.module"  # nn.Module's
 
 # module -> {method name: (file, line) of the user's call that compiled it}; weak: a test's model dies with it.
 _SITES: weakref.WeakKeyDictionary[Any, dict[str, tuple[str, int]]] = weakref.WeakKeyDictionary()
@@ -60,7 +61,9 @@ def compiling(frame: Optional[FrameType]) -> tuple[Optional[CodeLocation], Optio
         return None, None
     from ..events import CodeLocation
 
-    return CodeLocation(code.co_filename, code.co_firstlineno, code.co_name), module_compiled(code, arguments.get("locals") or {})
+    # The frame's locals: _compile's third argument; its frame argument's, should a torch pass only that.
+    frame_locals = arguments.get("locals") or getattr(arguments.get("frame"), "f_locals", None) or {}
+    return CodeLocation(code.co_filename, code.co_firstlineno, code.co_name), module_compiled(code, frame_locals)
 
 
 def compiled_module(frame: Optional[FrameType]) -> Optional[CompiledModule]:
@@ -105,8 +108,12 @@ def _function_code(function: Any) -> Optional[CodeType]:
 
 
 def _class_name(cls: type) -> str:
-    """The class the user wrote: the first of the module's classes that is not a wrapper's."""
-    return next((klass.__name__ for klass in cls.__mro__ if not klass.__module__.startswith(_WRAPPING_PACKAGES)), cls.__name__)
+    """The class the user wrote: the first of the module's classes that is not a wrapper's (the module's own class where
+    every one before ``nn.Module`` is torch.distributed's, as a checkpoint wrapper's are)."""
+    for klass in cls.__mro__:
+        if not klass.__module__.startswith(_WRAPPING_PACKAGES):
+            return cls.__name__ if klass.__module__ == _MODULE_BASE else klass.__name__
+    return cls.__name__
 
 
 def remember_compile_sites() -> list[tuple[Any, str, Any, Any]]:
@@ -117,7 +124,7 @@ def remember_compile_sites() -> list[tuple[Any, str, Any, Any]]:
     """
     context = getattr(sys.modules.get("torch._dynamo.eval_frame"), "_TorchDynamoContext", None)
     original = None if context is None else context.__dict__.get("__call__")
-    if context is None or original is None:
+    if context is None or original is None or original in _WRAPPERS.values():  # none, or ours already
         return []
     wrapper = _WRAPPERS.get(original)
     if wrapper is None:
