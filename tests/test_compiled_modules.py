@@ -241,6 +241,20 @@ def test_every_recorded_wrapper_guard_reads_in_the_users_names(name: str) -> Non
             assert any(user in shown for user in ("input", "need_weights", "self")), shown
 
 
+@pytest.mark.parametrize("name", ["torch-2.4-compiled_modules.txt", "torch-2.13-compiled_modules.txt", "torch-2.15-compiled_modules.txt"])
+def test_a_failure_says_nothing_of_the_wrapper_but_what_torch_named(name: str) -> None:
+    from pytest_nocompile.output.report import format_event
+
+    for message in recorded_messages(name):
+        module = ATTENTION if "need_weights" in message else SEQUENTIAL
+        lines = format_event(1, 1, event_from_message(message, module=module))
+        assert lines[0] == f"[1/1] recompiled {module.place}"
+        assert not any("external_utils" in line or "inner" in line for line in lines), lines  # no place in the wrapper
+        (named,) = [line for line in lines if line.startswith("    torch's names: ")]
+        assert named.endswith(" (dynamo compiled its wrapper around the module)")
+        assert " for input" in named or " for need_weights" in named
+
+
 def test_renaming_touches_only_the_wrappers_own_names() -> None:
     assert SEQUENTIAL.named_guard("tensor 'args[0]' dtype mismatch") == "tensor 'input' dtype mismatch"
     assert SEQUENTIAL.named_guard("tensor 'L['args'][0]' dtype mismatch") == "tensor 'input' dtype mismatch"
