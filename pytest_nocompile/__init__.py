@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     )
     from .vocabulary.graph_break_events import GraphBreakEvent
     from .vocabulary.kinds import KINDS, BudgetKind
+    from .vocabulary.module_names import CompiledModule
     from .watching.assertions import (
         AssertMaxRecompiles,
         BlockLog,
@@ -103,6 +104,7 @@ _PUBLIC_MODULES = {
     "WarmStartFailed": ".exceptions",
     "CodeLocation": ".vocabulary.events",
     "CompileEvent": ".vocabulary.events",
+    "CompiledModule": ".vocabulary.module_names",
     "GraphBreakEvent": ".vocabulary.graph_break_events",
     "GuardFailure": ".vocabulary.events",
     "ProcessInfo": ".vocabulary.events",
@@ -139,6 +141,7 @@ __all__ = [
     "CodeLocation",
     "CompileBudgetExceeded",
     "CompileEvent",
+    "CompiledModule",
     "CompileInstructionBudgetExceeded",
     "CompileTimeBudgetExceeded",
     "CudagraphRerecordBudgetExceeded",

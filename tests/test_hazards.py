@@ -116,7 +116,8 @@ EXPECTED = {
         "    triggered by: test_hazards_user.py:{# recompiles@test_int_argument} in test_int_argument: f(torch.ones(2), 3)  # recompiles",
     ],
     "test_module_attribute": [
-        "[1/1] recompiled forward (test_hazards_user.py:{return x * self.factor}-1)",
+        # Compiled whole: named by its class, compiled at the user's torch.compile line (module_names).
+        "[1/1] recompiled Scaled.forward (compiled at test_hazards_user.py:{f = torch.compile(m@test_module_attribute})",
         "    guard failed: 0/0: self.factor == 2",
         "      guarded at: test_hazards_user.py:{return x * self.factor} in forward: return x * self.factor",
         "    triggered by: test_hazards_user.py:{# recompiles@test_module_attribute} in test_module_attribute: f(torch.ones(2))  # recompiles",
@@ -132,7 +133,7 @@ EXPECTED = {
         "    triggered by: test_hazards_user.py:{# recompiles@test_dtype} in test_dtype: f(torch.ones(2, dtype=torch.float64))  # recompiles",
     ],
     "test_train_eval": [
-        "[1/1] recompiled forward (test_hazards_user.py:{return x + 1 if}-1)",
+        "[1/1] recompiled Branchy.forward (compiled at test_hazards_user.py:{f = torch.compile(m@test_train_eval})",
         # self.training == True; ___check_obj_id(self.training, ...) up to torch 2.6
         "    guard failed: 0/0: *self.training*",
         "      guarded at: test_hazards_user.py:{return x + 1 if} in forward: return x + 1 if self.training else x - 1",

@@ -155,7 +155,7 @@ def test_a_results_json_holds_each_health_event_and_xdist_carries_it_back_unchan
     record.end_call()
     data = judge_record(record).to_dict()
     assert data["health_events"] == [{"what": "inductor.fxgraph_cache_miss", "amount": 1, "reason": "cold", "phase": "call",
-                                      "compile_id": "0/0", "compiling": None, "thread": None, "user_code": None, "process": None}]
+                                      "compile_id": "0/0", "compiling": None, "module": None, "thread": None, "user_code": None, "process": None}]
     assert TestResult.from_dict(data).to_dict() == data
     older = {key: value for key, value in data.items() if key != "health_events"}  # a worker of an older version
     assert TestResult.from_dict(older).details["health_events"] == []

@@ -30,6 +30,7 @@ from ..vocabulary.measures import plural
 if TYPE_CHECKING:
     from ..record.snapshot import ProcessSnapshot
     from ..vocabulary.events import CodeLocation, ProcessInfo, RecompileEvent
+    from ..vocabulary.module_names import CompiledModule
 
 UNKNOWN = "a graph compiled outside a frame compile"  # a compile whose function torch did not show (a lazily compiled backward)
 
@@ -47,18 +48,18 @@ Summary = dict[str, Compiled]  # function place: how it compiled
 
 def summary(process: ProcessSnapshot) -> Summary:
     """The process's call-phase compiles, recompiles and graphless frame compiles, per compiled function."""
-    graphs = Counter(_compiled_function(event.compiling) for event in process.compiles if event.phase == "call")
+    graphs = Counter(_compiled_function(event.compiling, event.module) for event in process.compiles if event.phase == "call")
     recompiles = Counter(event.code_place for event in process.recompiles if event.phase == "call")
     # One compile time per frame dynamo compiled (a lazily compiled backward has no frame): frames beyond
     # the function's graphs made none.
-    frames = Counter(_compiled_function(event.compiling) for event in process.health
+    frames = Counter(_compiled_function(event.compiling, event.module) for event in process.health
                      if event.what == COMPILE_SECONDS and event.phase == "call" and event.compiling is not None)
     return {function: Compiled(graphs[function], recompiles[function], max(frames[function] - graphs[function], 0))
             for function in sorted({*graphs, *recompiles, *frames})}
 
 
-def _compiled_function(code: Optional[CodeLocation]) -> str:
-    return UNKNOWN if code is None else code_place(code.function, code.filename, code.line)
+def _compiled_function(code: Optional[CodeLocation], module: Optional[CompiledModule] = None) -> str:
+    return UNKNOWN if code is None else code_place(code.function, code.filename, code.line, module)
 
 
 def _dynamo_ran(process: ProcessSnapshot, found: Summary) -> bool:

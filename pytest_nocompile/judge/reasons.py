@@ -4,6 +4,7 @@ A reason is one line of text that a baseline keeps and compares, e.g.::
 
     recompile scale (test_step.py): python float n
     recompile Adam.step (torch/optim/adam.py): deallocated object self
+    recompile Sequential.forward (torch/nn/modules/container.py): requires_grad input
     graph break in with_print (test_step.py): Failed to trace builtin operator [GB0059]
 
 It names the code (its qualified name and file, not its line: a line moved in
@@ -24,6 +25,7 @@ from functools import lru_cache
 from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from ..vocabulary.events import display_path
+from ..vocabulary.module_names import module_from_dict
 from ..vocabulary.resume_names import resume_point
 from .guard_classes import classify
 
@@ -76,10 +78,18 @@ def _qualified_names(filename: str) -> dict[tuple[str, int], str]:
 
 
 def recompile_reasons(event: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The reasons of one recompile event (as a result's details hold it), each with the failed guard it came from."""
-    where = f"{code_name(event['function'], event['filename'], event['line'])} ({stable_path(event['filename'])})"
+    """The reasons of one recompile event (as a result's details hold it), each with the failed guard it came from.
+
+    A module's method is named by its class and file (``Sequential.forward (torch/nn/modules/container.py)``), not
+    by dynamo's wrapper, and its guards by the user's names for its arguments.
+    """
+    module = module_from_dict(event.get("module"))
+    if module is not None:
+        where = f"{module.name} ({stable_path(module.filename)})"
+    else:
+        where = f"{code_name(event['function'], event['filename'], event['line'])} ({stable_path(event['filename'])})"
     for reason in event.get("reasons") or ({"guard": ""},):
-        guard = reason.get("guard") or ""
+        guard = reason.get("named_guard") or reason.get("guard") or ""
         label = classify(guard).label if guard else "no reason given"
         yield f"recompile {where}: {label}", reason
 

@@ -29,9 +29,11 @@ then dynamo's rule.
 
 Arguments are matched by name as dynamo names the guard's tensor: ``x``
 (``L['x']`` up to torch 2.6), or ``kwargs['x']`` in a function taking
-``**kwargs``. A tensor dynamo names by position only (``args[0]``, ``a[0]``
-in a ``*args`` function) or inside another object (``self.weight``,
-``batch['x']``) matches no argument name.
+``**kwargs``; for a module compiled whole, by the name its method gives it
+where dynamo's wrapper named it ``args[0]`` (:mod:`.module_names`). Any
+other tensor dynamo names by position only (``a[0]`` in a ``*args``
+function) or inside another object (``self.weight``, ``batch['x']``)
+matches no argument name.
 """
 
 from __future__ import annotations
@@ -77,11 +79,11 @@ class SizeGuard:
 
 def size_guard(reason: GuardFailure) -> Optional[SizeGuard]:
     """The failed guard as a guard on a tensor dim, or None when it guards something else."""
-    classified = classify(reason.guard)
+    text = (reason.named or reason.guard).strip()  # a module's arguments by the user's names (module_names)
+    classified = classify(text)
     cause = _CLASS_CAUSES.get(classified.name)
     if cause is None or classified.tensor is None or classified.dim is None:
         return None
-    text = reason.guard.strip()
     source = reason.source or ""
     if cause == ZERO_ONE and _BOUND.search(text) and _MADE_IN_TORCH.search(source) and not _FRAMEWORK_NOTE.search(source):
         cause = CODE  # a bound the user's code set, where torch says so

@@ -19,6 +19,7 @@ from .result import MEASURED, NO_DETAILS, TestResult, Verdict
 if TYPE_CHECKING:
     from ..record.snapshot import ProcessSnapshot, TestSnapshot
     from ..vocabulary.events import CodeLocation, GuardFailure, ProcessInfo, RecompileEvent
+    from ..vocabulary.module_names import CompiledModule
     from .budget import RecompileBudget
     from .contracts import Contract
 
@@ -163,6 +164,10 @@ def _where(location: Optional[CodeLocation]) -> Optional[str]:
     return None if location is None else str(location)
 
 
+def _module(module: Optional[CompiledModule]) -> Optional[dict[str, Any]]:
+    return None if module is None else module.to_dict()
+
+
 def _process(process: Optional[ProcessInfo]) -> Optional[dict[str, Any]]:
     """A child process as the JSON report holds it: ``nth`` past the first of its pid, ``command`` when it said."""
     if process is None:
@@ -180,8 +185,8 @@ def _refused(event: Optional[RecompileEvent]) -> Optional[dict[str, Any]]:
 
 def _reason(reason: GuardFailure) -> dict[str, Any]:
     """A failed guard as the JSON report holds it: torch's text, its class and subject, and the usual fix where one is known."""
-    classified = classify(reason.guard)
-    return {"compile_id": reason.compile_id, "guard": reason.guard, "source": reason.source,
+    classified = classify(reason.named or reason.guard)  # a module's arguments by the user's names
+    return {"compile_id": reason.compile_id, "guard": reason.guard, "named_guard": reason.named, "source": reason.source,
             "class": classified.name, "subject": classified.subject, "fix": classified.fix}
 
 
@@ -203,6 +208,7 @@ def _details(snapshot: TestSnapshot) -> dict[str, list[dict[str, Any]]]:
                 "process": _process(event.process),
                 "user_code": _where(event.user_code),
                 "reasons": [_reason(reason) for reason in event.reasons],
+                "module": _module(event.module),
             }
             for process in snapshot.processes for event in process.recompiles
         ],
@@ -221,12 +227,13 @@ def _details(snapshot: TestSnapshot) -> dict[str, list[dict[str, Any]]]:
                 "graph_break_id": event.graph_break_id,
                 "user_code": _where(event.user_code),
                 "process": _process(event.process),
+                "module": _module(event.module),
             }
             for process in snapshot.processes for event in process.graph_breaks
         ],
         "health_events": [
             {"what": event.what, "amount": event.amount, "reason": event.reason, "phase": event.phase, "compile_id": event.compile_id,
-             "compiling": _where(event.compiling), "thread": event.thread, "user_code": _where(event.user_code),
+             "compiling": _where(event.compiling), "module": _module(event.module), "thread": event.thread, "user_code": _where(event.user_code),
              "process": _process(event.process)}
             for process in snapshot.processes for event in process.health
         ],

@@ -53,19 +53,8 @@ from .user_code import find_user_code
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from ..vocabulary.events import CodeLocation
+    from .sink import Sink
     from .sources.swallowed_errors import SwallowedErrors
-
-    class Sink(Protocol):
-        """What a sink takes: each method runs in the thread that compiled, once per record."""
-
-        def add_recompile(self, message: str, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None: ...
-        def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],
-                        compiling: Optional[CodeLocation] = None) -> None: ...
-        def add_limit_warning(self, message: str, compile_id: Optional[str], thread: Optional[str]) -> None: ...
-        def add_graph_break(self, message: str) -> None: ...
-        def add_health(self, what: str, amount: float, reason: Optional[str], compile_id: Optional[str],
-                       user_code: Optional[CodeLocation], thread: Optional[str], compiling: Optional[CodeLocation] = None) -> None: ...
 
     class Source(Protocol):
         """A source of health events besides the logs: hooked into torch while the capture is armed."""
@@ -191,14 +180,14 @@ class DynamoLogs:
         sinks = self._sinks
         if not sinks:
             return
-        from .user_code import compiling_code
+        from .compiled_modules import compiling  # here: a run that never compiles never loads it
 
         frame = sys._getframe(1) if of_this_moment else None
-        compile_id, user_code, compiling = compile_id or (current_compile_id() if frame else None), find_user_code(frame), compiling_code(frame)
+        compile_id, user_code, (code, module) = compile_id or (current_compile_id() if frame else None), find_user_code(frame), compiling(frame)
         name = threading.current_thread().name if of_this_moment else "MainThread"
         thread = None if name == "MainThread" else name
         for sink in sinks:
-            sink.add_health(what, amount, reason, compile_id, user_code, thread, compiling)
+            sink.add_health(what, amount, reason, compile_id, user_code, thread, code, module)
 
     def attach(self, sink: Sink) -> None:
         """Send dynamo's records to ``sink`` too, from now on; arms the capture for the first sink (which hears what arming says)."""
@@ -259,6 +248,9 @@ class DynamoLogs:
             self._limit_logger = logging.getLogger(LIMIT_LOGGER)
         self._limit_logger.addHandler(self._limit_handler)  # type: ignore[arg-type]  # made by _parts
         self._wrap_reinitialisers(internals)
+        from .compiled_modules import remember_compile_sites  # where the user compiles a module, put back as the rest
+
+        self._patched += remember_compile_sites()
         self.armed = True
         self._arm_sources()
 
@@ -317,20 +309,21 @@ class DynamoLogs:
 
     def _on_recompile(self, record: logging.LogRecord) -> None:
         from ..vocabulary.events import resumed_function
+        from .compiled_modules import compiled_module
 
-        message, compile_id, thread = record.getMessage(), current_compile_id(), _thread(record)
+        message, compile_id, thread, frame = record.getMessage(), current_compile_id(), _thread(record), sys._getframe(1)
         # After a graph break, the user's line is the call that brought the new value in, not the break.
-        user_code = find_user_code(sys._getframe(1), resumed_function(message))
+        user_code, module = find_user_code(frame, resumed_function(message)), compiled_module(frame)
         for sink in self._sinks:
-            sink.add_recompile(message, compile_id, user_code, thread)
+            sink.add_recompile(message, compile_id, user_code, thread, module)
 
     def _on_graph(self, record: logging.LogRecord) -> None:
-        from .user_code import compiling_code
+        from .compiled_modules import compiling
 
         frame = sys._getframe(1)
-        compile_id, user_code, thread, compiling = current_compile_id(), find_user_code(frame), _thread(record), compiling_code(frame)
+        compile_id, user_code, thread, (code, module) = current_compile_id(), find_user_code(frame), _thread(record), compiling(frame)
         for sink in self._sinks:
-            sink.add_compile(compile_id, user_code, thread, compiling)
+            sink.add_compile(compile_id, user_code, thread, code, module)
 
     def _on_graph_break(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
@@ -338,8 +331,11 @@ class DynamoLogs:
         # exception: format it in after the message, as a Formatter would, so the parser finds it.
         if record.exc_info and record.exc_info[1] is not None and "from user code at" in message.partition("\n")[0]:
             message = f"{message.rstrip()}\n{logging.Formatter().formatException(record.exc_info)}"
+        from .compiled_modules import compiled_module
+
+        module = compiled_module(sys._getframe(1))
         for sink in self._sinks:
-            sink.add_graph_break(message)
+            sink.add_graph_break(message, module)
 
     def _on_convert_frame_warning(self, record: logging.LogRecord) -> None:
         message = record.getMessage()

@@ -155,14 +155,20 @@ def compiling_code(frame: Optional[FrameType]) -> Optional[CodeLocation]:
     their sources). Outside a frame compile (a backward graph compiled lazily,
     in ``loss.backward()``) there is none.
     """
+    compiling = compile_frame(frame)
+    compiled = None if compiling is None else compiling.f_locals.get("code")
+    if not isinstance(compiled, CodeType):
+        return None
+    from ..vocabulary.events import CodeLocation
+
+    return CodeLocation(compiled.co_filename, compiled.co_firstlineno, compiled.co_name)
+
+
+def compile_frame(frame: Optional[FrameType]) -> Optional[FrameType]:
+    """dynamo's ``_compile`` frame, found from ``frame`` outwards (its locals are its arguments); None outside a compile."""
     while frame is not None:
         code = frame.f_code
         if code.co_name == "_compile" and code.co_filename.endswith(_CONVERT_FRAME):
-            compiled = frame.f_locals.get("code")
-            if not isinstance(compiled, CodeType):
-                return None
-            from ..vocabulary.events import CodeLocation
-
-            return CodeLocation(compiled.co_filename, compiled.co_firstlineno, compiled.co_name)
+            return frame
         frame = frame.f_back
     return None

@@ -294,16 +294,18 @@ def explain_rise(result: TestResult, rose: list[str]) -> list[str]:
 def _recompile_lines(event: dict[str, Any], reason: Optional[dict[str, Any]] = None) -> list[str]:
     """A recompile in a line or three: what recompiled, the failed guard (``reason``, else its first), the user's line, the fix."""
     from ..vocabulary.events import GuardFailure, code_place
+    from ..vocabulary.module_names import module_from_dict
 
     reasons = event.get("reasons") or []
     chosen = reason if reason is not None else (reasons[0] if reasons else None)
     if chosen and chosen.get("guard"):
-        guard = (str(GuardFailure(chosen["guard"], chosen.get("compile_id"))).splitlines() or [""])[0]
+        guard = (str(GuardFailure(chosen["guard"], chosen.get("compile_id"), named=chosen.get("named_guard"))).splitlines() or [""])[0]
         others = len(reasons) - 1
         more = f" (and {plural(others, 'other failed guard')})" if others > 0 and reason is None else ""
     else:
         guard, more = "(torch gave no reason)", ""
-    lines = [f"    {_process_prefix(event)}recompiled {code_place(event['function'], event['filename'], event['line'])}: "
+    where = code_place(event["function"], event["filename"], event["line"], module_from_dict(event.get("module")))
+    lines = [f"    {_process_prefix(event)}recompiled {where}: "
              f"guard failed: {guard}{more}"]
     if event.get("user_code"):
         lines.append(f"        triggered by: {event['user_code']}")

@@ -35,22 +35,42 @@ def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[
             continue
         # Multi-line guards (an object's repr) stay inside the reason's indentation.
         lines.append("    guard failed: " + str(reason).replace("\n", "\n                  "))
-        if reason.location is not None:
-            lines.append(f"      guarded at: {reason.location}")
-        elif reason.source:
-            lines.append(f"      guarded at: {reason.source}")
-        fix = classify(reason.guard).fix
+        # A place in dynamo's wrapper around a module (its "return fn(*args, **kwargs)") is nothing the user wrote.
+        location, source = (None, None) if _in_wrapper(event, reason) else (reason.location, reason.source)
+        if location is not None:
+            lines.append(f"      guarded at: {location}")
+        elif source:
+            lines.append(f"      guarded at: {source}")
+        fix = classify(reason.named or reason.guard).fix
         if fix is not None and (shown is None or shown.fix_first_time(fix)):
             lines.append(f"      usual fix: {fix}")
     if repeated:
         lines.append(f"    failed again: {_repeated(repeated)} (shown above)")
     if not event.reasons:
         lines.append("    guard failed: (torch gave no reason)")
+    renamed = _torch_names(event)
+    if renamed:
+        lines.append(f"    torch's names: {renamed} (dynamo compiled its wrapper around the module)")
     if event.user_code is not None:
         lines.append(f"    triggered by: {event.user_code}")
     if event.thread is not None:
         lines.append(f"    in thread: {event.thread}")
     return lines
+
+
+def _in_wrapper(event: RecompileEvent, reason: GuardFailure) -> bool:
+    """Whether the guard's place is in dynamo's wrapper around a module (the recompiled code's own file)."""
+    module, location = event.module, reason.location
+    return module is not None and module.wrapped and location is not None and location.filename == event.filename
+
+
+def _torch_names(event: RecompileEvent) -> str:
+    """``args[0] for input, fn for self``: the names torch's guards gave the arguments a failure shows by the user's names."""
+    module = event.module
+    if module is None:
+        return ""
+    pairs = dict.fromkeys(pair for reason in event.reasons for pair in module.renames(reason.guard))
+    return ", ".join(f"{torch_name} for {user_name}" for torch_name, user_name in pairs)
 
 
 class ShownGuards:
@@ -142,6 +162,8 @@ def format_graph_breaks(events: Sequence[GraphBreakEvent]) -> list[str]:
         lines.append(f"    reason: {event.reason}")
         if event.explanation:
             lines.append(f"    explanation: {event.explanation}")
+        if event.module is not None:
+            lines.append(f"    compiling: {event.module.place}")
         if event.user_code is not None:
             lines.append(f"    user code: {event.user_code}")
     return lines

@@ -18,6 +18,7 @@ from .event_files import MAX_MESSAGE
 
 if TYPE_CHECKING:
     from ..vocabulary.events import CodeLocation
+    from ..vocabulary.module_names import CompiledModule
     from .event_files import Reading
 
 EVENTS = ("compile", "recompile", "limit", "graph_break", "problem", "health")
@@ -39,7 +40,7 @@ class ChildLine:
     """A checked line: every field of the type the record expects, texts cut to their caps (else :class:`BadLine`)."""
 
     __slots__ = ("moment", "pid", "key", "rank", "world", "command", "event", "message", "compile_id", "user_code", "thread", "started_in",
-                 "what", "amount", "compiling")
+                 "what", "amount", "compiling", "module")
 
     def __init__(self, entry: dict[str, Any], file_token: str, started_in: Optional[str] = None) -> None:
         self.started_in = started_in  # the test's phase that started the process (its folder's, never the line's word)
@@ -61,6 +62,7 @@ class ChildLine:
         self.amount = 0.0
         # A compile's or a health event's: the function dynamo was compiling.
         self.compiling: Optional[CodeLocation] = _location(entry.get("compiling"), "compiling") if event in ("compile", "health") else None
+        self.module = _module(entry.get("module"))  # the module whose method dynamo compiled (absent from older writers)
         if event == "health":
             self.what = _short_text(entry, "what")
             if not self.what:
@@ -160,6 +162,15 @@ def _location(fields: Any, key: str = "user_code") -> Optional[CodeLocation]:
         code = None if fields[3] is None else _capped(fields[3], 1000)
         return CodeLocation(_capped(fields[0], 4096), fields[1], _capped(fields[2], 1000), code)
     raise BadLine(f"'{key}' is not [file, line, function, code]")
+
+
+def _module(fields: Any) -> Optional[CompiledModule]:
+    from ..vocabulary.module_names import module_from_dict
+
+    try:
+        return module_from_dict(fields)
+    except ValueError as bad:
+        raise BadLine(f"'module' is not a module as this version writes it: {bad}") from None
 
 
 def _capped(text: str, limit: int) -> str:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from typing import Any, Optional
 
     from ..vocabulary.events import CodeLocation
+    from ..vocabulary.module_names import CompiledModule
 
 _reporter: Optional[_Reporter] = None  # this process's, once it reports
 # Where the capture and dynamo's state live, looked up in sys.modules only: a child imports neither for us.
@@ -152,24 +153,30 @@ class _Reporter:
         except Exception:  # RANK=² and such: no rank, and no error of ours in the child
             return None, None
 
-    # The sink's methods (see capture.Sink).
-    def add_recompile(self, message: str, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str]) -> None:
-        self._write("recompile", message=message, compile_id=compile_id, user_code=_where(user_code), thread=thread)
+    # The sink's methods (see sink.Sink).
+    def add_recompile(self, message: str, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],
+                      module: Optional[CompiledModule] = None) -> None:
+        self._write("recompile", message=message, compile_id=compile_id, user_code=_where(user_code), thread=thread, **_module(module))
 
     def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],
-                    compiling: Optional[CodeLocation] = None) -> None:
-        self._write("compile", compile_id=compile_id, user_code=_where(user_code), thread=thread, compiling=_where(compiling))
+                    compiling: Optional[CodeLocation] = None, module: Optional[CompiledModule] = None) -> None:
+        self._write("compile", compile_id=compile_id, user_code=_where(user_code), thread=thread, compiling=_where(compiling), **_module(module))
 
     def add_limit_warning(self, message: str, compile_id: Optional[str], thread: Optional[str]) -> None:
         self._write("limit", message=message, compile_id=compile_id, thread=thread)
 
-    def add_graph_break(self, message: str) -> None:
-        self._write("graph_break", message=message)
+    def add_graph_break(self, message: str, module: Optional[CompiledModule] = None) -> None:
+        self._write("graph_break", message=message, **_module(module))
 
-    def add_health(self, what: str, amount: float, reason: Optional[str], compile_id: Optional[str],
-                   user_code: Optional[CodeLocation], thread: Optional[str], compiling: Optional[CodeLocation] = None) -> None:
+    def add_health(self, what: str, amount: float, reason: Optional[str], compile_id: Optional[str], user_code: Optional[CodeLocation],
+                   thread: Optional[str], compiling: Optional[CodeLocation] = None, module: Optional[CompiledModule] = None) -> None:
         self._write("health", what=what, amount=amount, message=reason, compile_id=compile_id, user_code=_where(user_code), thread=thread,
-                    compiling=_where(compiling))
+                    compiling=_where(compiling), **_module(module))
+
+
+def _module(module: Optional[CompiledModule]) -> dict[str, Any]:
+    """A line's ``module`` field, where dynamo compiled a module's method (older readers skip a field they do not know)."""
+    return {} if module is None else {"module": module.to_dict()}
 
 
 def _where(user_code: Optional[CodeLocation]) -> Optional[list[Any]]:

@@ -88,19 +88,19 @@ def _add_entry(record: RecompileRecord, line: ChildLine) -> None:
     phase = _FIXTURE_PHASES.get(line.started_in or "") or _phase_at(record, line.moment)
     what = line.event
     if what == "recompile":
-        event = recompile_event(line.message, phase, line.compile_id, line.user_code, line.thread)
+        event = recompile_event(line.message, phase, line.compile_id, line.user_code, line.thread, line.module)
         child.add_recompile(replace(event, process=info))
     elif what == "compile":
-        child.add_compile(CompileEvent(line.compile_id, line.user_code, phase, line.thread, info, line.compiling))
+        child.add_compile(CompileEvent(line.compile_id, line.user_code, phase, line.thread, info, line.compiling, line.module))
     elif what == "limit":
         hit = parse_limit_warning(line.message, phase)
         if hit is not None:
             child.add_limit_hit(replace(hit, process=info), line.compile_id)
     elif what == "graph_break":
-        child.add_graph_break(replace(graph_break_event(line.message, phase), process=info))
+        child.add_graph_break(replace(graph_break_event(line.message, phase), process=info, module=line.module))
     elif what == "health":
         child.add_health(HealthEvent(line.what or "?", _whole(line.amount), line.message or None, line.compile_id,
-                                     line.user_code, phase, line.thread, info, line.compiling))
+                                     line.user_code, phase, line.thread, info, line.compiling, line.module))
     elif what == "problem":
         child.problems.append(line.message)
 

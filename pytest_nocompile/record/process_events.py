@@ -11,6 +11,7 @@ from ..vocabulary.measures import Amount
 if TYPE_CHECKING:
     from ..vocabulary.events import CodeLocation, CompileEvent, HealthEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
     from ..vocabulary.graph_break_events import GraphBreakEvent
+    from ..vocabulary.module_names import CompiledModule
 
 
 class ProcessEvents:
@@ -154,15 +155,15 @@ def _same_attempt(recompile: RecompileEvent, hit: RecompileLimitHit, compile_id:
     return hit.function.strip("'").startswith(recompile.function)
 
 
-def recompile_event(message: str, phase: Phase, compile_id: str | None, user_code: CodeLocation | None,
-                    thread: str | None) -> RecompileEvent:
+def recompile_event(message: str, phase: Phase, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],
+                    module: Optional[CompiledModule] = None) -> RecompileEvent:
     """The recompile a message logs; one torch wrote in a form this parser does not know is still a recompile."""
     from ..vocabulary.events import RecompileEvent, UnrecognisedMessage, event_from_message
 
     try:
-        return event_from_message(message, phase, compile_id, user_code, thread)
+        return event_from_message(message, phase, compile_id, user_code, thread, module)
     except UnrecognisedMessage:
-        return RecompileEvent("<unparsed>", "?", 0, (), message, phase, compile_id, user_code, thread)
+        return RecompileEvent("<unparsed>", "?", 0, (), message, phase, compile_id, user_code, thread, module=module)
 
 
 def graph_break_event(message: str, phase: Phase) -> GraphBreakEvent:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Iterator, Optional
 
 from ..vocabulary.kinds import BudgetKind
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from ..processes.event_files import EventDirectory
     from ..vocabulary.events import CodeLocation, CompileEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
     from ..vocabulary.graph_break_events import GraphBreakEvent
+    from ..vocabulary.module_names import CompiledModule
     from .log import RecompileLog
     from .snapshot import TestSnapshot
 
@@ -232,15 +234,17 @@ class RecompileRecord:
 
     # -- the sink: what capture hands over (in whatever thread compiled) --------
 
-    def add_recompile(self, message: str, compile_id: str | None, user_code: CodeLocation | None, thread: str | None) -> None:
+    def add_recompile(self, message: str, compile_id: str | None, user_code: CodeLocation | None, thread: str | None,
+                      module: CompiledModule | None = None) -> None:
         from .process_events import recompile_event
 
-        self.own.add_recompile(recompile_event(message, self.phase, compile_id, user_code, thread))
+        self.own.add_recompile(recompile_event(message, self.phase, compile_id, user_code, thread, module))
 
-    def add_compile(self, compile_id: str | None, user_code: CodeLocation | None, thread: str | None, compiling: CodeLocation | None = None) -> None:
+    def add_compile(self, compile_id: str | None, user_code: CodeLocation | None, thread: str | None, compiling: CodeLocation | None = None,
+                    module: CompiledModule | None = None) -> None:
         from ..vocabulary.events import CompileEvent
 
-        self.own.add_compile(CompileEvent(compile_id, user_code, self.phase, thread, compiling=compiling))
+        self.own.add_compile(CompileEvent(compile_id, user_code, self.phase, thread, compiling=compiling, module=module))
 
     def add_limit_warning(self, message: str, compile_id: str | None = None, thread: str | None = None) -> None:
         from ..vocabulary.events import parse_limit_warning
@@ -249,13 +253,13 @@ class RecompileRecord:
         if hit is not None:
             self.own.add_limit_hit(hit, compile_id)
 
-    def add_graph_break(self, message: str) -> None:
+    def add_graph_break(self, message: str, module: CompiledModule | None = None) -> None:
         from .process_events import graph_break_event
 
-        self.own.add_graph_break(graph_break_event(message, self.phase))
+        self.own.add_graph_break(replace(graph_break_event(message, self.phase), module=module))
 
-    def add_health(self, what: str, amount: float, reason: str | None, compile_id: str | None,
-                   user_code: CodeLocation | None, thread: str | None, compiling: CodeLocation | None = None) -> None:
+    def add_health(self, what: str, amount: float, reason: str | None, compile_id: str | None, user_code: CodeLocation | None,
+                   thread: str | None, compiling: CodeLocation | None = None, module: CompiledModule | None = None) -> None:
         from ..vocabulary.events import HealthEvent
 
-        self.own.add_health(HealthEvent(what, amount, reason, compile_id, user_code, self.phase, thread, compiling=compiling))
+        self.own.add_health(HealthEvent(what, amount, reason, compile_id, user_code, self.phase, thread, compiling=compiling, module=module))

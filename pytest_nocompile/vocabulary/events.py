@@ -33,10 +33,14 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Literal, Optional
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal, Optional
 
+from .display_paths import display_path
 from .resume_names import RESUME_PREFIX, resume_point, user_function
+
+if TYPE_CHECKING:
+    from .module_names import CompiledModule
 
 Phase = Literal["setup", "call", "teardown"]
 
@@ -61,14 +65,6 @@ class CodeLocation:
     def __str__(self) -> str:
         where = f"{display_path(self.filename)}:{self.line} in {user_function(self.function)}"
         return f"{where}: {self.code}" if self.code else where
-
-
-def display_path(filename: str) -> str:
-    """A path as users read it: relative to the working directory when inside it."""
-    if not os.path.isabs(filename):
-        return filename
-    relative = os.path.relpath(filename)
-    return filename if relative.startswith("..") else relative
 
 
 @dataclass(frozen=True)
@@ -109,7 +105,8 @@ class GuardFailure:
     description of it, ``source`` torch's trailing source comment,
     ``location`` the last frame of torch's "User stack trace" (or of the
     source comment), and ``hint`` torch's "(HINT: ...)" advice after the
-    guard (torch 2.8) or its source comment (2.10), each if given.
+    guard (torch 2.8) or its source comment (2.10), each if given; ``named``: the guard in the user's names, which
+    reports show, where torch named a module's arguments after its own wrapper (:mod:`.module_names`).
     """
 
     guard: str
@@ -117,10 +114,11 @@ class GuardFailure:
     source: str | None = None
     location: CodeLocation | None = None
     hint: str | None = None
+    named: str | None = None
 
     def __str__(self) -> str:
         prefix = f"{self.compile_id}: " if self.compile_id else ""
-        return f"{prefix}{self.guard}"
+        return f"{prefix}{self.guard if self.named is None else self.named}"
 
 
 @dataclass(frozen=True)
@@ -133,7 +131,7 @@ class RecompileEvent:
     ``user_code`` is the innermost frame outside torch, pytest and this plugin
     that was running when dynamo recompiled (the user's line that triggered it);
     ``thread`` names the thread that recompiled when it was not the main thread;
-    ``process`` the child process it happened in (None: the test's own).
+    ``process`` the child process it happened in (None: the test's own); ``module`` the module whose method it is.
     """
 
     function: str
@@ -146,6 +144,7 @@ class RecompileEvent:
     user_code: CodeLocation | None = None
     thread: str | None = None
     process: ProcessInfo | None = None  # None: the test's own process
+    module: CompiledModule | None = None
 
     @property
     def guards(self) -> tuple[str, ...]:
@@ -154,20 +153,22 @@ class RecompileEvent:
 
     @property
     def code_name(self) -> str:
-        """The recompiled code as users know it: ``scale``, or for the code dynamo runs after a graph break
-        ``train_step (resumed after the graph break at trainlib.py:23)``."""
+        """The recompiled code as users know it: ``scale``, a module's ``Sequential.forward``, or for the code dynamo
+        runs after a graph break ``train_step (resumed after the graph break at trainlib.py:23)``."""
         point = resume_point(self.function)
-        return self.function if point is None else resumed_after(point.function, self.filename, point.line)
+        return self.module.name if self.module is not None else self.function if point is None else resumed_after(point.function, self.filename, point.line)
 
     @property
     def code_place(self) -> str:
         """:attr:`code_name` with the place of the code: ``scale (test_x.py:4)``; a resume function's name has its place."""
-        return code_place(self.function, self.filename, self.line)
+        return code_place(self.function, self.filename, self.line, self.module)
 
 
-def code_place(function: str, filename: str, line: int) -> str:
-    """Recompiled code as reports name it: ``scale (test_x.py:4)``, or for the code dynamo runs after a graph
-    break ``train_step (resumed after the graph break at trainlib.py:23)`` (its name says the place)."""
+def code_place(function: str, filename: str, line: int, module: CompiledModule | None = None) -> str:
+    """Recompiled code as reports name it: ``scale (test_x.py:4)``, for the code dynamo runs after a graph break ``train_step (resumed
+    after the graph break at trainlib.py:23)``, a module's method ``Sequential.forward (compiled at test_x.py:18)`` (else its place)."""
+    if module is not None:
+        return module.place
     point = resume_point(function)
     if point is not None:
         return resumed_after(point.function, filename, point.line)
@@ -206,16 +207,13 @@ def parse_recompile_message(message: str) -> tuple[str, str, int, tuple[GuardFai
     return header["function"], header["filename"], int(header["line"]), tuple(reasons)
 
 
-def event_from_message(
-    message: str,
-    phase: Phase = "call",
-    compile_id: str | None = None,
-    user_code: CodeLocation | None = None,
-    thread: str | None = None,
-) -> RecompileEvent:
-    """Build a :class:`RecompileEvent` from one dynamo recompile message."""
+def event_from_message(message: str, phase: Phase = "call", compile_id: str | None = None, user_code: CodeLocation | None = None,
+                       thread: str | None = None, module: CompiledModule | None = None) -> RecompileEvent:
+    """Build a :class:`RecompileEvent` from one dynamo recompile message (``module``: the module whose method it recompiled)."""
     function, filename, line, reasons = parse_recompile_message(message)
-    return RecompileEvent(function, filename, line, reasons, message, phase, compile_id, user_code, thread)
+    if module is not None:  # its guards in the user's names, where dynamo's wrapper renamed them
+        reasons = tuple(replace(reason, named=module.named_guard(reason.guard)) for reason in reasons)
+    return RecompileEvent(function, filename, line, reasons, message, phase, compile_id, user_code, thread, module=module)
 
 
 @dataclass(frozen=True)
@@ -239,8 +237,11 @@ class RecompileLimitHit:
 
     @property
     def function_name(self) -> str:
-        """:attr:`function` as reports show it: a resume function's ``'f' (file:line)`` as
-        ``f (resumed after the graph break at file:line)``, anything else as torch wrote it."""
+        """:attr:`function` as reports show it: a resume function's ``'f' (file:line)`` as ``f (resumed after the
+        graph break at file:line)``, a module's method as ``Sequential.forward (compiled at test_x.py:18)``, anything else as torch wrote it."""
+        module = None if self.refused is None else self.refused.module  # the attempt dynamo refused knows it
+        if module is not None:
+            return module.place
         quoted = _QUOTED_FUNCTION.match(self.function)
         point = resume_point(quoted["function"]) if quoted else None
         if quoted is None or point is None:
@@ -261,7 +262,7 @@ class CompileEvent:
     produced the graph (None where torch gives none); ``user_code`` the
     innermost frame outside torch, pytest and this plugin that was running
     (the user's call that brought the compile); ``compiling`` the function
-    whose frame dynamo compiled (its first line), where it was compiling one.
+    whose frame dynamo compiled (its first line), where it was compiling one; ``module`` the module whose method that is.
     """
 
     compile_id: str | None = None
@@ -270,6 +271,7 @@ class CompileEvent:
     thread: str | None = None
     process: ProcessInfo | None = None  # None: the test's own process
     compiling: CodeLocation | None = None
+    module: CompiledModule | None = None
 
 
 @dataclass(frozen=True)
@@ -282,7 +284,7 @@ class HealthEvent:
     torch's word on why, where it gives one. Budget kinds count them by name
     (:attr:`~.budget.BudgetKind.signals`), summing ``amount``. ``compiling`` is
     the function dynamo was compiling when the signal came (its first line),
-    where it was compiling one: the function whose graph missed the cache.
+    where it was compiling one: the function whose graph missed the cache; ``module`` the module whose method that is.
     """
 
     what: str
@@ -294,12 +296,13 @@ class HealthEvent:
     thread: str | None = None
     process: ProcessInfo | None = None  # None: the test's own process
     compiling: CodeLocation | None = None
+    module: CompiledModule | None = None
 
     @property
     def compiling_place(self) -> str | None:
         """:attr:`compiling` as reports name it, ``scale (test_x.py:4)``; None when no frame was being compiled."""
         code = self.compiling
-        return None if code is None else code_place(code.function, code.filename, code.line)
+        return None if code is None else code_place(code.function, code.filename, code.line, self.module)
 
 
 def parse_limit_warning(message: str, phase: Phase = "call") -> RecompileLimitHit | None:

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .events import CodeLocation, Phase, ProcessInfo, UnrecognisedMessage, innermost_frame
+
+if TYPE_CHECKING:
+    from .module_names import CompiledModule
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,9 @@ class GraphBreakEvent:
     ``reason`` is the first line of dynamo's reason (e.g. "Failed to trace
     builtin operator"), ``explanation`` its "Explanation:" line when given,
     ``graph_break_id`` torch's stable id of the kind of graph break
-    (``GB0059``, from the page it links to: torch 2.9 on) when given.
+    (``GB0059``, from the page it links to: torch 2.9 on) when given;
+    ``module`` the module whose method dynamo was compiling, where it was one
+    (a module compiled whole: :mod:`.module_names`).
     """
 
     filename: str
@@ -36,6 +42,7 @@ class GraphBreakEvent:
     user_code: CodeLocation | None = None
     process: ProcessInfo | None = None  # None: the test's own process
     graph_break_id: str | None = None
+    module: CompiledModule | None = None
 
 
 # torch >= 2.6: "Graph break in user code at FILE:LINE", the reason ("Reason: ..." in 2.6,

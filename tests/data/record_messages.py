@@ -17,6 +17,14 @@ writes, for the installed torch ``<major.minor>``:
     (the user's code specialises it), and automatic dynamic (no
     ``dynamic=``) on a function and on a module's ``forward`` called with
     4 and 8.
+``torch-<X.Y>-compiled_modules.txt``
+    the recompiles artifact for modules compiled whole, whose ``forward``
+    is torch's (dynamo compiles its wrapper ``inner`` and names the
+    arguments ``args[0]``, ``kwargs['name']``, the module ``fn``): an
+    ``nn.Sequential`` called with an input that requires grad, then with a
+    new size; an ``nn.Linear`` compiled after it, which shares the wrapper's
+    code (a guard on ``fn``); an ``nn.MultiheadAttention`` called with
+    ``need_weights=`` True, then False (a keyword argument).
 ``torch-<X.Y>-limit.txt``
     every record of WARNING and above on ``torch._dynamo.convert_frame`` while
     frames go past a recompile limit of 2 (``recompile_limit``, called
@@ -51,9 +59,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-KINDS = ("recompiles", "recompiles_verbose", "dynamic_sizes", "limit", "graph_breaks", "capabilities")
-# Recorded on the torch versions at hand when the kind was added (2.4, 2.6, 2.11, 2.13, 2.14), not on every one.
-PARTIAL_KINDS = ("dynamic_sizes",)
+KINDS = ("recompiles", "recompiles_verbose", "dynamic_sizes", "compiled_modules", "limit", "graph_breaks", "capabilities")
+# Recorded on the torch versions at hand when the kind was added, not on every one: dynamic_sizes on 2.4, 2.6,
+# 2.11, 2.13, 2.14; compiled_modules on 2.4, 2.13, 2.15.
+PARTIAL_KINDS = ("dynamic_sizes", "compiled_modules")
 LIMIT = 2  # the recompile limit the limit scenario runs under
 LIMIT_LOGGER = "torch._dynamo.convert_frame"
 
@@ -134,6 +143,23 @@ torch._dynamo.reset()
 m = torch.compile(Doubler(), backend="eager")
 for n in (4, 8):
     m(torch.ones(n))                       # 8: the same, through a module's forward
+'''
+
+COMPILED_MODULE_SCENARIOS = '''
+import torch
+from torch import nn
+
+seq = torch.compile(nn.Sequential(nn.Linear(3, 3), nn.ReLU()), backend="eager")
+seq(torch.ones(2, 3))
+seq(torch.ones(2, 3, requires_grad=True))  # the input requires grad
+seq(torch.ones(5, 3))                      # a new size: automatic dynamic
+lin = torch.compile(nn.Linear(3, 3), backend="eager")
+lin(torch.ones(2, 3))                      # another module through the same wrapper code: a guard on fn
+torch._dynamo.reset()
+attention = torch.compile(nn.MultiheadAttention(4, 1), backend="eager")
+q = torch.ones(2, 1, 4)
+attention(q, q, q, need_weights=True)
+attention(q, q, q, need_weights=False)     # a keyword argument
 '''
 
 LIMIT_SCENARIO = '''
@@ -485,6 +511,7 @@ CHILDREN = {
     "recompiles": lambda: record("recompiles"),
     "recompiles_verbose": lambda: record("recompiles_verbose"),
     "dynamic_sizes": lambda: record("recompiles", DYNAMIC_SIZE_SCENARIOS),
+    "compiled_modules": lambda: record("recompiles", COMPILED_MODULE_SCENARIOS),
     "limit": record_limit,
     "graph_breaks": record_graph_breaks,
     "probe": probe,
@@ -541,6 +568,12 @@ def main(out_dir: Path, kinds: tuple[str, ...]) -> None:
             header = [f"# torch {on}, recompiles artifact for sizes, recorded by tests/data/record_messages.py",
                       "# Scenarios: dynamic=True over 4, 5, 0, 1; `if x.shape[0] == 3` over 4, 3; range(x.shape[0]) over 4, 5;",
                       "# automatic dynamic over 4, 8 on a function, then on a module's forward; backend eager"]
+            _write(out_dir / f"torch-{version}-{kind}.txt", header, result["messages"], result["error"])
+        elif kind == "compiled_modules":
+            result = _child(kind)
+            header = [f"# torch {on}, recompiles artifact for modules compiled whole, recorded by tests/data/record_messages.py",
+                      "# Scenarios: nn.Sequential (input requiring grad, then a new size), nn.Linear through the same wrapper code,",
+                      "# nn.MultiheadAttention with need_weights=True, then False; backend eager"]
             _write(out_dir / f"torch-{version}-{kind}.txt", header, result["messages"], result["error"])
         elif kind == "graph_breaks":
             result = _child(kind)

@@ -1,0 +1,165 @@
+"""The module whose method dynamo is compiling, read from dynamo's frame, and the user's line that compiled it.
+
+dynamo's ``torch._dynamo.convert_frame._compile(code, globals, locals, ...)``
+(every torch from 2.4 to 2.15, read in their sources; :mod:`.compiling_code` finds its frame) holds
+the code it compiles and that frame's locals. Two shapes name a module:
+
+- dynamo's own wrapper, ``inner`` in ``torch/_dynamo/external_utils.py``
+  (``wrap_inline``), which ``torch.compile(module)`` compiles where the
+  module's ``forward`` is torch's (``nn.Sequential``, a block of torch's,
+  sharded with FSDP2 or not). Its local ``fn`` is the module, or a bound
+  method of it (torch 2.15 wraps ``module.compile()``'s ``_call_impl`` so);
+- a method of the module itself (a user's ``forward``, compiled whole or
+  reached from compiled code), whose first argument is the module.
+
+Where the user compiled a module (``torch.compile(module)``, ``module.compile()``,
+``torch.compile(module.method)``) is remembered while the capture is armed:
+:func:`remember_compile_sites` wraps dynamo's ``_TorchDynamoContext.__call__``,
+which each of these calls with the module, or with a bound method of it
+(``module.compile()`` hands it ``module._call_impl``). A module compiled while
+no test was watched has no such line; reports then name its method's own place.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+import weakref
+from types import CodeType, FrameType
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .user_code import compile_frame, find_user_code
+
+if TYPE_CHECKING:
+    from ..vocabulary.events import CodeLocation
+    from ..vocabulary.module_names import CompiledModule
+
+_WRAPPER_FILE = os.path.join("_dynamo", "external_utils.py")
+_WRAPPER = "inner"
+# Classes that wrap a module of the user's without being what the user wrote: FSDP2's FSDP<Name> subclasses and
+# FSDPModule, and OptimizedModule.
+_WRAPPING_PACKAGES = ("torch.distributed.", "torch._dynamo.")
+# A bound method of these compiles the module's call, which runs its forward (module.compile() passes _call_impl).
+_CALLS = ("__call__", "_call_impl", "_wrapped_call_impl")
+_MODULE_BASE = "torch.nn.modules.module"  # nn.Module's
+
+# module -> {method name: (file, line) of the user's call that compiled it}; weak: a test's model dies with it.
+_SITES: weakref.WeakKeyDictionary[Any, dict[str, tuple[str, int]]] = weakref.WeakKeyDictionary()
+_WRAPPERS: dict[Callable[..., Any], Callable[..., Any]] = {}  # dynamo's __call__ -> ours, made once
+
+
+def compiling(frame: Optional[FrameType]) -> tuple[Optional[CodeLocation], Optional[CompiledModule]]:
+    """The function dynamo is compiling (:func:`.compiling_code.compiling_code`) and the module whose method it is, where
+    it is one; found from ``frame`` outwards, (None, None) outside a compile."""
+    found = compile_frame(frame)
+    arguments = {} if found is None else found.f_locals  # _compile's: code, globals, locals, ...
+    code = arguments.get("code")
+    if not isinstance(code, CodeType):
+        return None, None
+    from ..vocabulary.events import CodeLocation
+
+    # The frame's locals: _compile's third argument; its frame argument's, should a torch pass only that.
+    frame_locals = arguments.get("locals") or getattr(arguments.get("frame"), "f_locals", None) or {}
+    return CodeLocation(code.co_filename, code.co_firstlineno, code.co_name), module_compiled(code, frame_locals)
+
+
+def compiled_module(frame: Optional[FrameType]) -> Optional[CompiledModule]:
+    """The module whose method dynamo is compiling, found from ``frame`` outwards; None for other code or outside a compile."""
+    return compiling(frame)[1]
+
+
+def module_compiled(code: CodeType, frame_locals: Any) -> Optional[CompiledModule]:
+    """The module whose method ``code`` is (or that dynamo's wrapper calls), with where it was compiled; None for other code."""
+    try:
+        return _module_compiled(code, frame_locals)
+    except Exception:  # an unusual object or a moved internal: the module's name is a nicety, the count is not
+        return None
+
+
+def _module_compiled(code: CodeType, frame_locals: Any) -> Optional[CompiledModule]:
+    from torch.nn import Module
+
+    from ..vocabulary.module_names import CompiledModule
+
+    wrapped = code.co_name == _WRAPPER and code.co_filename.endswith(_WRAPPER_FILE)
+    if wrapped:
+        module, method = _module_and_method(frame_locals.get("fn"))
+    elif code.co_argcount:
+        module, method = frame_locals.get(code.co_varnames[0]), code.co_name
+    else:
+        return None
+    if not isinstance(module, Module):
+        return None
+    function = _function_code(getattr(type(module), method, None))
+    if function is None or not (wrapped or function is code):
+        return None
+    start = function.co_argcount
+    return CompiledModule(_class_name(type(module)), method, function.co_filename, function.co_firstlineno,
+                          function.co_varnames[1:start], function.co_varnames[start:start + function.co_kwonlyargcount],
+                          wrapped, _SITES.get(module, {}).get(method))
+
+
+def _function_code(function: Any) -> Optional[CodeType]:
+    code = getattr(inspect.unwrap(function), "__code__", None) if callable(function) else None
+    return code if isinstance(code, CodeType) else None
+
+
+def _class_name(cls: type) -> str:
+    """The class the user wrote: the first of the module's classes that is not a wrapper's (the module's own class where
+    every one before ``nn.Module`` is torch.distributed's, as a checkpoint wrapper's are)."""
+    for klass in cls.__mro__:
+        if not klass.__module__.startswith(_WRAPPING_PACKAGES):
+            return cls.__name__ if klass.__module__ == _MODULE_BASE else klass.__name__
+    return cls.__name__
+
+
+def remember_compile_sites() -> list[tuple[Any, str, Any, Any]]:
+    """Wrap dynamo's ``_TorchDynamoContext.__call__`` to remember where user code compiles a module.
+
+    Returns ``[(class, "__call__", dynamo's function, ours)]`` for the capture to put back when it disarms; empty
+    where this torch has no such class (nothing is then remembered).
+    """
+    context = getattr(sys.modules.get("torch._dynamo.eval_frame"), "_TorchDynamoContext", None)
+    original = None if context is None else context.__dict__.get("__call__")
+    if context is None or original is None or original in _WRAPPERS.values():  # none, or ours already
+        return []
+    wrapper = _WRAPPERS.get(original)
+    if wrapper is None:
+        wrapper = _WRAPPERS[original] = _remembering(original)
+    context.__call__ = wrapper
+    return [(context, "__call__", original, wrapper)]
+
+
+def _remembering(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def __call__(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        compiled = original(self, fn, *args, **kwargs)
+        try:
+            _remember(fn, sys._getframe(1))
+        except Exception:  # never the user's compile's problem
+            pass
+        return compiled
+
+    return __call__
+
+
+def _remember(target: Any, frame: Any) -> None:
+    module, method = _module_and_method(target)
+    site = None if module is None else find_user_code(frame)
+    if site is not None:
+        _SITES.setdefault(module, {})[method] = (site.filename, site.line)
+
+
+def _module_and_method(target: Any) -> tuple[Any, str]:
+    """The module and the method that compiling ``target`` compiles: a module's forward, a bound method of a module
+    (its call, ``module.compile()``'s ``_call_impl``, runs the forward), else (None, "")."""
+    from torch.nn import Module
+
+    if isinstance(target, Module):
+        return target, "forward"
+    module, method = getattr(target, "__self__", None), getattr(target, "__name__", "")
+    if not isinstance(module, Module):
+        return None, ""
+    return module, "forward" if method in _CALLS else method
