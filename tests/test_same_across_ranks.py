@@ -75,7 +75,7 @@ def test_ddp_compiled_whole_compiles_no_graph_and_the_rank_that_recompiled_is_na
     expect_lines(result, [
         "same_across_ranks broken (marker on the test): rank 1 (pid *, multiprocessing SpawnProcess-*) compiled unlike "
         "rank 0 (pid *, multiprocessing SpawnProcess-*)",
-        "    inner (*torch/_dynamo/external_utils.py:*): 2 compiles without a graph (1 recompile) in rank 1, "
+        "    DistributedDataParallel.forward (compiled at test_ddp_ranks.py:10): 2 compiles without a graph (1 recompile) in rank 1, "
         "1 compile without a graph (0 recompiles) in rank 0",
         "        first recompile (rank 1): guard failed: 0/0: tensor 'args[0]' size mismatch at index 0. expected 8, actual 5",
         "        triggered by: test_ddp_ranks.py:12 in worker: model(torch.ones(batch, 4)).sum().backward()",

@@ -115,6 +115,7 @@ class ChildReports:
         # process. Read once: a lookup of an absent variable raises and catches a KeyError, every test.
         self._found = os.environ.get(ENV_VAR)
         self._found_syncs = os.environ.get(READS_SYNCS_VAR)
+        self._syncs_now = self._found_syncs  # as this run last set it: the environment is written only when it changes
 
     @property
     def run_folder(self) -> Optional[str]:
@@ -140,35 +141,41 @@ class ChildReports:
     def enter(self, reports: TestReports, phase: str) -> None:
         """The test's call or teardown starts: processes started from now on report to that phase's folder."""
         os.environ[ENV_VAR] = reports.enter(phase)
-        _set_or_remove(READS_SYNCS_VAR, "1" if _run_reads_syncs() else self._found_syncs)
+        # Whether the run reads syncs (a budget, a block assertion or a report of theirs, seen so far).
+        syncs = "1" if SYNC_SIGNAL in wanted_signals.wanted_signals() else self._found_syncs
+        if syncs != self._syncs_now:  # nearly every run: never, and the environment is not written
+            self._say_syncs(syncs)
         if "multiprocessing.forkserver" in sys.modules:
             _restart_fork_server()
 
     def end(self, reports: TestReports, just_read: bool = False, keep: bool = False) -> None:
         """The test ended: the variable back as the test found it, and its folders removed (``keep``: left for a
         fixture's process that may go on reporting; the run's end removes them)."""
-        _set_or_remove(ENV_VAR, self._found)
-        _set_or_remove(READS_SYNCS_VAR, self._found_syncs)
+        if self._found is None:
+            try:
+                del os.environ[ENV_VAR]
+            except KeyError:  # the test removed it itself
+                pass
+        else:
+            os.environ[ENV_VAR] = self._found
+        if self._syncs_now != self._found_syncs:
+            self._say_syncs(self._found_syncs)
         if not keep:
             reports.remove(just_read)
+
+    def _say_syncs(self, value: Optional[str]) -> None:
+        """Tell the test's processes, in their environment, whether they read syncs (``value``: ``"1"``, or as found)."""
+        if value is not None:
+            os.environ[READS_SYNCS_VAR] = value
+        else:
+            os.environ.pop(READS_SYNCS_VAR, None)  # the test may have removed it itself
+        self._syncs_now = value
 
     def close(self) -> None:
         """The run ended: remove its folder, with whatever a straggling process wrote late."""
         if self._run is not None:
             self._run.remove()
             self._run = None
-
-
-def _run_reads_syncs() -> bool:
-    """Whether this run reads syncs now (a budget or block assertion of theirs, or a report of every count, seen so far)."""
-    return SYNC_SIGNAL in wanted_signals.wanted_signals()
-
-
-def _set_or_remove(name: str, value: Optional[str]) -> None:
-    if value is not None:
-        os.environ[name] = value
-    else:
-        os.environ.pop(name, None)  # the test may have removed it itself
 
 
 def _restart_fork_server() -> None:
