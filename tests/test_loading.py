@@ -119,9 +119,13 @@ def pytest_unconfigure(config):
 
 
 @pytest.mark.fresh_interpreter("lists every torch module the inner run imported: a forked run finds torch imported")
-def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester: pytest.Pytester, run: RunPytest,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     # What a suite of tests that never compile pays for: the modules below, no torch,
     # and one shared entry per budget, which must still carry each test's own outcome.
+    # A temp folder of its own: a dead run's folder left by another run would load the tree removal to clean it up.
+    (pytester.path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(pytester.path / "tmp"))
     pytester.makeconftest(RECORD_LOADED_MODULES)
     pytester.makepyfile(test_never=NEVER_COMPILES)
     result = run("-p", "no:randomly", "--max-recompiles=0", "--nocompile-json=report.json")
@@ -129,12 +133,12 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
         "exceptions", "judge", "judge.budget", "judge.installed_versions", "judge.result", "judge.torch_support", "observe",
-        "observe.arrival", "observe.capture", "observe.dynamo_state", "observe.log_taps", "observe.sources",
+        "observe.arrival", "observe.capture", "observe.cpp_syncs", "observe.dynamo_state", "observe.log_taps", "observe.sources",
         "observe.sources.cache_bypass_reasons", "observe.sources.compile_metrics", "observe.sources.counter_increments",
         "observe.sources.cudagraph_logs", "observe.sources.instruction_counter", "observe.sources.kernel_counts",
         "observe.sources.swallowed_errors", "observe.sources.sync_warnings", "observe.user_code", "observe.wanted_signals", "output",
         "output.json_report", "output.summary", "output.trace_records", "plugin", "processes", "processes.children", "processes.hook",
-        "processes.run_folders", "processes.tree_removal", "record", "record.process_events", "record.record", "vocabulary",
+        "processes.owner", "processes.run_folders", "record", "record.process_events", "record.record", "vocabulary",
         "vocabulary.compile_cost", "vocabulary.health_lines", "vocabulary.kinds", "vocabulary.measures", "watching",
         "watching.cudagraph_tests", "watching.fixtures", "watching.planning", "watching.results", "watching.run_watching",
         "watching.settings", "watching.watch", "watching.watcher")]
