@@ -44,11 +44,6 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
-def format_instructions(count: float) -> str:
-    """``12,345,678 instructions``."""
-    return f"{int(count):,} instruction{'' if int(count) == 1 else 's'}"
-
-
 def breakdown_text(parts: Mapping[str, float]) -> str:
     """``dynamo 0.12 s, AOT autograd 1.50 s, inductor 36.4 s`` from ``{part signal: seconds}``, in :data:`PARTS` order."""
     return ", ".join(f"{PART_LABELS[signal]} {format_seconds(parts[signal])}" for signal in PART_SIGNALS
