@@ -5,7 +5,6 @@ With :mod:`.capture`, the only place that touches torch internals.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import warnings
@@ -29,16 +28,6 @@ def torch_problem() -> str | None:
         needed = ".".join(map(str, MIN_TORCH))
         return f"torch {torch.__version__} is too old; pytest-nocompile needs torch>={needed}"
     return None
-
-
-def torch_imported_or_missing() -> bool:
-    """Whether torch is imported, or cannot be: then :func:`torch_problem` costs no import of torch."""
-    return "torch" in sys.modules or not _torch_installed()
-
-
-@cache
-def _torch_installed() -> bool:
-    return importlib.util.find_spec("torch") is not None
 
 
 def _parse_version(text: str) -> tuple[int, int]:

@@ -21,12 +21,13 @@ torch is never imported here before something else imports it.
 from __future__ import annotations
 
 import sys
+from types import ModuleType
 from typing import TYPE_CHECKING, Generator, Hashable, Optional
 
 import pytest
 
 from ..judge.result import RESULT_ATTRIBUTE, TestResult, count_properties
-from ..observe import arrival, dynamo_state, wanted_signals
+from ..observe import arrival, wanted_signals
 from ..record.record import RecompileRecord
 from .planning import Plan, plan_key, plan_test, uses_a_nocompile_fixture
 from .watch import (
@@ -132,12 +133,12 @@ class Watcher:
         watch.trace = self.traces.begin(item) if self.traces is not None else None
         dynamo_here = arrival.dynamo_imported()
         # A torch that is imported (or missing) but unusable fails a budget that cannot be checked.
-        problem = dynamo_state.torch_problem() if dynamo_here or dynamo_state.torch_imported_or_missing() else None
+        problem = _dynamo_state().torch_problem() if dynamo_here or arrival.torch_imported_or_missing() else None
         if problem is not None:
             pytest.fail(f"pytest-nocompile cannot watch {nodeid}: {problem}", pytrace=False)
         if dynamo_here:  # else nothing can have compiled yet: dynamo_arrived attaches the record
             if watch.plan is not None and watch.plan.isolate:
-                dynamo_state.reset_dynamo()
+                _dynamo_state().reset_dynamo()
             self._attach(watch, record)
         elif watch.plan is not None and (watch.plan.health_signals or self.settings.watch_every_test):
             from ..observe.capture import DYNAMO_LOGS
@@ -151,7 +152,7 @@ class Watcher:
         watch = self.current
         if watch is None or watch.attached or watch.record is None:
             return
-        watch.problem = dynamo_state.torch_problem()
+        watch.problem = _dynamo_state().torch_problem()
         if watch.problem is not None:
             return
         self._attach(watch, watch.record)
@@ -168,7 +169,7 @@ class Watcher:
 
     @staticmethod
     def _enter_strict(watch: Watch) -> None:
-        watch.strict_patch = dynamo_state.raising_on_recompile()
+        watch.strict_patch = _dynamo_state().raising_on_recompile()
         watch.strict_patch.__enter__()
 
     @pytest.hookimpl(wrapper=True)
@@ -245,7 +246,7 @@ class Watcher:
             return None
         from ..output.report import format_budget_failure
 
-        stance = dynamo_state.compile_stance() if watch.budget.has_floor else None
+        stance = _dynamo_state().compile_stance() if watch.budget.has_floor else None
         failure = [format_budget_failure(snapshot, watch.budget, over, stance)] if over else []
         return "\n\n".join([*failure, *(text for _, text in broken)])
 
@@ -392,3 +393,10 @@ def _settle(record: RecompileRecord) -> None:
     capture = loaded_capture()
     if capture is not None and capture.attached(record):
         sys.modules[_CPP_SYNCS].settle()
+
+
+def _dynamo_state() -> ModuleType:
+    """dynamo's state as the plugin reads and resets it (:mod:`..observe.dynamo_state`), loaded once torch is there."""
+    from ..observe import dynamo_state
+
+    return dynamo_state
