@@ -56,13 +56,19 @@ _HELD: set[str] = set()  # names of the folders this process's runs hold (nested
 
 
 def user_name() -> str:
-    """This user's name as a file name (pytest's rule), or ``uid<N>`` where none is known (a container's arbitrary uid)."""
-    try:
-        import getpass
+    """This user's name as a file name (pytest's rule), or ``uid<N>`` where none is known (a container's arbitrary uid).
 
-        name = getpass.getuser()
-    except Exception:
-        name = f"uid{user_id()}"
+    The name ``getpass.getuser()`` gives, read as it reads it (the variables, then the password database), without
+    importing getpass, which loads the terminal's module too (a run's start pays for it).
+    """
+    name = next((value for key in ("LOGNAME", "USER", "LNAME", "USERNAME") if (value := os.environ.get(key))), None)
+    if name is None:
+        try:
+            import pwd
+
+            name = pwd.getpwuid(os.getuid())[0]
+        except Exception:
+            name = f"uid{user_id()}"
     return "".join(char if char.isalnum() or char in "-_." else "_" for char in name) or "unknown"
 
 
