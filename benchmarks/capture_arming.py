@@ -33,9 +33,14 @@ MEASURE = r'''
 import sys, time
 import torch, torch._dynamo  # noqa: F401
 from pytest_nocompile.observe.capture import DYNAMO_LOGS
-from pytest_nocompile.record.record import RecompileRecord
-if sys.argv[1] == "narrow" and hasattr(DYNAMO_LOGS, "narrow"):
-    DYNAMO_LOGS.narrow(frozenset())
+try:
+    from pytest_nocompile.record.record import RecompileRecord
+    from pytest_nocompile.observe.wanted_signals import narrow
+except ImportError:  # a revision from before the package's folders
+    from pytest_nocompile.record import RecompileRecord
+    narrow = getattr(DYNAMO_LOGS, "narrow", None)
+if sys.argv[1] == "narrow" and narrow is not None:
+    narrow(frozenset())
 record = RecompileRecord()
 def cycle(n):
     start = time.perf_counter()

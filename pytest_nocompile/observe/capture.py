@@ -136,14 +136,6 @@ class DynamoLogs:
             self._limit_handler = WarningHandler(self._on_convert_frame_warning)
         return self._sources
 
-    def narrow(self, signals: Optional[frozenset[str]]) -> Optional[frozenset[str]]:
-        """See :func:`.wanted_signals.narrow`."""
-        return wanted_signals.narrow(signals)
-
-    def want(self, signals: Collection[str]) -> None:
-        """See :func:`.wanted_signals.want`."""
-        wanted_signals.want(signals)
-
     def wanted_widened(self) -> None:
         """More signals are wanted (:func:`.wanted_signals.want`): with sinks, arm the sources they need at once."""
         if self._sinks:
