@@ -232,7 +232,12 @@ def _remove_marked_folder(path: str, seconds: float, entries: int) -> bool:
     try:
         folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
         try:
-            return _remove_marked(parent, name, folder, None if _only_marked(folder) else (seconds, entries))
+            budget: Optional[Budget] = None
+            if not _only_marked(folder):  # a process of its tests wrote: the removal code loads to empty it
+                from .tree_removal import Budget
+
+                budget = Budget(seconds, entries)
+            return _remove_marked(parent, name, folder, budget)
         finally:
             os.close(folder)
     except FileNotFoundError:
@@ -248,19 +253,17 @@ def _only_marked(folder: int) -> bool:
     return set(os.listdir(folder)) <= {MARKER, LOCK}
 
 
-def _remove_marked(parent: int, name: str, folder: int, budget: Budget | tuple[float, int] | None) -> bool:
+def _remove_marked(parent: int, name: str, folder: int, budget: Optional[Budget]) -> bool:
     """Remove a marked run folder whose lock this process holds (``budget``: for its contents; None: it has none
-    but its marker and lock; seconds and entries: a budget to make).
+    but its marker and lock).
 
     The marker and the lock go last, so a removal cut short (budget spent,
     an entry it may not remove) leaves a folder a later run still recognises
     and resumes.
     """
     if budget is not None:
-        from .tree_removal import Budget, remove_contents
+        from .tree_removal import remove_contents
 
-        if isinstance(budget, tuple):
-            budget = Budget(*budget)
         if not remove_contents(folder, budget, keep=(MARKER, LOCK)):
             return False
     for last in (MARKER, LOCK):

@@ -69,11 +69,6 @@ class TestSnapshot:
     def children(self) -> tuple[ProcessSnapshot, ...]:
         return self.processes[1:]
 
-    def empty(self) -> bool:
-        """Nothing was recorded in any process."""
-        return not self.with_children and not any(
-            (self.own.recompiles, self.own.limit_hits, self.own.graph_breaks, self.own.compiles, self.own.health))
-
 
 def _shown_totals(processes: tuple[ProcessSnapshot, ...]) -> dict[str, dict[str, float]]:
     from ..vocabulary.compile_cost import sum_by_signal
