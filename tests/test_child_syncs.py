@@ -20,10 +20,21 @@ pytest.importorskip("torch")
 NEEDS_BACKEND_AUTOLOAD = pytest.mark.skipif(TORCH < (2, 5), reason="the stand-ins reach a spawned child through torch's backend autoload (torch >= 2.5)")
 
 
-# dynamo saves and restores the CUDA RNG state around a compile where torch.cuda.is_available() says True.
+# Where torch.cuda.is_available() says True, dynamo saves and restores the CUDA RNG state around a compile.
+# From torch 2.14 on a CUDA build it asks the CUDA runtime too (no GPU here: "CUDA driver version is
+# insufficient"): whether the current stream is capturing, the device's properties (to know whether it can
+# run Triton: this one is too old), and torch.accelerator's current stream (this CUDA is no accelerator).
 COMPILES_WITH_FAKE_CUDA = '''
+import types
+
 torch.cuda.get_rng_state = lambda *args, **kwargs: torch.zeros(1, dtype=torch.uint8)
 torch.cuda.set_rng_state = lambda *args, **kwargs: None
+torch.cuda.is_current_stream_capturing = lambda: False
+torch.cuda.device_count = lambda: 1
+torch.cuda.current_device = lambda: 0
+torch.cuda.get_device_properties = lambda *args, **kwargs: types.SimpleNamespace(name="fake", major=6, minor=0, total_memory=0, multi_processor_count=1)
+if hasattr(torch, "accelerator"):
+    torch.accelerator.is_available = lambda: False
 '''
 
 
