@@ -301,11 +301,11 @@ class DynamoLogs:
 
     def _on_recompile(self, record: logging.LogRecord) -> None:
         from ..vocabulary.events import resumed_function
-        from .compiled_modules import compiled_module
+        from .compiled_modules import compiling
 
         message, compile_id, thread, frame = record.getMessage(), current_compile_id(), _thread(record), sys._getframe(1)
         # After a graph break, the user's line is the call that brought the new value in, not the break.
-        user_code, module = find_user_code(frame, resumed_function(message)), compiled_module(frame)
+        user_code, module = find_user_code(frame, resumed_function(message)), compiling(frame)[1]
         for sink in self._sinks:
             sink.add_recompile(message, compile_id, user_code, thread, module)
 
@@ -323,9 +323,9 @@ class DynamoLogs:
         # exception: format it in after the message, as a Formatter would, so the parser finds it.
         if record.exc_info and record.exc_info[1] is not None and "from user code at" in message.partition("\n")[0]:
             message = f"{message.rstrip()}\n{logging.Formatter().formatException(record.exc_info)}"
-        from .compiled_modules import compiled_module
+        from .compiled_modules import compiling
 
-        module = compiled_module(sys._getframe(1))
+        module = compiling(sys._getframe(1))[1]
         for sink in self._sinks:
             sink.add_graph_break(message, module)
 
@@ -344,8 +344,3 @@ DYNAMO_LOGS = DynamoLogs()
 
 def _thread(record: logging.LogRecord) -> Optional[str]:
     return None if record.threadName == "MainThread" else record.threadName
-
-
-def stop_every_capture() -> None:
-    """A forked child must not feed its parent's sinks: it stops the capture it inherited."""
-    DYNAMO_LOGS.forget_after_fork()

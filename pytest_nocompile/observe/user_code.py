@@ -12,7 +12,7 @@ import os
 import sys
 from functools import cache
 from types import CodeType
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -144,8 +144,9 @@ def _runs(code: CodeType, resumed: tuple[str, str]) -> bool:
 _CONVERT_FRAME = os.path.join("_dynamo", "convert_frame.py")
 
 
-def compiling_code(frame: Optional[FrameType]) -> Optional[CodeLocation]:
-    """The function whose frame dynamo is compiling, as its first line, found from ``frame`` outwards; None outside a compile.
+def compiling_code(frame: Optional[FrameType]) -> tuple[Optional[CodeType], Any]:
+    """The code of the function whose frame dynamo is compiling, and the locals of dynamo's ``_compile`` frame (its
+    arguments), found from ``frame`` outwards; (None, {}) outside a compile.
 
     A health signal comes from deep inside a compile: the user's code on the
     stack is the call that brought the compile, not the function compiled,
@@ -155,20 +156,11 @@ def compiling_code(frame: Optional[FrameType]) -> Optional[CodeLocation]:
     their sources). Outside a frame compile (a backward graph compiled lazily,
     in ``loss.backward()``) there is none.
     """
-    compiling = compile_frame(frame)
-    compiled = None if compiling is None else compiling.f_locals.get("code")
-    if not isinstance(compiled, CodeType):
-        return None
-    from ..vocabulary.events import CodeLocation
-
-    return CodeLocation(compiled.co_filename, compiled.co_firstlineno, compiled.co_name)
-
-
-def compile_frame(frame: Optional[FrameType]) -> Optional[FrameType]:
-    """dynamo's ``_compile`` frame, found from ``frame`` outwards (its locals are its arguments); None outside a compile."""
     while frame is not None:
         code = frame.f_code
         if code.co_name == "_compile" and code.co_filename.endswith(_CONVERT_FRAME):
-            return frame
+            arguments = frame.f_locals
+            compiled = arguments.get("code")
+            return compiled if isinstance(compiled, CodeType) else None, arguments
         frame = frame.f_back
-    return None
+    return None, {}

@@ -130,7 +130,7 @@ class SyncWarnings:
             from ..user_code import compiling_code
 
             # A sync of dynamo's or inductor's own work while a frame compiles is paid once, not at every step: shown, not counted.
-            self._emit(COMPILE_SYNC_SIGNAL if compiling_code(sys._getframe(1)) is not None else SYNC_SIGNAL, 1, None)
+            self._emit(COMPILE_SYNC_SIGNAL if compiling_code(sys._getframe(1))[0] is not None else SYNC_SIGNAL, 1, None)
             if self._user_mode != WARN:
                 return
         self._show(message)
