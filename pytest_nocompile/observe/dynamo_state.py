@@ -25,8 +25,7 @@ def torch_problem() -> str | None:
         return f"torch cannot be imported ({type(error).__name__}: {error})"
     version = _parse_version(torch.__version__)
     if version < MIN_TORCH:
-        needed = ".".join(map(str, MIN_TORCH))
-        return f"torch {torch.__version__} is too old; pytest-nocompile needs torch>={needed}"
+        return f"torch {torch.__version__} is too old; pytest-nocompile needs torch>={'.'.join(map(str, MIN_TORCH))}"
     return None
 
 

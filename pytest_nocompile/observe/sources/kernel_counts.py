@@ -120,6 +120,5 @@ def kernels_not_measured() -> Optional[str]:
     if helper is not None and hasattr(helper, "get_deltas") and hasattr(helper, "apply_deltas") and FIELD in getattr(
             deltas, "__dataclass_fields__", {}):
         return None
-    torch = sys.modules.get("torch")
-    return (f"torch {getattr(torch, '__version__', '?')} gives no {METRICS}.{HELPER} with each graph's {FIELD}, "
+    return (f"torch {getattr(sys.modules.get('torch'), '__version__', '?')} gives no {METRICS}.{HELPER} with each graph's {FIELD}, "
             "where the plugin reads each graph's kernels (torch 2.4 to 2.15 do)")

@@ -26,7 +26,6 @@ import re
 from typing import Any, Callable, Optional
 
 COMPILE_ERROR = "compile_error"  # the health signal's name
-CONVERT_FRAME_LOGGER = "torch._dynamo.convert_frame"
 _WONT_CONVERT = re.compile(r"^WON'T CONVERT (?P<function>\S+) (?P<filename>.+?) line (?P<line>\d+)")
 
 

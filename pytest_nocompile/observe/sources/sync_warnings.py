@@ -113,7 +113,6 @@ class SyncWarnings:
             set_mode(self._user_mode)
         self._cpp.disarm()  # after the mode is back: a C++ thread warns no more
 
-
     def _patch(self, module: Any, name: str, ours: Any) -> None:
         original = getattr(module, name, None)
         if original is not None:
