@@ -147,10 +147,7 @@ class DynamoLogs:
         return not early.issuperset(signals)
 
     def _arm_sources(self) -> None:
-        """Arm the sources the wanted signals need (each once): a watched test that reads none arms none.
-
-        Before dynamo is imported (the capture not armed), only those that need no dynamo.
-        """
+        """Arm the sources the wanted signals need (each once): a watched test that reads none arms none."""
         wanted = wanted_signals.wanted_signals()
         if wanted is not self._active_for:
             self._active_for = wanted

@@ -23,8 +23,7 @@ def torch_problem() -> str | None:
             import torch
     except Exception as error:  # ImportError, or a broken install raising anything
         return f"torch cannot be imported ({type(error).__name__}: {error})"
-    version = _parse_version(torch.__version__)
-    if version < MIN_TORCH:
+    if _parse_version(torch.__version__) < MIN_TORCH:
         return f"torch {torch.__version__} is too old; pytest-nocompile needs torch>={'.'.join(map(str, MIN_TORCH))}"
     return None
 

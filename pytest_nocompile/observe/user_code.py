@@ -19,25 +19,17 @@ if TYPE_CHECKING:
 
     from ..vocabulary.events import CodeLocation
 
+    _Roots = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
 
 # This package (pytest_nocompile/), not observe/: none of the plugin's frames is user code.
 _PLUGIN_FOLDER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
 
 
-# A plain class with __slots__, not a NamedTuple: making a NamedTuple class
-# costs about 0.4 ms at import, which every pytest run that loads the plugin
-# would pay.
-class _Roots:
-    __slots__ = ("packages", "stdlib", "sites")
-
-    def __init__(self, packages: tuple[str, ...], stdlib: tuple[str, ...], sites: tuple[str, ...]) -> None:
-        self.packages = packages  # torch, pytest, pluggy, this plugin: never user code
-        self.stdlib = stdlib
-        self.sites = sites  # may sit inside stdlib; installed user packages live here
-
-
 @cache
 def _library_roots() -> _Roots:
+    """(packages, stdlib, sites): torch's, pytest's, pluggy's and this plugin's folders (never user code), the stdlib's,
+    and the site folders (they may sit inside the stdlib's; installed user packages live there)."""
     import importlib
     import sysconfig
 
@@ -51,10 +43,10 @@ def _library_roots() -> _Roots:
         except Exception:
             pass
     paths = sysconfig.get_paths()
-    return _Roots(
-        packages=tuple(folder(module.__file__ or "") for module in modules if module.__file__) + (_PLUGIN_FOLDER,),
-        stdlib=tuple(os.path.join(paths[key], "") for key in ("stdlib", "platstdlib")),
-        sites=tuple(os.path.join(paths[key], "") for key in ("purelib", "platlib")),
+    return (
+        tuple(folder(module.__file__ or "") for module in modules if module.__file__) + (_PLUGIN_FOLDER,),
+        tuple(os.path.join(paths[key], "") for key in ("stdlib", "platstdlib")),
+        tuple(os.path.join(paths[key], "") for key in ("purelib", "platlib")),
     )
 
 
@@ -95,14 +87,15 @@ def _is_user_file(filename: str, roots: _Roots) -> bool:
 
 
 def _classify(filename: str, roots: _Roots) -> bool:
+    packages, stdlib, sites = roots
     if filename.startswith("<"):
         return False
-    if filename.startswith(roots.packages):
+    if filename.startswith(packages):
         return False
     if _generated_by_inductor(filename):
         return False
-    if filename.startswith(roots.stdlib):
-        return filename.startswith(roots.sites)
+    if filename.startswith(stdlib):
+        return filename.startswith(sites)
     return True
 
 
