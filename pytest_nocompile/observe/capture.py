@@ -250,8 +250,7 @@ class DynamoLogs:
             if getattr(module, name, None) is wrapper:  # else someone patched it after us: theirs to undo
                 setattr(module, name, original)
         self._patched = []
-        if self._limit_logger is not None and self._limit_handler is not None:
-            self._limit_logger.removeHandler(self._limit_handler)
+        self._limit_logger.removeHandler(self._limit_handler)  # type: ignore[union-attr, arg-type]  # both made by _arm
         for tap in reversed(self._taps):
             tap.disarm()
 

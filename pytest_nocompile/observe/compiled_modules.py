@@ -126,19 +126,15 @@ def _remembering(original: Callable[..., Any]) -> Callable[..., Any]:
     def __call__(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
         compiled = original(self, fn, *args, **kwargs)
         try:
-            _remember(fn, sys._getframe(1))
+            module, method = _module_and_method(fn)
+            site = None if module is None else find_user_code(sys._getframe(1))
+            if site is not None:
+                _SITES.setdefault(module, {})[method] = (site.filename, site.line)
         except Exception:  # never the user's compile's problem
             pass
         return compiled
 
     return __call__
-
-
-def _remember(target: Any, frame: Any) -> None:
-    module, method = _module_and_method(target)
-    site = None if module is None else find_user_code(frame)
-    if site is not None:
-        _SITES.setdefault(module, {})[method] = (site.filename, site.line)
 
 
 def _module_and_method(target: Any) -> tuple[Any, str]:

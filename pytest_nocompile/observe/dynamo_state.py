@@ -98,31 +98,27 @@ def process_rank() -> int | None:
 
     Never imports torch.distributed: a process that has not imported it has no process group.
     """
-    distributed = sys.modules.get("torch.distributed")
-    if distributed is not None:
-        try:
-            if distributed.is_available() and distributed.is_initialized():
-                return int(distributed.get_rank())
-        except Exception:  # a half-torn-down group: the environment still says
-            pass
-    for variable in ("RANK", "LOCAL_RANK"):
-        value = os.environ.get(variable, "")
-        if value.isdigit():
-            return int(value)
-    return None
+    return _from_group("get_rank", "RANK", "LOCAL_RANK")
 
 
 def process_world_size() -> int | None:
     """How many ranks this process's job has: ``torch.distributed``'s world size once initialised, else ``WORLD_SIZE``, else None."""
+    return _from_group("get_world_size", "WORLD_SIZE")
+
+
+def _from_group(ask: str, *variables: str) -> int | None:
     distributed = sys.modules.get("torch.distributed")
     if distributed is not None:
         try:
             if distributed.is_available() and distributed.is_initialized():
-                return int(distributed.get_world_size())
-        except Exception:
+                return int(getattr(distributed, ask)())
+        except Exception:  # a half-torn-down group: the environment still says
             pass
-    value = os.environ.get("WORLD_SIZE", "")
-    return int(value) if value.isdigit() else None
+    for variable in variables:
+        value = os.environ.get(variable, "")
+        if value.isdigit():
+            return int(value)
+    return None
 
 
 def compile_stance() -> str | None:

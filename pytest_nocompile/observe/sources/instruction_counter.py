@@ -51,9 +51,7 @@ def instruction_counter_problem() -> Optional[str]:
 
 def instructions_not_counted() -> Optional[str]:
     """Why this process's compiles were not counted in instructions; None when they were, or dynamo never came (nothing compiled)."""
-    if "torch._dynamo" not in sys.modules:
-        return None
-    return instruction_counter_problem()
+    return instruction_counter_problem() if "torch._dynamo" in sys.modules else None
 
 
 @contextmanager
