@@ -68,10 +68,6 @@ if TYPE_CHECKING:
 
         # A source may say ``needs_dynamo = False``: it arms without dynamo too (read with getattr; default True).
 
-RECOMPILES_ARTIFACT = "recompiles"
-VERBOSE_ARTIFACT = "recompiles_verbose"
-GRAPH_BREAKS_ARTIFACT = "graph_breaks"
-GRAPH_CODE_ARTIFACT = "graph_code"
 RECOMPILES_LOGGER = "torch._dynamo.guards.__recompiles"
 VERBOSE_LOGGER = "torch._dynamo.guards.__recompiles_verbose"
 # symbolic_convert logs one record per graph break it traces; the other two
@@ -123,10 +119,10 @@ class DynamoLogs:
             from .sources.sync_warnings import SyncWarnings
 
             self._taps = (
-                Tap((RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT), (RECOMPILES_LOGGER, VERBOSE_LOGGER), (RECOMPILES_LOGGER,), self._on_recompile),
-                Tap((GRAPH_BREAKS_ARTIFACT,), GRAPH_BREAK_LOGGERS, GRAPH_BREAK_LOGGERS, self._on_graph_break),
+                Tap(("recompiles", "recompiles_verbose"), (RECOMPILES_LOGGER, VERBOSE_LOGGER), (RECOMPILES_LOGGER,), self._on_recompile),
+                Tap(("graph_breaks",), GRAPH_BREAK_LOGGERS, GRAPH_BREAK_LOGGERS, self._on_graph_break),
                 # The level alone switches graph_code on: nothing in torch asks log_state about it.
-                Tap((GRAPH_CODE_ARTIFACT,), (GRAPH_CODE_LOGGER,), (GRAPH_CODE_LOGGER,), self._on_graph, enable_in_state=False),
+                Tap(("graph_code",), (GRAPH_CODE_LOGGER,), (GRAPH_CODE_LOGGER,), self._on_graph, enable_in_state=False),
             )
             self._swallowed = SwallowedErrors(self.emit_health)  # read from the same warnings: one handler for both
             wanted = wanted_signals.wanted_signals

@@ -123,6 +123,5 @@ def _from_group(ask: str, *variables: str) -> int | None:
 
 def compile_stance() -> str | None:
     """torch.compiler's stance now (``set_stance``, torch >= 2.6), when not the default; never imports dynamo."""
-    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
-    stance = getattr(getattr(eval_frame, "_stance", None), "stance", None)
+    stance = getattr(getattr(sys.modules.get("torch._dynamo.eval_frame"), "_stance", None), "stance", None)
     return stance if isinstance(stance, str) and stance != "default" else None
