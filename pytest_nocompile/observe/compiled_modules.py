@@ -79,8 +79,9 @@ def module_compiled(code: CodeType, frame_locals: Any) -> Optional[CompiledModul
             return None
         if not isinstance(module, Module):
             return None
-        function = _function_code(getattr(type(module), method, None))
-        if function is None or not (wrapped or function is code):
+        attribute = getattr(type(module), method, None)
+        function = getattr(inspect.unwrap(attribute), "__code__", None) if callable(attribute) else None
+        if not isinstance(function, CodeType) or not (wrapped or function is code):
             return None
         start = function.co_argcount
         return CompiledModule(_class_name(type(module)), method, function.co_filename, function.co_firstlineno,
@@ -88,11 +89,6 @@ def module_compiled(code: CodeType, frame_locals: Any) -> Optional[CompiledModul
                               wrapped, _SITES.get(module, {}).get(method))
     except Exception:  # an unusual object or a moved internal: the module's name is a nicety, the count is not
         return None
-
-
-def _function_code(function: Any) -> Optional[CodeType]:
-    code = getattr(inspect.unwrap(function), "__code__", None) if callable(function) else None
-    return code if isinstance(code, CodeType) else None
 
 
 def _class_name(cls: type) -> str:

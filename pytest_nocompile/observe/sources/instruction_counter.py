@@ -36,8 +36,7 @@ def instruction_counter_problem() -> Optional[str]:
 
         dynamo_config.record_compile_time_instruction_count  # noqa: B018
     except (ImportError, AttributeError):
-        since = ".".join(map(str, INSTRUCTIONS_SINCE))
-        return f"torch {getattr(sys.modules.get('torch'), '__version__', '?')} has no compile instruction counter (it came in torch {since})"
+        return f"torch {getattr(sys.modules.get('torch'), '__version__', '?')} has no compile instruction counter (it came in torch {'.'.join(map(str, INSTRUCTIONS_SINCE))})"
     with _c_output_captured() as said:
         handle = _instruction_counter.start()
         if handle != -1:

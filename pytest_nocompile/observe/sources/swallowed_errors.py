@@ -51,11 +51,7 @@ def compile_error_reason(message: str, error: Optional[BaseException]) -> Option
 
 
 class SwallowedErrors:
-    """One ``compile_error`` health event per compile error dynamo swallowed, read from ``convert_frame``'s warnings.
-
-    The capture's handler on that logger (which also reads recompile-limit
-    warnings) hands each warning here while the capture is armed.
-    """
+    """One ``compile_error`` health event per compile error dynamo swallowed, read from ``convert_frame``'s warnings."""
 
     def __init__(self, emit: Callable[..., None]) -> None:
         self._emit = emit  # DynamoLogs.emit_health
