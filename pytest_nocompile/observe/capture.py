@@ -217,12 +217,9 @@ class DynamoLogs:
 
         The child reports every signal, as any child does: it cannot know what its test reads.
         """
-        self._sinks = []
         wanted_signals.narrow(None)
-        if self.armed:
-            self._disarm()
-        else:
-            self._disarm_sources()
+        for sink in self._sinks:
+            self.detach(sink)
 
     def _arm(self) -> None:
         self._parts()

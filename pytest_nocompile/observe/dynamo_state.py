@@ -23,15 +23,11 @@ def torch_problem() -> str | None:
             import torch
     except Exception as error:  # ImportError, or a broken install raising anything
         return f"torch cannot be imported ({type(error).__name__}: {error})"
-    if _parse_version(torch.__version__) < MIN_TORCH:
+    major, _, rest = torch.__version__.partition(".")
+    minor = "".join(ch for ch in rest.partition(".")[0] if ch.isdigit())
+    if (int(major), int(minor or 0)) < MIN_TORCH:
         return f"torch {torch.__version__} is too old; pytest-nocompile needs torch>={'.'.join(map(str, MIN_TORCH))}"
     return None
-
-
-def _parse_version(text: str) -> tuple[int, int]:
-    major, _, rest = text.partition(".")
-    minor = "".join(ch for ch in rest.partition(".")[0] if ch.isdigit())
-    return int(major), int(minor or 0)
 
 
 @contextmanager

@@ -42,7 +42,7 @@ def step_around(relay: StderrRelay) -> None:
                 _patched.append((cls, name, original, ours))
 
 
-def stop_stepping_around(relay: StderrRelay) -> None:
+def stop_stepping_around() -> None:
     """The relay is off: pytest's classes as they were (where nobody patched them after us)."""
     while _patched:
         cls, name, original, ours = _patched.pop()

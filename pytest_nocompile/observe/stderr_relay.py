@@ -98,7 +98,7 @@ class StderrRelay:
         self._after_fork()
         from . import pytest_stderr
 
-        pytest_stderr.stop_stepping_around(self)
+        pytest_stderr.stop_stepping_around()
         with self._lock:
             if self.on:
                 self._step_out()

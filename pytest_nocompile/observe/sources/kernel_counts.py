@@ -70,7 +70,6 @@ class KernelCounts:
                 setattr(helper, name, original)
 
     def _report(self, deltas: Any, origin: Optional[str]) -> None:
-        """A graph's share of the metrics: its kernels, as a health event (none for a graph without kernels)."""
         try:
             kernels = getattr(deltas, FIELD)
             if isinstance(kernels, int) and kernels > 0:
