@@ -35,9 +35,6 @@ class _NotifyingLoader:
         self._loader = loader
         self._finder = finder
 
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
     def exec_module(self, module: Any) -> None:
         # Put the real loader back before any code can read it off the module.
         module.__loader__ = self._loader

@@ -68,10 +68,6 @@ if TYPE_CHECKING:
 
         # A source may say ``needs_dynamo = False``: it arms without dynamo too (read with getattr; default True).
 
-RECOMPILES_ARTIFACT = "recompiles"
-VERBOSE_ARTIFACT = "recompiles_verbose"
-GRAPH_BREAKS_ARTIFACT = "graph_breaks"
-GRAPH_CODE_ARTIFACT = "graph_code"
 RECOMPILES_LOGGER = "torch._dynamo.guards.__recompiles"
 VERBOSE_LOGGER = "torch._dynamo.guards.__recompiles_verbose"
 # symbolic_convert logs one record per graph break it traces; the other two
@@ -123,10 +119,10 @@ class DynamoLogs:
             from .sources.sync_warnings import SyncWarnings
 
             self._taps = (
-                Tap((RECOMPILES_ARTIFACT, VERBOSE_ARTIFACT), (RECOMPILES_LOGGER, VERBOSE_LOGGER), (RECOMPILES_LOGGER,), self._on_recompile),
-                Tap((GRAPH_BREAKS_ARTIFACT,), GRAPH_BREAK_LOGGERS, GRAPH_BREAK_LOGGERS, self._on_graph_break),
+                Tap(("recompiles", "recompiles_verbose"), (RECOMPILES_LOGGER, VERBOSE_LOGGER), (RECOMPILES_LOGGER,), self._on_recompile),
+                Tap(("graph_breaks",), GRAPH_BREAK_LOGGERS, GRAPH_BREAK_LOGGERS, self._on_graph_break),
                 # The level alone switches graph_code on: nothing in torch asks log_state about it.
-                Tap((GRAPH_CODE_ARTIFACT,), (GRAPH_CODE_LOGGER,), (GRAPH_CODE_LOGGER,), self._on_graph, enable_in_state=False),
+                Tap(("graph_code",), (GRAPH_CODE_LOGGER,), (GRAPH_CODE_LOGGER,), self._on_graph, enable_in_state=False),
             )
             self._swallowed = SwallowedErrors(self.emit_health)  # read from the same warnings: one handler for both
             wanted = wanted_signals.wanted_signals
@@ -147,10 +143,7 @@ class DynamoLogs:
         return not early.issuperset(signals)
 
     def _arm_sources(self) -> None:
-        """Arm the sources the wanted signals need (each once): a watched test that reads none arms none.
-
-        Before dynamo is imported (the capture not armed), only those that need no dynamo.
-        """
+        """Arm the sources the wanted signals need (each once): a watched test that reads none arms none."""
         wanted = wanted_signals.wanted_signals()
         if wanted is not self._active_for:
             self._active_for = wanted
@@ -224,12 +217,9 @@ class DynamoLogs:
 
         The child reports every signal, as any child does: it cannot know what its test reads.
         """
-        self._sinks = []
         wanted_signals.narrow(None)
-        if self.armed:
-            self._disarm()
-        else:
-            self._disarm_sources()
+        for sink in self._sinks:
+            self.detach(sink)
 
     def _arm(self) -> None:
         self._parts()
@@ -253,8 +243,7 @@ class DynamoLogs:
             if getattr(module, name, None) is wrapper:  # else someone patched it after us: theirs to undo
                 setattr(module, name, original)
         self._patched = []
-        if self._limit_logger is not None and self._limit_handler is not None:
-            self._limit_logger.removeHandler(self._limit_handler)
+        self._limit_logger.removeHandler(self._limit_handler)  # type: ignore[union-attr, arg-type]  # both made by _arm
         for tap in reversed(self._taps):
             tap.disarm()
 
@@ -301,11 +290,11 @@ class DynamoLogs:
 
     def _on_recompile(self, record: logging.LogRecord) -> None:
         from ..vocabulary.events import resumed_function
-        from .compiled_modules import compiled_module
+        from .compiled_modules import compiling
 
         message, compile_id, thread, frame = record.getMessage(), current_compile_id(), _thread(record), sys._getframe(1)
         # After a graph break, the user's line is the call that brought the new value in, not the break.
-        user_code, module = find_user_code(frame, resumed_function(message)), compiled_module(frame)
+        user_code, module = find_user_code(frame, resumed_function(message)), compiling(frame)[1]
         for sink in self._sinks:
             sink.add_recompile(message, compile_id, user_code, thread, module)
 
@@ -323,9 +312,9 @@ class DynamoLogs:
         # exception: format it in after the message, as a Formatter would, so the parser finds it.
         if record.exc_info and record.exc_info[1] is not None and "from user code at" in message.partition("\n")[0]:
             message = f"{message.rstrip()}\n{logging.Formatter().formatException(record.exc_info)}"
-        from .compiled_modules import compiled_module
+        from .compiled_modules import compiling
 
-        module = compiled_module(sys._getframe(1))
+        module = compiling(sys._getframe(1))[1]
         for sink in self._sinks:
             sink.add_graph_break(message, module)
 
@@ -344,8 +333,3 @@ DYNAMO_LOGS = DynamoLogs()
 
 def _thread(record: logging.LogRecord) -> Optional[str]:
     return None if record.threadName == "MainThread" else record.threadName
-
-
-def stop_every_capture() -> None:
-    """A forked child must not feed its parent's sinks: it stops the capture it inherited."""
-    DYNAMO_LOGS.forget_after_fork()

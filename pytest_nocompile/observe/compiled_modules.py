@@ -1,7 +1,7 @@
 """The module whose method dynamo is compiling, read from dynamo's frame, and the user's line that compiled it.
 
 dynamo's ``torch._dynamo.convert_frame._compile(code, globals, locals, ...)``
-(every torch from 2.4 to 2.15, read in their sources; :mod:`.compiling_code` finds its frame) holds
+(every torch from 2.4 to 2.15, read in their sources; :func:`.user_code.compiling_code` finds its frame) holds
 the code it compiles and that frame's locals. Two shapes name a module:
 
 - dynamo's own wrapper, ``inner`` in ``torch/_dynamo/external_utils.py``
@@ -30,7 +30,7 @@ import weakref
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .user_code import compile_frame, find_user_code
+from .user_code import compiling_code, find_user_code
 
 if TYPE_CHECKING:
     from ..vocabulary.events import CodeLocation
@@ -51,12 +51,10 @@ _WRAPPERS: dict[Callable[..., Any], Callable[..., Any]] = {}  # dynamo's __call_
 
 
 def compiling(frame: Optional[FrameType]) -> tuple[Optional[CodeLocation], Optional[CompiledModule]]:
-    """The function dynamo is compiling (:func:`.compiling_code.compiling_code`) and the module whose method it is, where
+    """The function dynamo is compiling (:func:`.user_code.compiling_code`) and the module whose method it is, where
     it is one; found from ``frame`` outwards, (None, None) outside a compile."""
-    found = compile_frame(frame)
-    arguments = {} if found is None else found.f_locals  # _compile's: code, globals, locals, ...
-    code = arguments.get("code")
-    if not isinstance(code, CodeType):
+    code, arguments = compiling_code(frame)  # arguments: _compile's (code, globals, locals, ...)
+    if code is None:
         return None, None
     from ..vocabulary.events import CodeLocation
 
@@ -65,45 +63,32 @@ def compiling(frame: Optional[FrameType]) -> tuple[Optional[CodeLocation], Optio
     return CodeLocation(code.co_filename, code.co_firstlineno, code.co_name), module_compiled(code, frame_locals)
 
 
-def compiled_module(frame: Optional[FrameType]) -> Optional[CompiledModule]:
-    """The module whose method dynamo is compiling, found from ``frame`` outwards; None for other code or outside a compile."""
-    return compiling(frame)[1]
-
-
 def module_compiled(code: CodeType, frame_locals: Any) -> Optional[CompiledModule]:
     """The module whose method ``code`` is (or that dynamo's wrapper calls), with where it was compiled; None for other code."""
     try:
-        return _module_compiled(code, frame_locals)
+        from torch.nn import Module
+
+        from ..vocabulary.module_names import CompiledModule
+
+        wrapped = code.co_name == _WRAPPER and code.co_filename.endswith(_WRAPPER_FILE)
+        if wrapped:
+            module, method = _module_and_method(frame_locals.get("fn"))
+        elif code.co_argcount:
+            module, method = frame_locals.get(code.co_varnames[0]), code.co_name
+        else:
+            return None
+        if not isinstance(module, Module):
+            return None
+        attribute = getattr(type(module), method, None)
+        function = getattr(inspect.unwrap(attribute), "__code__", None) if callable(attribute) else None
+        if not isinstance(function, CodeType) or not (wrapped or function is code):
+            return None
+        start = function.co_argcount
+        return CompiledModule(_class_name(type(module)), method, function.co_filename, function.co_firstlineno,
+                              function.co_varnames[1:start], function.co_varnames[start:start + function.co_kwonlyargcount],
+                              wrapped, _SITES.get(module, {}).get(method))
     except Exception:  # an unusual object or a moved internal: the module's name is a nicety, the count is not
         return None
-
-
-def _module_compiled(code: CodeType, frame_locals: Any) -> Optional[CompiledModule]:
-    from torch.nn import Module
-
-    from ..vocabulary.module_names import CompiledModule
-
-    wrapped = code.co_name == _WRAPPER and code.co_filename.endswith(_WRAPPER_FILE)
-    if wrapped:
-        module, method = _module_and_method(frame_locals.get("fn"))
-    elif code.co_argcount:
-        module, method = frame_locals.get(code.co_varnames[0]), code.co_name
-    else:
-        return None
-    if not isinstance(module, Module):
-        return None
-    function = _function_code(getattr(type(module), method, None))
-    if function is None or not (wrapped or function is code):
-        return None
-    start = function.co_argcount
-    return CompiledModule(_class_name(type(module)), method, function.co_filename, function.co_firstlineno,
-                          function.co_varnames[1:start], function.co_varnames[start:start + function.co_kwonlyargcount],
-                          wrapped, _SITES.get(module, {}).get(method))
-
-
-def _function_code(function: Any) -> Optional[CodeType]:
-    code = getattr(inspect.unwrap(function), "__code__", None) if callable(function) else None
-    return code if isinstance(code, CodeType) else None
 
 
 def _class_name(cls: type) -> str:
@@ -137,19 +122,15 @@ def _remembering(original: Callable[..., Any]) -> Callable[..., Any]:
     def __call__(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
         compiled = original(self, fn, *args, **kwargs)
         try:
-            _remember(fn, sys._getframe(1))
+            module, method = _module_and_method(fn)
+            site = None if module is None else find_user_code(sys._getframe(1))
+            if site is not None:
+                _SITES.setdefault(module, {})[method] = (site.filename, site.line)
         except Exception:  # never the user's compile's problem
             pass
         return compiled
 
     return __call__
-
-
-def _remember(target: Any, frame: Any) -> None:
-    module, method = _module_and_method(target)
-    site = None if module is None else find_user_code(frame)
-    if site is not None:
-        _SITES.setdefault(module, {})[method] = (site.filename, site.line)
 
 
 def _module_and_method(target: Any) -> tuple[Any, str]:

@@ -113,7 +113,7 @@ class CppSyncs:
     def _broken(self, why: str) -> None:
         """The relay cannot be used (any more): the count is a lower bound from now on, said to every sink at once."""
         if self._armed and self._unseen is None:
-            self._unseen = _unseen(why)
+            self._unseen = f"syncs in torch's C++ code (DDP's reducer, communication hooks) are not seen here: {why}"
             self._emit(SYNCS_UNSEEN_SIGNAL, 1, self._unseen, of_this_moment=False)
 
     def _heard(self, rank: Optional[int]) -> None:
@@ -145,7 +145,3 @@ def _relay() -> StderrRelay:
     from .stderr_relay import RELAY  # here: a run that reads no syncs on CUDA never loads it (nor socket, subprocess)
 
     return RELAY
-
-
-def _unseen(why: str) -> str:
-    return f"syncs in torch's C++ code (DDP's reducer, communication hooks) are not seen here: {why}"

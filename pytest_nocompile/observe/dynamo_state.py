@@ -23,17 +23,11 @@ def torch_problem() -> str | None:
             import torch
     except Exception as error:  # ImportError, or a broken install raising anything
         return f"torch cannot be imported ({type(error).__name__}: {error})"
-    version = _parse_version(torch.__version__)
-    if version < MIN_TORCH:
-        needed = ".".join(map(str, MIN_TORCH))
-        return f"torch {torch.__version__} is too old; pytest-nocompile needs torch>={needed}"
-    return None
-
-
-def _parse_version(text: str) -> tuple[int, int]:
-    major, _, rest = text.partition(".")
+    major, _, rest = torch.__version__.partition(".")
     minor = "".join(ch for ch in rest.partition(".")[0] if ch.isdigit())
-    return int(major), int(minor or 0)
+    if (int(major), int(minor or 0)) < MIN_TORCH:
+        return f"torch {torch.__version__} is too old; pytest-nocompile needs torch>={'.'.join(map(str, MIN_TORCH))}"
+    return None
 
 
 @contextmanager
@@ -100,35 +94,30 @@ def process_rank() -> int | None:
 
     Never imports torch.distributed: a process that has not imported it has no process group.
     """
+    return _from_group("get_rank", "RANK", "LOCAL_RANK")
+
+
+def process_world_size() -> int | None:
+    """How many ranks this process's job has: ``torch.distributed``'s world size once initialised, else ``WORLD_SIZE``, else None."""
+    return _from_group("get_world_size", "WORLD_SIZE")
+
+
+def _from_group(ask: str, *variables: str) -> int | None:
     distributed = sys.modules.get("torch.distributed")
     if distributed is not None:
         try:
             if distributed.is_available() and distributed.is_initialized():
-                return int(distributed.get_rank())
+                return int(getattr(distributed, ask)())
         except Exception:  # a half-torn-down group: the environment still says
             pass
-    for variable in ("RANK", "LOCAL_RANK"):
+    for variable in variables:
         value = os.environ.get(variable, "")
         if value.isdigit():
             return int(value)
     return None
 
 
-def process_world_size() -> int | None:
-    """How many ranks this process's job has: ``torch.distributed``'s world size once initialised, else ``WORLD_SIZE``, else None."""
-    distributed = sys.modules.get("torch.distributed")
-    if distributed is not None:
-        try:
-            if distributed.is_available() and distributed.is_initialized():
-                return int(distributed.get_world_size())
-        except Exception:
-            pass
-    value = os.environ.get("WORLD_SIZE", "")
-    return int(value) if value.isdigit() else None
-
-
 def compile_stance() -> str | None:
     """torch.compiler's stance now (``set_stance``, torch >= 2.6), when not the default; never imports dynamo."""
-    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
-    stance = getattr(getattr(eval_frame, "_stance", None), "stance", None)
+    stance = getattr(getattr(sys.modules.get("torch._dynamo.eval_frame"), "_stance", None), "stance", None)
     return stance if isinstance(stance, str) and stance != "default" else None

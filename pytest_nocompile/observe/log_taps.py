@@ -191,8 +191,7 @@ class WarningHandler(logging.Handler):
 def current_compile_id() -> str | None:
     """The id of the compile under way in this thread (``2/0``), or None; read at every record dynamo logs."""
     try:
-        current = _compile_id_reader()
-        compile_id = current()
+        compile_id = _compile_id_reader()()
     except Exception:  # the API moved: the id is a nicety, the count is not
         return None
     return str(compile_id) if compile_id is not None else None

@@ -14,18 +14,10 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable, ContextManager, Protocol
+from typing import TYPE_CHECKING, Any, Callable
 
-
-class StderrRelay(Protocol):
-    """What this module uses of :class:`.stderr_relay.StderrRelay`."""
-
-    @property
-    def on(self) -> bool: ...
-
-    def aside(self) -> ContextManager[None]: ...
-
-    def flush(self) -> None: ...
+if TYPE_CHECKING:
+    from .stderr_relay import StderrRelay
 
 _MOVES_FD = ("__init__", "start", "done", "suspend", "resume")  # FDCapture's methods that dup or dup2 its target fd
 _READS = ("snap",)
@@ -50,7 +42,7 @@ def step_around(relay: StderrRelay) -> None:
                 _patched.append((cls, name, original, ours))
 
 
-def stop_stepping_around(relay: StderrRelay) -> None:
+def stop_stepping_around() -> None:
     """The relay is off: pytest's classes as they were (where nobody patched them after us)."""
     while _patched:
         cls, name, original, ours = _patched.pop()

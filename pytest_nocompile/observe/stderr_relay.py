@@ -98,7 +98,7 @@ class StderrRelay:
         self._after_fork()
         from . import pytest_stderr
 
-        pytest_stderr.stop_stepping_around(self)
+        pytest_stderr.stop_stepping_around()
         with self._lock:
             if self.on:
                 self._step_out()
@@ -232,9 +232,7 @@ class StderrRelay:
         stat = os.fstat(write_end)
         self._identity = f"{stat.st_dev}:{stat.st_ino}:{self._token}"
         threading.Thread(target=self._listen, args=(mine,), name="pytest-nocompile stderr relay", daemon=True).start()
-        if not self._wait(lambda: self._ready):
-            return "the stderr relay did not start"
-        return None
+        return None if self._wait(lambda: self._ready) else "the stderr relay did not start"
 
     def _send_target(self, fd: int) -> bool:
         """Hand the relay ``fd`` as where to pass everything on, and wait for it to take it."""

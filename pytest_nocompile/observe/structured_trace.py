@@ -81,22 +81,20 @@ class StructuredTrace:
         if handler is not None and internal is not None:
             internal.trace_log.removeHandler(handler)
             handler.close()
-        if internal is not None and (self._torch_took_it or self._torch_handler_took_it(internal)):
+        if internal is not None and (self._torch_took_it or self._torchs_here(internal)):
             self._give_back(internal)
 
     def _writes_here(self, handler: Any) -> bool:
         return getattr(handler, "root_dir", None) == self.folder
 
-    def _torch_handler_took_it(self, internal: Any) -> bool:
-        """Whether torch made its handler on this folder after the test attached (torch imported in the test, no dynamo)."""
-        candidates = [*internal.trace_log.handlers, getattr(internal, "LOG_TRACE_HANDLER", None)]
-        return any(handler is not None and self._writes_here(handler) for handler in candidates)
+    def _torchs_here(self, internal: Any) -> set[Any]:
+        """torch's own handlers on this folder (one made after the test attached: torch imported in the test, no dynamo)."""
+        return {handler for handler in (*internal.trace_log.handlers, getattr(internal, "LOG_TRACE_HANDLER", None))
+                if handler is not None and self._writes_here(handler)}
 
     def _give_back(self, internal: Any) -> None:
         """torch's own handlers that took the test's folder: file closed, and no folder, as without the variable."""
-        for handler in {*internal.trace_log.handlers, getattr(internal, "LOG_TRACE_HANDLER", None)}:
-            if handler is None or not self._writes_here(handler):
-                continue
+        for handler in self._torchs_here(internal):
             handler.acquire()
             try:
                 stream, handler.stream = handler.stream, None

@@ -12,32 +12,24 @@ import os
 import sys
 from functools import cache
 from types import CodeType
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
     from types import FrameType
 
     from ..vocabulary.events import CodeLocation
 
+    _Roots = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
 
 # This package (pytest_nocompile/), not observe/: none of the plugin's frames is user code.
 _PLUGIN_FOLDER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
 
 
-# A plain class with __slots__, not a NamedTuple: making a NamedTuple class
-# costs about 0.4 ms at import, which every pytest run that loads the plugin
-# would pay.
-class _Roots:
-    __slots__ = ("packages", "stdlib", "sites")
-
-    def __init__(self, packages: tuple[str, ...], stdlib: tuple[str, ...], sites: tuple[str, ...]) -> None:
-        self.packages = packages  # torch, pytest, pluggy, this plugin: never user code
-        self.stdlib = stdlib
-        self.sites = sites  # may sit inside stdlib; installed user packages live here
-
-
 @cache
 def _library_roots() -> _Roots:
+    """(packages, stdlib, sites): torch's, pytest's, pluggy's and this plugin's folders (never user code), the stdlib's,
+    and the site folders (they may sit inside the stdlib's; installed user packages live there)."""
     import importlib
     import sysconfig
 
@@ -51,10 +43,10 @@ def _library_roots() -> _Roots:
         except Exception:
             pass
     paths = sysconfig.get_paths()
-    return _Roots(
-        packages=tuple(folder(module.__file__ or "") for module in modules if module.__file__) + (_PLUGIN_FOLDER,),
-        stdlib=tuple(os.path.join(paths[key], "") for key in ("stdlib", "platstdlib")),
-        sites=tuple(os.path.join(paths[key], "") for key in ("purelib", "platlib")),
+    return (
+        tuple(folder(module.__file__ or "") for module in modules if module.__file__) + (_PLUGIN_FOLDER,),
+        tuple(os.path.join(paths[key], "") for key in ("stdlib", "platstdlib")),
+        tuple(os.path.join(paths[key], "") for key in ("purelib", "platlib")),
     )
 
 
@@ -95,14 +87,15 @@ def _is_user_file(filename: str, roots: _Roots) -> bool:
 
 
 def _classify(filename: str, roots: _Roots) -> bool:
+    packages, stdlib, sites = roots
     if filename.startswith("<"):
         return False
-    if filename.startswith(roots.packages):
+    if filename.startswith(packages):
         return False
     if _generated_by_inductor(filename):
         return False
-    if filename.startswith(roots.stdlib):
-        return filename.startswith(roots.sites)
+    if filename.startswith(stdlib):
+        return filename.startswith(sites)
     return True
 
 
@@ -144,8 +137,9 @@ def _runs(code: CodeType, resumed: tuple[str, str]) -> bool:
 _CONVERT_FRAME = os.path.join("_dynamo", "convert_frame.py")
 
 
-def compiling_code(frame: Optional[FrameType]) -> Optional[CodeLocation]:
-    """The function whose frame dynamo is compiling, as its first line, found from ``frame`` outwards; None outside a compile.
+def compiling_code(frame: Optional[FrameType]) -> tuple[Optional[CodeType], Any]:
+    """The code of the function whose frame dynamo is compiling, and the locals of dynamo's ``_compile`` frame (its
+    arguments), found from ``frame`` outwards; (None, {}) outside a compile.
 
     A health signal comes from deep inside a compile: the user's code on the
     stack is the call that brought the compile, not the function compiled,
@@ -155,20 +149,11 @@ def compiling_code(frame: Optional[FrameType]) -> Optional[CodeLocation]:
     their sources). Outside a frame compile (a backward graph compiled lazily,
     in ``loss.backward()``) there is none.
     """
-    compiling = compile_frame(frame)
-    compiled = None if compiling is None else compiling.f_locals.get("code")
-    if not isinstance(compiled, CodeType):
-        return None
-    from ..vocabulary.events import CodeLocation
-
-    return CodeLocation(compiled.co_filename, compiled.co_firstlineno, compiled.co_name)
-
-
-def compile_frame(frame: Optional[FrameType]) -> Optional[FrameType]:
-    """dynamo's ``_compile`` frame, found from ``frame`` outwards (its locals are its arguments); None outside a compile."""
     while frame is not None:
         code = frame.f_code
         if code.co_name == "_compile" and code.co_filename.endswith(_CONVERT_FRAME):
-            return frame
+            arguments = frame.f_locals
+            compiled = arguments.get("code")
+            return compiled if isinstance(compiled, CodeType) else None, arguments
         frame = frame.f_back
-    return None
+    return None, {}

@@ -78,7 +78,7 @@ def report_after_fork(directory: str) -> None:
     """In a fork (see :func:`.hook.install_fork_handler`): stop what it inherited and report from the child, to a file of its own."""
     capture = sys.modules.get(_OBSERVE + ".capture")
     if capture is not None:
-        capture.stop_every_capture()  # the parent's sinks would get records the parent never sees
+        capture.DYNAMO_LOGS.forget_after_fork()  # the parent's sinks would get records the parent never sees
     arrival.forget_callbacks()
     report_to(directory, os.getppid())
 

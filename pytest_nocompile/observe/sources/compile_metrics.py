@@ -114,8 +114,7 @@ def compile_time_not_measured() -> Optional[str]:
     utils = sys.modules.get(UTILS)
     if utils is None or isinstance(getattr(utils, METRICS_DEQUE, None), collections.deque):
         return None
-    torch = sys.modules.get("torch")
-    return (f"torch {getattr(torch, '__version__', '?')} keeps no {UTILS}.{METRICS_DEQUE}, where the plugin reads each compile's "
+    return (f"torch {getattr(sys.modules.get('torch'), '__version__', '?')} keeps no {UTILS}.{METRICS_DEQUE}, where the plugin reads each compile's "
             "time (torch 2.4 to 2.14 do)")
 
 

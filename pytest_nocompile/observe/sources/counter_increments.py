@@ -68,8 +68,7 @@ class CounterIncrements:
         if names is not self._wanted_from:  # the process wants other signals now: a new set, made once
             self._wanted_from = names
             self._wanted = frozenset(tuple(name.split(".", 1)) for name in self.signals.intersection(names))  # type: ignore[misc]
-        utils = sys.modules.get("torch._dynamo.utils")
-        counters = getattr(utils, "counters", None)
+        counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", None)
         if not isinstance(counters, collections.defaultdict) or _ARMED is self:
             return  # dynamo without its counters (a future torch): the kinds that need them say so themselves
         if not self._wanted:

@@ -61,17 +61,12 @@ class CudagraphLogs:
         self._tracker: Optional[CudagraphTracker] = None  # made at the first record: a run that never compiles loads no reader
         self._tap = Tap((ARTIFACT,), (TREES_LOGGER, *SKIP_LOGGERS), (TREES_LOGGER,), self._on_record, enable_in_state=False)
         self._tap.filter = _KeepsWarnings(self._on_record)
-        self._armed = False
 
     def arm(self) -> None:
-        if not self._armed:
-            self._tap.arm(logging_internals())
-            self._armed = True
+        self._tap.arm(logging_internals())  # once until disarmed: the capture arms and disarms each source once
 
     def disarm(self) -> None:
-        if self._armed:
-            self._armed = False
-            self._tap.disarm()
+        self._tap.disarm()
 
     def _on_record(self, record: logging.LogRecord) -> None:
         try:

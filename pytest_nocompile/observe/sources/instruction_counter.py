@@ -36,8 +36,7 @@ def instruction_counter_problem() -> Optional[str]:
 
         dynamo_config.record_compile_time_instruction_count  # noqa: B018
     except (ImportError, AttributeError):
-        since = ".".join(map(str, INSTRUCTIONS_SINCE))
-        return f"torch {_torch_version()} has no compile instruction counter (it came in torch {since})"
+        return f"torch {getattr(sys.modules.get('torch'), '__version__', '?')} has no compile instruction counter (it came in torch {'.'.join(map(str, INSTRUCTIONS_SINCE))})"
     with _c_output_captured() as said:
         handle = _instruction_counter.start()
         if handle != -1:
@@ -51,14 +50,7 @@ def instruction_counter_problem() -> Optional[str]:
 
 def instructions_not_counted() -> Optional[str]:
     """Why this process's compiles were not counted in instructions; None when they were, or dynamo never came (nothing compiled)."""
-    if "torch._dynamo" not in sys.modules:
-        return None
-    return instruction_counter_problem()
-
-
-def _torch_version() -> str:
-    torch = sys.modules.get("torch")
-    return str(getattr(torch, "__version__", "?"))
+    return instruction_counter_problem() if "torch._dynamo" in sys.modules else None
 
 
 @contextmanager
@@ -120,15 +112,11 @@ class InstructionCounting:
             CompileTimeInstructionCounter._counter = self._before
             self._switched_on = False
 
-    @property
-    def counting(self) -> bool:
-        """Whether the counter runs: ours, or the user's own (benchmarks switch it on)."""
-        config = sys.modules.get("torch._dynamo.config")
-        return bool(getattr(config, "record_compile_time_instruction_count", False)) and instruction_counter_problem() is None
-
     def take(self) -> Optional[int]:
-        """The instructions counted since the last take, or None when the counter does not run."""
-        if not self.counting:
+        """The instructions counted since the last take, or None when the counter does not run (ours, or the user's own:
+        benchmarks switch it on)."""
+        config = sys.modules.get("torch._dynamo.config")
+        if not (getattr(config, "record_compile_time_instruction_count", False) and instruction_counter_problem() is None):
             return None
         from torch._dynamo.utils import CompileTimeInstructionCounter
 

@@ -70,7 +70,6 @@ class KernelCounts:
                 setattr(helper, name, original)
 
     def _report(self, deltas: Any, origin: Optional[str]) -> None:
-        """A graph's share of the metrics: its kernels, as a health event (none for a graph without kernels)."""
         try:
             kernels = getattr(deltas, FIELD)
             if isinstance(kernels, int) and kernels > 0:
@@ -120,6 +119,5 @@ def kernels_not_measured() -> Optional[str]:
     if helper is not None and hasattr(helper, "get_deltas") and hasattr(helper, "apply_deltas") and FIELD in getattr(
             deltas, "__dataclass_fields__", {}):
         return None
-    torch = sys.modules.get("torch")
-    return (f"torch {getattr(torch, '__version__', '?')} gives no {METRICS}.{HELPER} with each graph's {FIELD}, "
+    return (f"torch {getattr(sys.modules.get('torch'), '__version__', '?')} gives no {METRICS}.{HELPER} with each graph's {FIELD}, "
             "where the plugin reads each graph's kernels (torch 2.4 to 2.15 do)")

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 COMPILE_ERROR = "compile_error"  # the health signal's name
-CONVERT_FRAME_LOGGER = "torch._dynamo.convert_frame"
 _WONT_CONVERT = re.compile(r"^WON'T CONVERT (?P<function>\S+) (?P<filename>.+?) line (?P<line>\d+)")
 
 
@@ -52,11 +51,7 @@ def compile_error_reason(message: str, error: Optional[BaseException]) -> Option
 
 
 class SwallowedErrors:
-    """One ``compile_error`` health event per compile error dynamo swallowed, read from ``convert_frame``'s warnings.
-
-    The capture's handler on that logger (which also reads recompile-limit
-    warnings) hands each warning here while the capture is armed.
-    """
+    """One ``compile_error`` health event per compile error dynamo swallowed, read from ``convert_frame``'s warnings."""
 
     def __init__(self, emit: Callable[..., None]) -> None:
         self._emit = emit  # DynamoLogs.emit_health
@@ -68,11 +63,7 @@ class SwallowedErrors:
             reason = compile_error_reason(message, error)
             if reason is None:
                 return  # another warning of convert_frame
-            self._emit(COMPILE_ERROR, 1, reason, compile_id=_compile_id(error))
+            compile_id = getattr(error, "compile_id", None)
+            self._emit(COMPILE_ERROR, 1, reason, compile_id=None if compile_id is None else str(compile_id))
         except Exception:  # a record we cannot read is a signal we lack, not an error in the user's code
             pass
-
-
-def _compile_id(error: Any) -> Optional[str]:
-    compile_id = getattr(error, "compile_id", None)
-    return None if compile_id is None else str(compile_id)

@@ -113,7 +113,6 @@ class SyncWarnings:
             set_mode(self._user_mode)
         self._cpp.disarm()  # after the mode is back: a C++ thread warns no more
 
-
     def _patch(self, module: Any, name: str, ours: Any) -> None:
         original = getattr(module, name, None)
         if original is not None:
@@ -130,7 +129,7 @@ class SyncWarnings:
             from ..user_code import compiling_code
 
             # A sync of dynamo's or inductor's own work while a frame compiles is paid once, not at every step: shown, not counted.
-            self._emit(COMPILE_SYNC_SIGNAL if compiling_code(sys._getframe(1)) is not None else SYNC_SIGNAL, 1, None)
+            self._emit(COMPILE_SYNC_SIGNAL if compiling_code(sys._getframe(1))[0] is not None else SYNC_SIGNAL, 1, None)
             if self._user_mode != WARN:
                 return
         self._show(message)
