@@ -14,10 +14,18 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, ContextManager, Protocol
 
-if TYPE_CHECKING:
-    from .stderr_relay import StderrRelay
+
+class StderrRelay(Protocol):
+    """What this module uses of :class:`.stderr_relay.StderrRelay`."""
+
+    @property
+    def on(self) -> bool: ...
+
+    def aside(self) -> ContextManager[None]: ...
+
+    def flush(self) -> None: ...
 
 _MOVES_FD = ("__init__", "start", "done", "suspend", "resume")  # FDCapture's methods that dup or dup2 its target fd
 _READS = ("snap",)
