@@ -233,7 +233,7 @@ def _remove_marked_folder(path: str, seconds: float, entries: int) -> bool:
         folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
         try:
             budget: Optional[Budget] = None
-            if not _only_marked(folder):  # a process of its tests wrote: the removal code loads to empty it
+            if not set(os.listdir(folder)) <= {MARKER, LOCK}:  # a process of its tests wrote: the removal code loads to empty it
                 from .tree_removal import Budget
 
                 budget = Budget(seconds, entries)
@@ -246,11 +246,6 @@ def _remove_marked_folder(path: str, seconds: float, entries: int) -> bool:
         return False
     finally:
         os.close(parent)
-
-
-def _only_marked(folder: int) -> bool:
-    """Whether a run's folder holds its marker and lock only (no process of its tests wrote)."""
-    return set(os.listdir(folder)) <= {MARKER, LOCK}
 
 
 def _remove_marked(parent: int, name: str, folder: int, budget: Optional[Budget]) -> bool:
