@@ -5,7 +5,7 @@ phase it was logged in. Loaded with the first report a child wrote: most tests s
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING
 
 from .process_events import ProcessEvents, graph_break_event, recompile_event
 
@@ -13,21 +13,7 @@ if TYPE_CHECKING:
     from ..processes.child_lines import ChildLine
     from ..processes.event_files import Reading
     from ..vocabulary.events import Phase
-
-
-class RecompileRecord(Protocol):
-    """What this module reads and fills of a test's record (.record.RecompileRecord)."""
-
-    phase: Phase
-    call_started_at: Optional[float]
-    call_ended_at: Optional[float]
-    children: dict[str, ProcessEvents]
-    _skipped: dict[str, list[str]]
-
-    @property
-    def reports_path(self) -> str: ...
-
-    def note_folder_problem(self, problem: str) -> None: ...
+    from .record import RecompileRecord
 
 # The phases whose processes (a fixture's) are never counted, whenever they compile.
 _FIXTURE_PHASES: dict[str, Phase] = {"setup": "setup", "teardown": "teardown"}
@@ -99,12 +85,9 @@ def _add_entry(record: RecompileRecord, line: ChildLine) -> None:
     elif what == "graph_break":
         child.add_graph_break(replace(graph_break_event(line.message, phase), process=info, module=line.module))
     elif what == "health":
-        child.add_health(HealthEvent(line.what or "?", _whole(line.amount), line.message or None, line.compile_id,
+        # The amount as it was sent: JSON keeps 2 as 2, but a count stays an int through our own checks too.
+        amount = int(line.amount) if line.amount.is_integer() else line.amount
+        child.add_health(HealthEvent(line.what or "?", amount, line.message or None, line.compile_id,
                                      line.user_code, phase, line.thread, info, line.compiling, line.module))
     elif what == "problem":
         child.problems.append(line.message)
-
-
-def _whole(amount: float) -> float:
-    """A child's amount as it was sent: JSON keeps 2 as 2, but a count stays an int through our own checks too."""
-    return int(amount) if float(amount).is_integer() else amount
