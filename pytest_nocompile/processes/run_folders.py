@@ -201,7 +201,8 @@ def _remove_if_dead(fcntl: object, parent_fd: int, name: str, budget: Optional[B
         return budget
     lock = None
     try:
-        if os.fstat(folder).st_uid != user_id() or not _is_own_file(folder, MARKER):
+        marker = os.stat(MARKER, dir_fd=folder, follow_symlinks=False)  # none (OSError): not a run's folder, left as it is
+        if os.fstat(folder).st_uid != user_id() or not stat.S_ISREG(marker.st_mode) or marker.st_uid != user_id():
             return budget
         try:
             lock = os.open(LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=folder)
@@ -268,14 +269,6 @@ def _remove_marked(parent: int, name: str, folder: int, budget: Optional[Budget]
             pass
     os.rmdir(name, dir_fd=parent)
     return True
-
-
-def _is_own_file(folder: int, name: str) -> bool:
-    try:
-        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except OSError:
-        return False
-    return stat.S_ISREG(info.st_mode) and info.st_uid == user_id()
 
 
 def remove_test_folder(path: str) -> None:
