@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 _FIXTURE_PHASES: dict[str, Phase] = {"setup": "setup", "teardown": "teardown"}
 
 
-def take(record: RecompileRecord, reading: Reading) -> None:
-    """Add a reading's checked lines to ``record``; what is skipped, and processes that could not write, are noted."""
+def take(record: RecompileRecord, reading: Reading, path: str) -> None:
+    """Add a reading of ``path`` to ``record``: its checked lines; what is skipped, and processes that could not write, noted."""
     from ..processes.child_lines import checked
 
     lines, skipped = checked(reading)
@@ -34,7 +34,7 @@ def take(record: RecompileRecord, reading: Reading) -> None:
     for token, reason in reading.unreported:
         pid = token.partition("-")[0]
         child = _child(record, token, int(pid) if pid.isdecimal() and len(pid) < 10 else 0)
-        child.problems.append(f"could not write its report to {record.reports_path} ({reason})")
+        child.problems.append(f"could not write its report to {path} ({reason})")
     if reading.problem is not None:
         record.note_folder_problem(f"the test's processes {reading.problem}")
 
