@@ -48,10 +48,8 @@ class ChildLine:
         self.pid = _integer(entry, "pid")
         proc = _short_text(entry, "proc")
         self.key = proc if proc is not None else f"{file_token}.jsonl"  # a writer without tokens: one file, one key
-        rank = entry.get("rank")
-        self.rank = None if rank is None else _integer(entry, "rank")
-        world = entry.get("world")  # the job's world size (absent from older writers)
-        self.world = None if world is None else _integer(entry, "world")
+        self.rank = None if entry.get("rank") is None else _integer(entry, "rank")
+        self.world = None if entry.get("world") is None else _integer(entry, "world")  # the job's world size (absent from older writers)
         self.command = _short_text(entry, "cmd")  # what the process runs (absent from older writers)
         event = entry.get("event")
         if event not in EVENTS:

@@ -117,11 +117,6 @@ class ChildReports:
         self._found_syncs = os.environ.get(READS_SYNCS_VAR)
         self._syncs_now = self._found_syncs  # as this run last set it: the environment is written only when it changes
 
-    @property
-    def run_folder(self) -> Optional[str]:
-        """Where this run's children report (None until a watched test began): see :mod:`.run_folders`."""
-        return None if self._run is None else self._run.path
-
     def begin(self) -> TestReports:
         """A test's setup starts: the processes it starts report to its setup folder (made by the first that writes)."""
         if self._run is None:

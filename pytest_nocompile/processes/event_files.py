@@ -85,7 +85,10 @@ class EventWriter:
             self._append(os.path.join(self.directory, token + SUFFIX), data)
         except OSError as error:
             self.broken = True
-            self._say_unreported(error)
+            import errno
+
+            if error.errno != errno.ENOENT:  # ENOENT: the run's directory is gone: its test ended, no one reads any more
+                self.unreported(errno.errorcode.get(error.errno or 0, "EIO"))
         except Exception as error:  # an entry json cannot write: that line is lost (and said), the next may go
             self.unreported(type(error).__name__)
 
@@ -105,12 +108,6 @@ class EventWriter:
                 data = data[os.write(fd, data):]
         finally:
             os.close(fd)
-
-    def _say_unreported(self, error: OSError) -> None:
-        import errno
-
-        if error.errno != errno.ENOENT:  # ENOENT: the run's directory is gone: its test ended, no one reads any more
-            self.unreported(errno.errorcode.get(error.errno or 0, "EIO"))
 
     def unreported(self, reason: str) -> None:
         """Leave a marker the test's process looks for: an empty file (no data block needed), whose name says why."""
@@ -185,7 +182,7 @@ class EventDirectory:
         reading = Reading() if into is None else into
         if not self.exists():
             if check_missing:
-                reading.problem = self._missing() or reading.problem
+                reading.problem = unusable(os.path.dirname(self.path), self.path) or reading.problem
             return reading
         try:
             folder = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -211,10 +208,6 @@ class EventDirectory:
         finally:
             os.close(folder)
         return reading
-
-    def _missing(self) -> Optional[str]:
-        """None when no process wrote yet (the usual case); why none could, when the folder they would make cannot be."""
-        return unusable(os.path.dirname(self.path), self.path)
 
     def _read_file(self, folder: int, name: str, final: bool) -> Optional[FileLines]:
         state = self._files.get(name)
@@ -257,9 +250,9 @@ class EventDirectory:
                 os.close(fd)
         return lines
 
-    def remove(self, just_read: bool = False) -> None:
-        """Remove the directory (``just_read``: :meth:`read_new` just looked, so a directory not there then is not looked for again)."""
-        if self._exists if just_read else self.exists():
+    def remove(self) -> None:
+        """Remove the directory, if it exists."""
+        if self.exists():
             from .run_folders import remove_test_folder
 
             remove_test_folder(self.path)

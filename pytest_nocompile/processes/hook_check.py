@@ -47,15 +47,11 @@ class HookCheck(NamedTuple):
 SITE_FLAGS = ("-S", "-I", "-s")
 
 
-def interpreter_command() -> list[str]:
-    """This Python with this process's site flags, as multiprocessing starts its children."""
-    flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]  # multiprocessing's own helper
-    return [sys.executable, *(flag for flag in flags if flag in SITE_FLAGS)]
-
-
 def check_hook(command: Sequence[str] | None = None) -> HookCheck:
-    """Start ``command`` (default: :func:`interpreter_command`) with the variable set, and say whether its hook answered."""
-    command = list(command) if command is not None else interpreter_command()
+    """Start ``command`` (default: this Python with this process's site flags) with the variable set, and say whether its hook answered."""
+    if command is None:  # as multiprocessing starts its children
+        flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]  # multiprocessing's own helper
+        command = [sys.executable, *(flag for flag in flags if flag in SITE_FLAGS)]
     shown = " ".join(command)
     folder = tempfile.mkdtemp(prefix="pytest-nocompile-check-hook-")
     try:

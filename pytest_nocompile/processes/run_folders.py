@@ -201,7 +201,8 @@ def _remove_if_dead(fcntl: object, parent_fd: int, name: str, budget: Optional[B
         return budget
     lock = None
     try:
-        if os.fstat(folder).st_uid != user_id() or not _is_own_file(folder, MARKER):
+        marker = os.stat(MARKER, dir_fd=folder, follow_symlinks=False)  # none (OSError): not a run's folder, left as it is
+        if os.fstat(folder).st_uid != user_id() or not stat.S_ISREG(marker.st_mode) or marker.st_uid != user_id():
             return budget
         try:
             lock = os.open(LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=folder)
@@ -233,7 +234,7 @@ def _remove_marked_folder(path: str, seconds: float, entries: int) -> bool:
         folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
         try:
             budget: Optional[Budget] = None
-            if not _only_marked(folder):  # a process of its tests wrote: the removal code loads to empty it
+            if not set(os.listdir(folder)) <= {MARKER, LOCK}:  # a process of its tests wrote: the removal code loads to empty it
                 from .tree_removal import Budget
 
                 budget = Budget(seconds, entries)
@@ -246,11 +247,6 @@ def _remove_marked_folder(path: str, seconds: float, entries: int) -> bool:
         return False
     finally:
         os.close(parent)
-
-
-def _only_marked(folder: int) -> bool:
-    """Whether a run's folder holds its marker and lock only (no process of its tests wrote)."""
-    return set(os.listdir(folder)) <= {MARKER, LOCK}
 
 
 def _remove_marked(parent: int, name: str, folder: int, budget: Optional[Budget]) -> bool:
@@ -273,14 +269,6 @@ def _remove_marked(parent: int, name: str, folder: int, budget: Optional[Budget]
             pass
     os.rmdir(name, dir_fd=parent)
     return True
-
-
-def _is_own_file(folder: int, name: str) -> bool:
-    try:
-        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except OSError:
-        return False
-    return stat.S_ISREG(info.st_mode) and info.st_uid == user_id()
 
 
 def remove_test_folder(path: str) -> None:

@@ -48,13 +48,10 @@ def _print_users_traceback(error: BaseException) -> None:
     import traceback
 
     frames = error.__traceback__
-    while frames is not None and frames.tb_next is not None and _ours(frames.tb_frame.f_code.co_filename):
+    while frames is not None and frames.tb_next is not None and (frames.tb_frame.f_code.co_filename == __file__
+                                                                 or "runpy" in frames.tb_frame.f_code.co_filename):
         frames = frames.tb_next
     traceback.print_exception(type(error), error, frames)
-
-
-def _ours(filename: str) -> bool:
-    return filename == __file__ or "runpy" in filename
 
 
 def _run_script(path: str) -> None:

@@ -48,14 +48,11 @@ _OBSERVE = __package__.rpartition(".")[0] + ".observe"
 
 
 def start() -> None:
-    """The start-up hook's entry: report to the directory the environment names, if any."""
+    """The start-up hook's entry (its caller catches what it raises): report to the directory the environment names, if any."""
     directory = os.environ.get(ENV_VAR)
     # Once per process: site-packages reached by two paths (lib and lib64) runs a .pth twice.
     if directory and (_reporter is None or _reporter.pid != os.getpid()):
-        try:
-            report_to(directory)
-        except Exception:  # never the child's problem
-            pass
+        report_to(directory)
 
 
 def report_to(directory: str, forked_from: Optional[int] = None) -> None:
@@ -105,18 +102,14 @@ class _Reporter:
                 return
             from ..observe.capture import DYNAMO_LOGS
 
-            self._leave_syncs_alone(DYNAMO_LOGS)
+            if not self.reads_syncs:  # their source never arms here (it would turn torch's sync debug mode on)
+                from ..observe import wanted_signals
+                from ..observe.sources.sync_warnings import SyncWarnings
+
+                wanted_signals.narrow(wanted_signals.wanted_signals() - SyncWarnings.signals)
             DYNAMO_LOGS.attach(self)
         except Exception as error:
             self._write("problem", message=f"pytest-nocompile could not watch this process: {type(error).__name__}: {error}")
-
-    def _leave_syncs_alone(self, capture: Any) -> None:
-        """A run that reads no syncs: their source never arms here (it would turn torch's sync debug mode on)."""
-        if not self.reads_syncs:
-            from ..observe import wanted_signals
-            from ..observe.sources.sync_warnings import SyncWarnings
-
-            wanted_signals.narrow(wanted_signals.wanted_signals() - SyncWarnings.signals)
 
     def arm_early(self) -> None:
         try:
@@ -132,7 +125,11 @@ class _Reporter:
             message = fields.get("message")
             if message is not None:
                 fields["message"] = str(message)[:MAX_MESSAGE]
-            rank, world = self._process_rank()
+            state = sys.modules.get(_OBSERVE + ".dynamo_state")
+            try:
+                rank, world = (state.process_rank(), state.process_world_size()) if state is not None else (None, None)
+            except Exception:  # RANK=² and such: no rank, and no error of ours in the child
+                rank, world = None, None
             if rank is None:
                 rank, world = self._rank, self._world
             self._rank, self._world = rank, world
@@ -143,15 +140,6 @@ class _Reporter:
             self.writer.write({"t": time.time(), "rank": rank, "world": world, "cmd": self._command, "event": event, **fields})
         except Exception as error:  # a line lost: the test hears of it
             self.writer.unreported(type(error).__name__)
-
-    @staticmethod
-    def _process_rank() -> tuple[Optional[int], Optional[int]]:
-        """The process's rank and its job's world size, where known."""
-        state = sys.modules.get(_OBSERVE + ".dynamo_state")
-        try:
-            return (state.process_rank(), state.process_world_size()) if state is not None else (None, None)
-        except Exception:  # RANK=² and such: no rank, and no error of ours in the child
-            return None, None
 
     # The sink's methods (see sink.Sink).
     def add_recompile(self, message: str, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],

@@ -155,13 +155,9 @@ def remove_contents(root: int, budget: Budget, keep: tuple[str, ...] = ()) -> bo
                     os.close(folder)
         if not complete:
             return False
-        if not _has_entries(root, keep):
-            return True
-
-
-def _has_entries(root: int, keep: tuple[str, ...]) -> bool:
-    try:
-        with os.scandir(root) as listing:
-            return any(entry.name not in keep for entry in listing)
-    except OSError:
-        return True
+        try:
+            with os.scandir(root) as listing:
+                if not any(entry.name not in keep for entry in listing):
+                    return True
+        except OSError:
+            pass  # another pass looks again

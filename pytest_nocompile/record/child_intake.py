@@ -5,7 +5,7 @@ phase it was logged in. Loaded with the first report a child wrote: most tests s
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING
 
 from .process_events import ProcessEvents, graph_break_event, recompile_event
 
@@ -13,28 +13,14 @@ if TYPE_CHECKING:
     from ..processes.child_lines import ChildLine
     from ..processes.event_files import Reading
     from ..vocabulary.events import Phase
-
-
-class RecompileRecord(Protocol):
-    """What this module reads and fills of a test's record (.record.RecompileRecord)."""
-
-    phase: Phase
-    call_started_at: Optional[float]
-    call_ended_at: Optional[float]
-    children: dict[str, ProcessEvents]
-    _skipped: dict[str, list[str]]
-
-    @property
-    def reports_path(self) -> str: ...
-
-    def note_folder_problem(self, problem: str) -> None: ...
+    from .record import RecompileRecord
 
 # The phases whose processes (a fixture's) are never counted, whenever they compile.
 _FIXTURE_PHASES: dict[str, Phase] = {"setup": "setup", "teardown": "teardown"}
 
 
-def take(record: RecompileRecord, reading: Reading) -> None:
-    """Add a reading's checked lines to ``record``; what is skipped, and processes that could not write, are noted."""
+def take(record: RecompileRecord, reading: Reading, path: str) -> None:
+    """Add a reading of ``path`` to ``record``: its checked lines; what is skipped, and processes that could not write, noted."""
     from ..processes.child_lines import checked
 
     lines, skipped = checked(reading)
@@ -48,7 +34,7 @@ def take(record: RecompileRecord, reading: Reading) -> None:
     for token, reason in reading.unreported:
         pid = token.partition("-")[0]
         child = _child(record, token, int(pid) if pid.isdecimal() and len(pid) < 10 else 0)
-        child.problems.append(f"could not write its report to {record.reports_path} ({reason})")
+        child.problems.append(f"could not write its report to {path} ({reason})")
     if reading.problem is not None:
         record.note_folder_problem(f"the test's processes {reading.problem}")
 
@@ -99,12 +85,9 @@ def _add_entry(record: RecompileRecord, line: ChildLine) -> None:
     elif what == "graph_break":
         child.add_graph_break(replace(graph_break_event(line.message, phase), process=info, module=line.module))
     elif what == "health":
-        child.add_health(HealthEvent(line.what or "?", _whole(line.amount), line.message or None, line.compile_id,
+        # The amount as it was sent: JSON keeps 2 as 2, but a count stays an int through our own checks too.
+        amount = int(line.amount) if line.amount.is_integer() else line.amount
+        child.add_health(HealthEvent(line.what or "?", amount, line.message or None, line.compile_id,
                                      line.user_code, phase, line.thread, info, line.compiling, line.module))
     elif what == "problem":
         child.problems.append(line.message)
-
-
-def _whole(amount: float) -> float:
-    """A child's amount as it was sent: JSON keeps 2 as 2, but a count stays an int through our own checks too."""
-    return int(amount) if float(amount).is_integer() else amount

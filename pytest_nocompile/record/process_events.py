@@ -126,14 +126,6 @@ class ProcessEvents:
     def _call_counts(self) -> dict[str, Amount]:
         return {kind.key: self.count(kind) for kind in COUNTED_KINDS}
 
-    def of_phase(self, phase: Optional[Phase]) -> tuple[list[RecompileEvent], list[RecompileLimitHit], list[GraphBreakEvent]]:
-        """Recompiles, limit hits and graph breaks of one phase (None: every phase)."""
-        if phase is None:
-            return self.recompiles, self.limit_hits, self.graph_breaks
-        return ([event for event in self.recompiles if event.phase == phase],
-                [hit for hit in self.limit_hits if hit.phase == phase],
-                [event for event in self.graph_breaks if event.phase == phase])
-
     def sizes(self) -> tuple[int, int, int, int, int]:
         """How many recompiles, limit hits, graph breaks, compiles and health events so far (a block's starting point)."""
         return len(self.recompiles), len(self.limit_hits), len(self.graph_breaks), len(self.compiles), len(self.health)

@@ -69,11 +69,6 @@ class RecompileRecord:
         self.pid = os.getpid()
 
     @property
-    def reports_path(self) -> str:
-        """Where the test's child processes report (for messages)."""
-        return self._reports.path if self._reports is not None else "?"
-
-    @property
     def log(self) -> RecompileLog:
         """The live view of the test's recompiles, in every process (the ``nocompile_recompiles`` fixture)."""
         if self._log is None:
@@ -223,7 +218,7 @@ class RecompileRecord:
             if reading is not None and (reading.files or reading.unreported or reading.problem):  # else nothing to load .child_intake for
                 from .child_intake import take
 
-                take(self, reading)
+                take(self, reading, reports.path)
         except Exception as error:  # a defect of ours: the test must not pay for it
             self.note_folder_problem(f"could not read the reports in {reports.path}: {type(error).__name__}: {error}")
 

@@ -148,7 +148,7 @@ class _BudgetBlock(ContextDecorator):
                 headline = self._kind.headline(counts[process], self._allowed, self._shown, self._exact)
                 if len(counts) > 1:  # children reported: say which process
                     headline = f"{record.process_label(process)}: {headline}"
-                parts.append(explain(self._kind, headline, *new[process].of_phase(None),
+                parts.append(explain(self._kind, headline, new[process].recompiles, new[process].limit_hits, new[process].graph_breaks,
                                      health=new[process].signals(self._kind.health_signals, None) + lower_bound(record.process_of(process), self._kind)))
             raise self._kind.exceeded("\n\n".join(parts))
 
