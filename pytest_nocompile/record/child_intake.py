@@ -5,7 +5,7 @@ phase it was logged in. Loaded with the first report a child wrote: most tests s
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional, Protocol
 
 from .process_events import ProcessEvents, graph_break_event, recompile_event
 
@@ -13,7 +13,18 @@ if TYPE_CHECKING:
     from ..processes.child_lines import ChildLine
     from ..processes.event_files import Reading
     from ..vocabulary.events import Phase
-    from .record import RecompileRecord
+
+
+class RecompileRecord(Protocol):
+    """What this module reads and fills of a test's record (.record.RecompileRecord, which imports this module)."""
+
+    phase: Phase
+    call_started_at: Optional[float]
+    call_ended_at: Optional[float]
+    children: dict[str, ProcessEvents]
+    _skipped: dict[str, list[str]]
+
+    def note_folder_problem(self, problem: str) -> None: ...
 
 # The phases whose processes (a fixture's) are never counted, whenever they compile.
 _FIXTURE_PHASES: dict[str, Phase] = {"setup": "setup", "teardown": "teardown"}
