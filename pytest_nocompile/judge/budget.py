@@ -131,7 +131,7 @@ def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], kind: Bud
         value is None or isinstance(value, bool) for value in kwargs.values()
     ) and (args[0] is None or kind.measure.takes(args[0])):  # the usual case, checked cheaply
         return MarkerBudget(args[0], kwargs.get("isolate"), kwargs.get("strict"))
-    shown = _render_call(kind.marker, args, kwargs)
+    shown = render_call(kind.marker, args, kwargs)
     form = kind.marker_form
     unknown = sorted(set(kwargs) - set(kind.keywords) - {"torch"})
     if unknown:
@@ -192,6 +192,7 @@ def with_markers(default: RecompileBudget, markers: Mapping[str, MarkerBudget],
 _MERGED: dict[tuple[object, ...], RecompileBudget] = {}
 
 
-def _render_call(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+def render_call(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+    """A marker's call as written, e.g. ``max_recompiles(0, torch={'<2.8': 1})``, for usage errors."""
     rendered = [repr(arg) for arg in args] + [f"{key}={value!r}" for key, value in kwargs.items()]
     return f"{name}({', '.join(rendered)})"
