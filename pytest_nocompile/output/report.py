@@ -30,7 +30,7 @@ def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[
     lines = [f"[{index}/{total}] recompiled {event.code_place}"]
     repeated: list[GuardFailure] = []
     for reason in event.reasons or ():
-        if shown is not None and not shown.first_time(event, reason):
+        if shown is not None and not shown.first_time((event.process, event.filename, event.line, reason.compile_id or reason.guard)):
             repeated.append(reason)
             continue
         # Multi-line guards (an object's repr) stay inside the reason's indentation.
@@ -42,7 +42,7 @@ def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[
         elif source:
             lines.append(f"      guarded at: {source}")
         fix = classify(reason.named or reason.guard).fix
-        if fix is not None and (shown is None or shown.fix_first_time(fix)):
+        if fix is not None and (shown is None or shown.first_time(fix)):
             lines.append(f"      usual fix: {fix}")
     if repeated:
         lines.append(f"    failed again: {_repeated(repeated)} (shown above)")
@@ -85,22 +85,13 @@ class ShownGuards:
     """
 
     def __init__(self) -> None:
-        self._seen: set[tuple[object, ...]] = set()
-        self._fixes: set[str] = set()
+        self._seen: set[object] = set()
 
-    def fix_first_time(self, fix: str) -> bool:
-        """Whether this fix is news to the failure (and from now on, not): each is said once."""
-        if fix in self._fixes:
+    def first_time(self, shown: object) -> bool:
+        """Whether this guard failure (its cache entry's key) or fix is news to the failure (and from now on, not)."""
+        if shown in self._seen:
             return False
-        self._fixes.add(fix)
-        return True
-
-    def first_time(self, event: RecompileEvent, reason: GuardFailure) -> bool:
-        """Whether this guard failure is news (and from now on, not)."""
-        key = (event.process, event.filename, event.line, reason.compile_id or reason.guard)
-        if key in self._seen:
-            return False
-        self._seen.add(key)
+        self._seen.add(shown)
         return True
 
 
@@ -119,11 +110,12 @@ def _repeated(reasons: list[GuardFailure]) -> str:
 _IDS_LISTED = 4  # more cache entries than this are given as a range
 
 
-def format_events(events: Sequence[RecompileEvent]) -> list[str]:
+def format_events(events: Sequence[RecompileEvent], with_phase: bool = False) -> list[str]:
     lines: list[str] = []
     shown = ShownGuards()
     for index, event in enumerate(events, start=1):
-        lines += format_event(index, len(events), event, shown)
+        first, *rest = format_event(index, len(events), event, shown)
+        lines += [f"({event.phase}) {first}" if with_phase else first, *rest]
     return lines
 
 
@@ -136,22 +128,6 @@ def format_limit_hits(hits: Iterable[RecompileLimitHit]) -> list[str]:
         if refused is not None:  # dynamo logged the attempt, then refused it: not a recompile
             reason = str(refused.reasons[0]).splitlines()[0] if refused.reasons else "(torch gave no reason)"
             lines.append(f"    refused attempt, not counted as a recompile: guard failed: {reason}")
-    return lines
-
-
-def format_section(events: Sequence[RecompileEvent], limit_hits: Sequence[RecompileLimitHit] = ()) -> str:
-    """Body of the report section added to a test that failed for its own reason."""
-    lines = [f"{plural(len(events), 'recompile')} recorded", *_format_with_phase(events)]
-    lines += format_limit_hits(limit_hits)
-    return "\n".join(lines)
-
-
-def _format_with_phase(events: Sequence[RecompileEvent]) -> list[str]:
-    lines: list[str] = []
-    shown = ShownGuards()
-    for index, event in enumerate(events, start=1):
-        first, *rest = format_event(index, len(events), event, shown)
-        lines += [f"({event.phase}) {first}", *rest]
     return lines
 
 
@@ -221,7 +197,7 @@ def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent
             lines += format_events(recompiles) + format_limit_hits(limit_hits)
             if not_counted:
                 lines.append(f"not counted (outside the call phase): {plural(len(not_counted), 'recompile')}")
-                lines += _format_with_phase(not_counted)
+                lines += format_events(not_counted, with_phase=True)
         elif source == "graph_breaks":
             lines += format_graph_breaks(graph_breaks)
     return "\n".join(lines)
@@ -301,4 +277,5 @@ def add_recompile_section(report: pytest.TestReport, snapshot: TestSnapshot, whe
         limit_hits, suffix = [], f" ({phases}, not counted)"
         shown = bool(events)
     if shown:
-        report.sections.append((SECTION_TITLE + suffix, format_section(events, limit_hits)))
+        lines = [f"{plural(len(events), 'recompile')} recorded", *format_events(events, with_phase=True), *format_limit_hits(limit_hits)]
+        report.sections.append((SECTION_TITLE + suffix, "\n".join(lines)))
