@@ -30,6 +30,7 @@ import os
 import re
 import time
 from dataclasses import replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Optional
 
 import pytest
@@ -48,7 +49,6 @@ TLPARSE = "tlparse"
 TLPARSE_SECONDS = 60.0  # for all of one test's trace files together
 _NAME_LIMIT = 120  # characters of a kept folder's name; a longer node id is cut and given a hash
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_UNSET = object()
 
 
 class TraceWarning(pytest.PytestWarning):
@@ -102,14 +102,6 @@ class TestTrace:
     @property
     def nodeid(self) -> str:
         return self.item.nodeid
-
-    def attach(self) -> None:
-        """dynamo is here: this process's trace goes to the test's folder."""
-        self.process.attach()
-
-    def stop(self) -> None:
-        """The test's processes stop writing here (this one, and those it starts from now on)."""
-        self.process.stop()
 
     def end(self, teardown_failed: bool) -> list[pytest.PytestWarning]:
         """After the teardown: the trace kept if the test failed in any phase, else removed (or, against a baseline, left
@@ -168,7 +160,6 @@ class TraceFolders:
         self.unfinished: Optional[TestTrace] = None  # the trace of a test that has not ended (its folder is in use)
         self._off = False  # the scratch folder could not be made: said once, then no test is traced
         self._kept: set[str] = set()  # names of the folders this process kept
-        self._tlparse: object = _UNSET  # the executable's path, None where there is none; looked up once
 
     def begin(self, item: pytest.Item) -> Optional[TestTrace]:
         """A test's setup starts: its trace goes to the scratch folder's ``running`` (made by the first process that writes)."""
@@ -200,8 +191,8 @@ class TraceFolders:
             return None
         kept = self.destination(nodeid)
         line = f"trace: {kept}"
-        if self.tlparse() is not None:
-            where = _index(kept, written[0]) if len(written) == 1 else f"{kept}/*/index.html, one per trace file"
+        if self.tlparse is not None:
+            where = os.path.join(kept, written[0][:-len(TRACE_SUFFIX)], "index.html") if len(written) == 1 else f"{kept}/*/index.html, one per trace file"
             line += f" (tlparse: {where})"
         return line
 
@@ -243,16 +234,16 @@ class TraceFolders:
             self._remove(self._scratch)
             self._scratch = None
 
+    @cached_property
     def tlparse(self) -> Optional[str]:
-        if self._tlparse is _UNSET:
-            import shutil
+        """The executable's path, None where there is none; looked up once."""
+        import shutil
 
-            self._tlparse = shutil.which(TLPARSE)
-        return self._tlparse  # type: ignore[return-value]
+        return shutil.which(TLPARSE)
 
     def _parse(self, kept: str, written: list[str]) -> list[str]:
         """tlparse's pages for each trace file, beside it; the problems, each a sentence."""
-        executable = self.tlparse()
+        executable = self.tlparse
         if executable is None:
             return []
         import subprocess
@@ -281,10 +272,6 @@ class TraceFolders:
         from ..processes.tree_removal import Budget, remove_tree
 
         remove_tree(path, Budget(5.0, 1_000_000))
-
-
-def _index(kept: str, name: str) -> str:
-    return os.path.join(kept, name[:-len(TRACE_SUFFIX)], "index.html")
 
 
 def _warn_after_the_test(item: pytest.Item, warning: pytest.PytestWarning) -> None:
