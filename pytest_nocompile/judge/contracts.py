@@ -88,9 +88,7 @@ class SameAcrossRanks:
         from .rank_comparison import differences
 
         found = differences(list(snapshot.children), lambda info: process_label(info, snapshot.pid))
-        if not found:
-            return None
-        return f"{SAME_ACROSS_RANKS} broken ({self.marked_on}): " + "\n".join(found)
+        return f"{SAME_ACROSS_RANKS} broken ({self.marked_on}): " + "\n".join(found) if found else None
 
 
 Contract = Union[DynamicDims, SameAcrossRanks]

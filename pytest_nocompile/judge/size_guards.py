@@ -170,9 +170,5 @@ def argument_of(tensor: str, names: Iterable[str]) -> Optional[str]:
 
 def contract_breaks(event: RecompileEvent, dims: Mapping[str, tuple[int, ...]]) -> list[tuple[str, DimRecompile]]:
     """The recompile's dims among ``dims`` (argument name: its dims), each with the argument it is."""
-    found = []
-    for dim_recompile in dims_recompiled(event):
-        argument = argument_of(dim_recompile.tensor, dims)
-        if argument is not None and dim_recompile.dim in dims[argument]:
-            found.append((argument, dim_recompile))
-    return found
+    return [(argument, dim_recompile) for dim_recompile in dims_recompiled(event)
+            if (argument := argument_of(dim_recompile.tensor, dims)) is not None and dim_recompile.dim in dims[argument]]
