@@ -165,17 +165,13 @@ def _module(module: Optional[CompiledModule]) -> Optional[dict[str, Any]]:
 
 def _process(process: Optional[ProcessInfo]) -> Optional[dict[str, Any]]:
     """A child process as the JSON report holds it: ``nth`` past the first of its pid, ``command`` when it said."""
-    if process is None:
-        return None
-    return {"pid": process.pid, "rank": process.rank, **({"nth": process.nth} if process.nth > 1 else {}),
-            **({"command": process.command} if process.command else {})}
+    return None if process is None else {"pid": process.pid, "rank": process.rank, **({"nth": process.nth} if process.nth > 1 else {}),
+                                         **({"command": process.command} if process.command else {})}
 
 
 def _refused(event: Optional[RecompileEvent]) -> Optional[dict[str, Any]]:
     """The attempt dynamo refused at its limit (logged as a recompile, compiled nothing): its id and failed guards."""
-    if event is None:
-        return None
-    return {"compile_id": event.compile_id, "guards": [reason.guard for reason in event.reasons]}
+    return None if event is None else {"compile_id": event.compile_id, "guards": [reason.guard for reason in event.reasons]}
 
 
 def _reason(reason: GuardFailure) -> dict[str, Any]:
