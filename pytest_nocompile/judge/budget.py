@@ -33,12 +33,11 @@ class MarkerBudget:
 
     __slots__ = ("count", "isolate", "strict", "torch_spec")
 
-    def __init__(self, count: Optional[Amount], isolate: Optional[bool] = None, strict: Optional[bool] = None,
-                 torch_spec: Optional[str] = None) -> None:
+    def __init__(self, count: Optional[Amount], isolate: Optional[bool] = None, strict: Optional[bool] = None) -> None:
         self.count = count
         self.isolate = isolate
         self.strict = strict
-        self.torch_spec = torch_spec
+        self.torch_spec: Optional[str] = None
 
 
 @dataclass(frozen=True)
