@@ -193,5 +193,4 @@ _MERGED: dict[tuple[object, ...], RecompileBudget] = {}
 
 def render_call(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
     """A marker's call as written, e.g. ``max_recompiles(0, torch={'<2.8': 1})``, for usage errors."""
-    rendered = [repr(arg) for arg in args] + [f"{key}={value!r}" for key, value in kwargs.items()]
-    return f"{name}({', '.join(rendered)})"
+    return f"{name}({', '.join([*map(repr, args), *(f'{key}={value!r}' for key, value in kwargs.items())])})"

@@ -58,8 +58,7 @@ def torch_minor(version: str) -> str:
 
 def _version_key(minor: str) -> tuple[int, ...]:
     """How a baseline's torch versions sort: ``2.9`` before ``2.13``; a key that is no ``X.Y`` is (-1,)."""
-    found = major_minor(minor) if re.fullmatch(r"\d+\.\d+", minor) else None
-    return found or (-1,)
+    return (major_minor(minor) if re.fullmatch(r"\d+\.\d+", minor) else None) or (-1,)
 
 
 def baseline_entry(counts: Mapping[str, Any], details: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:

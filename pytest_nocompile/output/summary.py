@@ -76,8 +76,7 @@ def _columns(shown: list[tuple[str, TestResult]]) -> list[tuple[str, Callable[[T
     only shows beside its count (cache hits), where a listed test has any."""
     from ..judge.result import shows
 
-    kinds = [kind for kind in COUNTED_KINDS if any(shows(kind, result) for _, result in shown)]
-    columns = [(kind.column, _count_cell(kind)) for kind in kinds]
+    columns = [(kind.column, _count_cell(kind)) for kind in COUNTED_KINDS if any(shows(kind, result) for _, result in shown)]
     columns += [(kind.shown_column, _shown_cell(kind)) for kind in KINDS
                 if kind.shown_column and any(_shown_total(kind, result) for _, result in shown)]
     return columns

@@ -99,10 +99,6 @@ class TestTrace:
         self.kept: Optional[str] = None  # where it was kept, once the test ended
         self.waiting = False  # the test passed: kept if its result fails against the baseline
 
-    @property
-    def nodeid(self) -> str:
-        return self.item.nodeid
-
     def end(self, teardown_failed: bool) -> list[pytest.PytestWarning]:
         """After the teardown: the trace kept if the test failed in any phase, else removed (or, against a baseline, left
         for its result to decide); the problems met."""
@@ -114,7 +110,7 @@ class TestTrace:
             self.folders.discard(self.process.folder)
             return []
         self.folders.unfinished = None
-        self.kept, problems = self.folders.keep(self.process.folder, self.nodeid)
+        self.kept, problems = self.folders.keep(self.process.folder, self.item.nodeid)
         return [TraceWarning(problem) for problem in problems]
 
     def report(self, report: pytest.TestReport, result: Optional[TestResult]) -> Optional[TestResult]:
@@ -125,7 +121,7 @@ class TestTrace:
             self.failed = True
             if not self.said:
                 self.said = True
-                line = self.folders.failure_line(self.process.folder, self.nodeid) if self.kept is None else f"trace: {self.kept}"
+                line = self.folders.failure_line(self.process.folder, self.item.nodeid) if self.kept is None else f"trace: {self.kept}"
                 if line is not None:
                     report.sections.append((SECTION_TITLE, line))
         if result is None or self.kept is None:
@@ -141,10 +137,10 @@ class TestTrace:
         self.waiting = False
         self.folders.unfinished = None
         regressed = self.folders.regressed
-        if result is None or regressed is None or not regressed(self.nodeid, result):
+        if result is None or regressed is None or not regressed(self.item.nodeid, result):
             self.folders.discard(self.process.folder)
             return
-        self.kept, problems = self.folders.keep(self.process.folder, self.nodeid)
+        self.kept, problems = self.folders.keep(self.process.folder, self.item.nodeid)
         for problem in problems:
             _warn_after_the_test(self.item, TraceWarning(problem))
 
