@@ -59,8 +59,7 @@ def _format_of(path: str, document: Any) -> str:
 
 def merge_baselines(baselines: list[tuple[str, Baseline]]) -> Baseline:
     """One baseline holding every shard's entries, torch version by torch version."""
-    counts_only = {baseline.counts_only for _, baseline in baselines}
-    merged = Baseline({}, counts_only=counts_only == {True})
+    merged = Baseline({}, counts_only={baseline.counts_only for _, baseline in baselines} == {True})
     owners: dict[tuple[str, str], str] = {}  # (torch, node id): the file its entry came from
     for path, baseline in baselines:
         for minor, entries in baseline.versions.items():

@@ -22,15 +22,15 @@ if TYPE_CHECKING:
 SECTION_TITLE = "nocompile recompiles"
 
 
-def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[ShownGuards] = None) -> list[str]:
+def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[set[object]] = None) -> list[str]:
     """The lines for one recompile: what recompiled, which guards failed, whose code.
 
-    ``shown``: the guards earlier events of the same failure showed, left out here (and then added to).
+    ``shown``: the guards (and fixes) earlier events of the same failure showed, left out here (and then added to).
     """
     lines = [f"[{index}/{total}] recompiled {event.code_place}"]
     repeated: list[GuardFailure] = []
     for reason in event.reasons or ():
-        if shown is not None and not shown.first_time((event.process, event.filename, event.line, reason.compile_id or reason.guard)):
+        if shown is not None and not _first_time(shown, (event.process, event.filename, event.line, reason.compile_id or reason.guard)):
             repeated.append(reason)
             continue
         # Multi-line guards (an object's repr) stay inside the reason's indentation.
@@ -42,7 +42,7 @@ def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[
         elif source:
             lines.append(f"      guarded at: {source}")
         fix = classify(reason.named or reason.guard).fix
-        if fix is not None and (shown is None or shown.first_time(fix)):
+        if fix is not None and (shown is None or _first_time(shown, fix)):
             lines.append(f"      usual fix: {fix}")
     if repeated:
         lines.append(f"    failed again: {_repeated(repeated)} (shown above)")
@@ -73,8 +73,8 @@ def _torch_names(event: RecompileEvent) -> str:
     return ", ".join(f"{torch_name} for {user_name}" for torch_name, user_name in pairs)
 
 
-class ShownGuards:
-    """The guard failures a failure text has shown so far, each cache entry's once.
+def _first_time(shown: set[object], key: object) -> bool:
+    """Whether a guard failure (its cache entry's key) or a fix is news to a failure text (and from now on, not).
 
     dynamo's message for a recompile lists every cache entry of the frame
     with the guard that failed, the older ones again each time: 8 recompiles
@@ -83,16 +83,10 @@ class ShownGuards:
     failed it, which changes from call to call); before torch 2.5, which
     gives no compile ids, by the guard text.
     """
-
-    def __init__(self) -> None:
-        self._seen: set[object] = set()
-
-    def first_time(self, shown: object) -> bool:
-        """Whether this guard failure (its cache entry's key) or fix is news to the failure (and from now on, not)."""
-        if shown in self._seen:
-            return False
-        self._seen.add(shown)
-        return True
+    if key in shown:
+        return False
+    shown.add(key)
+    return True
 
 
 def _repeated(reasons: list[GuardFailure]) -> str:
@@ -112,7 +106,7 @@ _IDS_LISTED = 4  # more cache entries than this are given as a range
 
 def format_events(events: Sequence[RecompileEvent], with_phase: bool = False) -> list[str]:
     lines: list[str] = []
-    shown = ShownGuards()
+    shown: set[object] = set()
     for index, event in enumerate(events, start=1):
         first, *rest = format_event(index, len(events), event, shown)
         lines += [f"({event.phase}) {first}" if with_phase else first, *rest]
