@@ -126,8 +126,7 @@ def _lower_bounds(snapshot: TestSnapshot) -> dict[str, str]:
         for process in snapshot.processes:
             said = process.signals((kind.lower_bound_signal,), None)
             if said:
-                label = "" if process.info is None else f"{process.label}: "
-                found[kind.key] = label + (said[0].reason or kind.lower_bound_signal)
+                found[kind.key] = ("" if process.info is None else f"{process.label}: ") + (said[0].reason or kind.lower_bound_signal)
                 break
     return found
 
