@@ -36,8 +36,6 @@ def floor_count(snapshot: TestSnapshot, kind: BudgetKind) -> int:
 def floors_missed(snapshot: TestSnapshot, budget: RecompileBudget) -> tuple[str, ...]:
     """The keys of the budget's floor kinds that the test missed, in table order."""
     floors = [(KINDS_BY_KEY[key], allowed) for key, allowed in budget.limits if KINDS_BY_KEY[key].is_floor]
-    if not floors:
-        return ()
     errors = any(compile_errors(process) for process in snapshot.processes)
     return tuple(kind.key for kind, allowed in floors
                  if floor_count(snapshot, kind) < allowed or (errors and kind.compile_error_fails))

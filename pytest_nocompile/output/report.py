@@ -249,8 +249,7 @@ def fixture_processes_after_their_test(tests: list[tuple[str, RecompileRecord, d
         for key, child in record.children.items():
             late = len(child.recompiles) - sizes.get(key, 0)
             if late > 0:
-                phase = child.recompiles[-1].phase
-                lines.append(f"{child.info} (started in the {phase} of {nodeid}): {plural(late, 'recompile')} "
+                lines.append(f"{child.info} (started in the {child.recompiles[-1].phase} of {nodeid}): {plural(late, 'recompile')} "
                              "after that test ended, not counted")
     return lines
 

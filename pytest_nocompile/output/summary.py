@@ -54,8 +54,7 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
     shown.sort(key=badness)
     columns = _columns(shown)
     rows = [(*(header for header, _ in columns), "budget", "verdict", "test")]
-    for nodeid, result in shown:
-        rows.append((*(cell(result) for _, cell in columns), result.budget_text(), result.verdict.value, nodeid))
+    rows += [(*(cell(result) for _, cell in columns), result.budget_text(), result.verdict.value, nodeid) for nodeid, result in shown]
     counts = len(columns)
     widths = [max(len(row[column]) for row in rows) for column in range(counts + 2)]
     lines = [
