@@ -142,9 +142,8 @@ def idle_result(budget: RecompileBudget, unmeasured: Optional[Mapping[str, str]]
 def shows(kind: BudgetKind, result: TestResult) -> bool:
     """Whether a test's junit properties and table row show this kind: the three counts always; a compile-health
     kind where the test budgets it or has some (compile time, which every compile has, only where budgeted)."""
-    if kind.events != "health" or result.budgets.get(kind.key) is not None:
-        return True
-    return bool(result.counts.get(kind.key, 0)) and not kind.shown_only_where_budgeted
+    return (kind.events != "health" or result.budgets.get(kind.key) is not None
+            or (bool(result.counts.get(kind.key, 0)) and not kind.shown_only_where_budgeted))
 
 
 def count_properties(result: TestResult) -> list[tuple[str, object]]:

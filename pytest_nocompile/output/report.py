@@ -36,11 +36,9 @@ def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[
         # Multi-line guards (an object's repr) stay inside the reason's indentation.
         lines.append("    guard failed: " + str(reason).replace("\n", "\n                  "))
         # A place in dynamo's wrapper around a module (its "return fn(*args, **kwargs)") is nothing the user wrote.
-        location, source = (None, None) if _in_wrapper(event, reason) else (reason.location, reason.source)
-        if location is not None:
-            lines.append(f"      guarded at: {location}")
-        elif source:
-            lines.append(f"      guarded at: {source}")
+        where = None if _in_wrapper(event, reason) else reason.location or reason.source
+        if where:
+            lines.append(f"      guarded at: {where}")
         fix = classify(reason.named or reason.guard).fix
         if fix is not None and (shown is None or _first_time(shown, fix)):
             lines.append(f"      usual fix: {fix}")
