@@ -33,12 +33,11 @@ class MarkerBudget:
 
     __slots__ = ("count", "isolate", "strict", "torch_spec")
 
-    def __init__(self, count: Optional[Amount], isolate: Optional[bool] = None, strict: Optional[bool] = None,
-                 torch_spec: Optional[str] = None) -> None:
+    def __init__(self, count: Optional[Amount], isolate: Optional[bool] = None, strict: Optional[bool] = None) -> None:
         self.count = count
         self.isolate = isolate
         self.strict = strict
-        self.torch_spec = torch_spec
+        self.torch_spec: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -131,7 +130,7 @@ def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], kind: Bud
         value is None or isinstance(value, bool) for value in kwargs.values()
     ) and (args[0] is None or kind.measure.takes(args[0])):  # the usual case, checked cheaply
         return MarkerBudget(args[0], kwargs.get("isolate"), kwargs.get("strict"))
-    shown = _render_call(kind.marker, args, kwargs)
+    shown = render_call(kind.marker, args, kwargs)
     form = kind.marker_form
     unknown = sorted(set(kwargs) - set(kind.keywords) - {"torch"})
     if unknown:
@@ -192,6 +191,6 @@ def with_markers(default: RecompileBudget, markers: Mapping[str, MarkerBudget],
 _MERGED: dict[tuple[object, ...], RecompileBudget] = {}
 
 
-def _render_call(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
-    rendered = [repr(arg) for arg in args] + [f"{key}={value!r}" for key, value in kwargs.items()]
-    return f"{name}({', '.join(rendered)})"
+def render_call(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+    """A marker's call as written, e.g. ``max_recompiles(0, torch={'<2.8': 1})``, for usage errors."""
+    return f"{name}({', '.join([*map(repr, args), *(f'{key}={value!r}' for key, value in kwargs.items())])})"

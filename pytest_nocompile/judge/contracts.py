@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
 
 from ..vocabulary.kinds import DYNAMIC_DIMS, FRAMEWORK_KEYWORD, SAME_ACROSS_RANKS
+from .budget import render_call
 
 if TYPE_CHECKING:
     from ..record.snapshot import TestSnapshot
@@ -64,8 +65,7 @@ class DynamicDims:
                     count += 1
         if not lines:
             return None
-        times = "once" if count == 1 else f"{count} times"
-        headline = f"{self.shown} broken ({self.marked_on}): a dim meant to stay dynamic was specialised {times}"
+        headline = f"{self.shown} broken ({self.marked_on}): a dim meant to stay dynamic was specialised {'once' if count == 1 else f'{count} times'}"
         note = ([f"    (and {ignored} by dynamo's own 0/1 specialisation, not counted without {FRAMEWORK_KEYWORD}=True)"]
                 if ignored else [])
         return "\n".join([headline, *lines, *note])
@@ -87,9 +87,7 @@ class SameAcrossRanks:
         from .rank_comparison import differences
 
         found = differences(list(snapshot.children), lambda info: process_label(info, snapshot.pid))
-        if not found:
-            return None
-        return f"{SAME_ACROSS_RANKS} broken ({self.marked_on}): " + "\n".join(found)
+        return f"{SAME_ACROSS_RANKS} broken ({self.marked_on}): " + "\n".join(found) if found else None
 
 
 Contract = Union[DynamicDims, SameAcrossRanks]
@@ -99,9 +97,9 @@ def read_contract(name: str, args: Sequence[Any], kwargs: Mapping[str, Any], mar
     """A contract from its marker's arguments; :class:`ContractUsageError` names what was wrong and the accepted form."""
     if name == SAME_ACROSS_RANKS:
         if args or kwargs:
-            raise ContractUsageError(f"{_call(name, args, kwargs)}: takes no arguments; use {SAME_ACROSS_RANKS_FORM}")
+            raise ContractUsageError(f"{render_call(name, args, kwargs)}: takes no arguments; use {SAME_ACROSS_RANKS_FORM}")
         return SameAcrossRanks(marked_on)
-    shown = _call(name, args, kwargs)
+    shown = render_call(name, args, kwargs)
     if args:
         raise ContractUsageError(f"{shown}: name each argument with its dims, positional arguments are not accepted; "
                                  f"use {DYNAMIC_DIMS_FORM}")
@@ -119,7 +117,3 @@ def _dims(value: object, argument: str, shown: str) -> tuple[int, ...]:
     if not values or not all(isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0 for dim in values):
         raise ContractUsageError(f"{shown}: {argument}={value!r} is not a dim or a tuple of dims (ints >= 0); use {DYNAMIC_DIMS_FORM}")
     return tuple(values)
-
-
-def _call(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
-    return f"{name}({', '.join([*map(repr, args), *(f'{key}={value!r}' for key, value in kwargs.items())])})"

@@ -36,8 +36,6 @@ def floor_count(snapshot: TestSnapshot, kind: BudgetKind) -> int:
 def floors_missed(snapshot: TestSnapshot, budget: RecompileBudget) -> tuple[str, ...]:
     """The keys of the budget's floor kinds that the test missed, in table order."""
     floors = [(KINDS_BY_KEY[key], allowed) for key, allowed in budget.limits if KINDS_BY_KEY[key].is_floor]
-    if not floors:
-        return ()
     errors = any(compile_errors(process) for process in snapshot.processes)
     return tuple(kind.key for kind, allowed in floors
                  if floor_count(snapshot, kind) < allowed or (errors and kind.compile_error_fails))
@@ -48,8 +46,7 @@ def floor_cause(snapshot: TestSnapshot, budget: RecompileBudget, kind: BudgetKin
     count, allowed = floor_count(snapshot, kind), budget.allowed(kind) or 0
     headline = kind.headline(count, allowed, budget.describe(kind))
     if count >= allowed:  # met, but an error was swallowed: the headline says so, the error says which
-        error = next(event for process in snapshot.processes for event in compile_errors(process))
-        return f"{headline}: {error.reason}"
+        return f"{headline}: {next(event for process in snapshot.processes for event in compile_errors(process)).reason}"
     why = why_too_few(snapshot.processes, count)
     return f"{headline}: {why[1].strip()}" if why else headline
 

@@ -129,10 +129,8 @@ def classify(guard: str) -> ClassifiedGuard:
 def _classified(row: GuardClass, groups: dict[str, Optional[str]]) -> ClassifiedGuard:
     subject, tensor, dim = groups.get("subject"), groups.get("tensor"), groups.get("dim")
     size = groups.get("size")
-    if size is not None:
-        parts = _SIZE.match(size)
-        if parts is not None:
-            tensor, dim = parts["tensor"], parts["dim"]
+    if size is not None and (parts := _SIZE.match(size)) is not None:
+        tensor, dim = parts["tensor"], parts["dim"]
     if tensor is not None:
         subject = f"{tensor} dim {dim}" if dim is not None else tensor
     if row is _VALUE_CLASS:

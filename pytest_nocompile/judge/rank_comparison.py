@@ -81,8 +81,9 @@ def differences(processes: list[ProcessSnapshot], label: Callable[[Optional[Proc
     missing = _missing_ranks([process.info for process, _ in summaries], max((process.world or 0 for process in processes), default=0))
     if missing:
         ranks = ", ".join(map(str, missing))
+        names = ", ".join(_short(process.info, label(process.info)) for process, _ in sorted(summaries, key=lambda pair: _order(pair[0].info)))
         lines.append(f"rank{'s' if len(missing) > 1 else ''} {ranks} compiled nothing in the call, while "
-                     f"{_names(summaries, label)} compiled")
+                     f"{names} compiled")
     return lines
 
 
@@ -150,7 +151,3 @@ def _missing_ranks(infos: list[Optional[ProcessInfo]], world: int) -> list[int]:
     if not ranks:
         return []
     return [rank for rank in range(max(world, max(ranks) + 1)) if rank not in ranks]
-
-
-def _names(summaries: list[tuple[ProcessSnapshot, Summary]], label: Callable[[Optional[ProcessInfo]], str]) -> str:
-    return ", ".join(_short(process.info, label(process.info)) for process, _ in sorted(summaries, key=lambda pair: _order(pair[0].info)))

@@ -90,8 +90,7 @@ def recompile_reasons(event: dict[str, Any]) -> Iterator[tuple[str, dict[str, An
         where = f"{code_name(event['function'], event['filename'], event['line'])} ({stable_path(event['filename'])})"
     for reason in event.get("reasons") or ({"guard": ""},):
         guard = reason.get("named_guard") or reason.get("guard") or ""
-        label = classify(guard).label if guard else "no reason given"
-        yield f"recompile {where}: {label}", reason
+        yield f"recompile {where}: {classify(guard).label if guard else 'no reason given'}", reason
 
 
 def graph_break_reason(event: dict[str, Any]) -> str:
@@ -100,8 +99,7 @@ def graph_break_reason(event: dict[str, Any]) -> str:
     user = _USER_FRAME.match(event.get("user_code") or "")
     # The user's frame names the function where it is the graph break's own file (it nearly always is).
     where = f"{user['function']} ({place})" if user and stable_path(user["path"]) == place else place
-    kind = graph_break_kind(event.get("reason") or "", event.get("graph_break_id"))
-    return f"graph break in {where}: {kind}"
+    return f"graph break in {where}: {graph_break_kind(event.get('reason') or '', event.get('graph_break_id'))}"
 
 
 def graph_break_kind(reason: str, graph_break_id: Optional[str]) -> str:

@@ -86,7 +86,7 @@ class TestResult:
             "cause": self.cause,
             **self.details,
             "processes": list(self.processes),
-            **{_shown_key(kind): self.shown.get(kind.key, {}) for kind in KINDS_WITH_SHOWN},
+            **{kind.shown_key: self.shown.get(kind.key, {}) for kind in KINDS_WITH_SHOWN},
             "trace": self.trace,
             **({"not_measured": dict(unmeasured)} if unmeasured else {}),
             **({"lower_bound": dict(self.lower_bounds)} if self.lower_bounds else {}),
@@ -104,7 +104,7 @@ class TestResult:
             broken=tuple(data.get("broken_contracts", ())),
             details={key: list(data.get(key, ())) for key in DETAIL_KEYS},
             processes=tuple(data.get("processes", ())),
-            shown={kind.key: dict(data[_shown_key(kind)]) for kind in KINDS_WITH_SHOWN if data.get(_shown_key(kind))},
+            shown={kind.key: dict(data[kind.shown_key]) for kind in KINDS_WITH_SHOWN if data.get(kind.shown_key)},
             trace=data.get("trace"),
             unmeasured=dict(data.get("not_measured") or MEASURED),
             lower_bounds=dict(data.get("lower_bound") or MEASURED),
@@ -121,11 +121,6 @@ class TestResult:
 
 
 KINDS_WITH_SHOWN = tuple(kind for kind in KINDS if kind.shown_signals and kind.shown_key)
-
-
-def _shown_key(kind: BudgetKind) -> str:
-    """The JSON key of a kind's shown totals, e.g. ``compile_seconds_breakdown``."""
-    return kind.shown_key
 
 
 def idle_result(budget: RecompileBudget, unmeasured: Optional[Mapping[str, str]] = None) -> TestResult:
@@ -147,9 +142,8 @@ def idle_result(budget: RecompileBudget, unmeasured: Optional[Mapping[str, str]]
 def shows(kind: BudgetKind, result: TestResult) -> bool:
     """Whether a test's junit properties and table row show this kind: the three counts always; a compile-health
     kind where the test budgets it or has some (compile time, which every compile has, only where budgeted)."""
-    if kind.events != "health" or result.budgets.get(kind.key) is not None:
-        return True
-    return bool(result.counts.get(kind.key, 0)) and not kind.shown_only_where_budgeted
+    return (kind.events != "health" or result.budgets.get(kind.key) is not None
+            or (bool(result.counts.get(kind.key, 0)) and not kind.shown_only_where_budgeted))
 
 
 def count_properties(result: TestResult) -> list[tuple[str, object]]:

@@ -145,7 +145,7 @@ class DimRecompile:
 
 def dims_recompiled(event: RecompileEvent) -> list[DimRecompile]:
     """Each tensor dim the recompile's size guards name, with the strongest cause among them, in the order first named."""
-    found: dict[tuple[str, int], DimRecompile] = {}
+    found: dict[tuple[str, int], SizeGuard] = {}
     sizes: dict[tuple[str, int], int] = {}
     for reason in event.reasons:
         guard = size_guard(reason)
@@ -154,11 +154,10 @@ def dims_recompiled(event: RecompileEvent) -> list[DimRecompile]:
         key = (guard.tensor, guard.dim)
         if guard.size is not None:
             sizes.setdefault(key, guard.size)  # every entry's guard saw the same call
-        kept = found.get(key)
-        if kept is None or _STRENGTH[guard.cause] > _STRENGTH[kept.cause]:
-            found[key] = DimRecompile(event, guard.tensor, guard.dim, guard.cause, reason, None)
-    return [DimRecompile(event, tensor, dim, dim_recompile.cause, dim_recompile.reason, sizes.get((tensor, dim)))
-            for (tensor, dim), dim_recompile in found.items()]
+        if key not in found or _STRENGTH[guard.cause] > _STRENGTH[found[key].cause]:
+            found[key] = guard
+    return [DimRecompile(event, tensor, dim, guard.cause, guard.reason, sizes.get((tensor, dim)))
+            for (tensor, dim), guard in found.items()]
 
 
 def argument_of(tensor: str, names: Iterable[str]) -> Optional[str]:
@@ -170,9 +169,5 @@ def argument_of(tensor: str, names: Iterable[str]) -> Optional[str]:
 
 def contract_breaks(event: RecompileEvent, dims: Mapping[str, tuple[int, ...]]) -> list[tuple[str, DimRecompile]]:
     """The recompile's dims among ``dims`` (argument name: its dims), each with the argument it is."""
-    found = []
-    for dim_recompile in dims_recompiled(event):
-        argument = argument_of(dim_recompile.tensor, dims)
-        if argument is not None and dim_recompile.dim in dims[argument]:
-            found.append((argument, dim_recompile))
-    return found
+    return [(argument, dim_recompile) for dim_recompile in dims_recompiled(event)
+            if (argument := argument_of(dim_recompile.tensor, dims)) is not None and dim_recompile.dim in dims[argument]]

@@ -17,9 +17,7 @@ def too_old_for(kind: BudgetKind, installed: str, what: Optional[str] = None) ->
 
     since = kind.since_torch
     release = major_minor(installed)
-    if since is None or release is None:  # "not installed": the watch says so itself, once the test runs
-        return None
-    if release >= since:
+    if since is None or release is None or release >= since:  # None: "not installed", the watch says so itself, once the test runs
         return None
     first = kind.since_torch_has or f"whose dynamo counts {plural_noun(2, kind.noun)}"
     return f"{what or kind.marker} needs torch >= {since[0]}.{since[1]}, the first {first}; torch {installed} is installed"

@@ -37,12 +37,16 @@ def over_budget(kind: BudgetKind, count: Amount, allowed: Optional[Amount], *, e
     return count > allowed or (exact and count != allowed) or (limit_hit and kind.limit_hit_fails)
 
 
-
-def kinds_over_budget(snapshot: TestSnapshot, budget: RecompileBudget) -> tuple[str, ...]:
-    """The keys of the kinds over budget in any process's call phase, and the floors the test missed, in table order."""
+def kinds_over_budget(snapshot: TestSnapshot, budget: RecompileBudget,
+                      found: Optional[list[tuple[ProcessSnapshot, tuple[str, ...]]]] = None) -> tuple[str, ...]:
+    """The keys of the kinds over budget in any process's call phase (``found``: :func:`processes_over_budget`'s, where
+    known), and the floors the test missed, in table order (a floor is judged on the whole test: see .floors)."""
     if not budget.limits:
         return ()
-    return _with_floors(snapshot, budget, processes_over_budget(snapshot, budget))
+    over = {key for _, keys in (processes_over_budget(snapshot, budget) if found is None else found) for key in keys}
+    if budget.has_floor:
+        over.update(floors_missed(snapshot, budget))
+    return tuple(key for key, _ in budget.limits if key in over)
 
 
 def processes_over_budget(snapshot: TestSnapshot, budget: RecompileBudget) -> list[tuple[ProcessSnapshot, tuple[str, ...]]]:
@@ -62,15 +66,6 @@ def processes_over_budget(snapshot: TestSnapshot, budget: RecompileBudget) -> li
     return found
 
 
-def _with_floors(snapshot: TestSnapshot, budget: RecompileBudget, found: list[tuple[ProcessSnapshot, tuple[str, ...]]]) -> tuple[str, ...]:
-    """The kinds over budget in any of ``found``'s processes, and the floors missed, in table order (a floor is judged
-    on the whole test: see .floors)."""
-    over = {key for _, keys in found for key in keys}
-    if budget.has_floor:
-        over.update(floors_missed(snapshot, budget))
-    return tuple(key for key, _ in budget.limits if key in over)
-
-
 def broken_contracts(snapshot: TestSnapshot, contracts: Sequence[Contract]) -> list[tuple[str, str]]:
     """Each contract the test broke: its marker's name and its failure text."""
     return [(contract.name, text) for contract in contracts if (text := contract.broken(snapshot)) is not None]
@@ -84,7 +79,7 @@ def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[
     processes: tuple[dict[str, Any], ...] = ()
     found = processes_over_budget(snapshot, budget) if budget.limits else []
     if over is None:
-        over = _with_floors(snapshot, budget, found) if budget.limits else ()
+        over = kinds_over_budget(snapshot, budget, found)
     if broken is None:
         broken = broken_contracts(snapshot, contracts) if contracts else []
     if not snapshot.with_children:  # the usual case: the test's own process only
@@ -112,7 +107,7 @@ def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[
         over=over,
         cause=cause,
         broken=tuple(name for name, _ in broken),
-        details=_details(snapshot) if _has_details(snapshot) else NO_DETAILS,
+        details=_details(snapshot),
         processes=processes,
         shown={key: {signal: KINDS_BY_KEY[key].measure.for_json(total) for signal, total in totals.items()}
                for key, totals in snapshot.shown.items()},
@@ -131,8 +126,7 @@ def _lower_bounds(snapshot: TestSnapshot) -> dict[str, str]:
         for process in snapshot.processes:
             said = process.signals((kind.lower_bound_signal,), None)
             if said:
-                label = "" if process.info is None else f"{process.label}: "
-                found[kind.key] = label + (said[0].reason or kind.lower_bound_signal)
+                found[kind.key] = ("" if process.info is None else f"{process.label}: ") + (said[0].reason or kind.lower_bound_signal)
                 break
     return found
 
@@ -170,17 +164,13 @@ def _module(module: Optional[CompiledModule]) -> Optional[dict[str, Any]]:
 
 def _process(process: Optional[ProcessInfo]) -> Optional[dict[str, Any]]:
     """A child process as the JSON report holds it: ``nth`` past the first of its pid, ``command`` when it said."""
-    if process is None:
-        return None
-    return {"pid": process.pid, "rank": process.rank, **({"nth": process.nth} if process.nth > 1 else {}),
-            **({"command": process.command} if process.command else {})}
+    return None if process is None else {"pid": process.pid, "rank": process.rank, **({"nth": process.nth} if process.nth > 1 else {}),
+                                         **({"command": process.command} if process.command else {})}
 
 
 def _refused(event: Optional[RecompileEvent]) -> Optional[dict[str, Any]]:
     """The attempt dynamo refused at its limit (logged as a recompile, compiled nothing): its id and failed guards."""
-    if event is None:
-        return None
-    return {"compile_id": event.compile_id, "guards": [reason.guard for reason in event.reasons]}
+    return None if event is None else {"compile_id": event.compile_id, "guards": [reason.guard for reason in event.reasons]}
 
 
 def _reason(reason: GuardFailure) -> dict[str, Any]:
@@ -190,12 +180,9 @@ def _reason(reason: GuardFailure) -> dict[str, Any]:
             "class": classified.name, "subject": classified.subject, "fix": classified.fix}
 
 
-def _has_details(snapshot: TestSnapshot) -> bool:
-    """Whether any process recorded something the details list (compiles alone are only counted)."""
-    return any(process.health or process.recompiles or process.limit_hits or process.graph_breaks for process in snapshot.processes)
-
-
 def _details(snapshot: TestSnapshot) -> dict[str, list[dict[str, Any]]]:
+    if not any(process.health or process.recompiles or process.limit_hits or process.graph_breaks for process in snapshot.processes):
+        return NO_DETAILS  # compiles alone are only counted
     return {
         "recompile_events": [
             {

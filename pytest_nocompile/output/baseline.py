@@ -58,8 +58,7 @@ def torch_minor(version: str) -> str:
 
 def _version_key(minor: str) -> tuple[int, ...]:
     """How a baseline's torch versions sort: ``2.9`` before ``2.13``; a key that is no ``X.Y`` is (-1,)."""
-    found = major_minor(minor) if re.fullmatch(r"\d+\.\d+", minor) else None
-    return found or (-1,)
+    return (major_minor(minor) if re.fullmatch(r"\d+\.\d+", minor) else None) or (-1,)
 
 
 def baseline_entry(counts: Mapping[str, Any], details: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -172,18 +171,17 @@ class Comparison:
 
     def lines(self) -> list[str]:
         lines = [self.entries] if self.entries else []
-        rose = _by_test(self.increased)
+        rose = _by_test(self.increased, "rose")
         for nodeid in sorted(rose.keys() | self.new_reasons.keys()):
             if nodeid in rose:
-                lines.append(f"{nodeid}: " + ", ".join(f"{what.replace('_', ' ')} rose {before} -> {now}" for what, before, now in rose[nodeid]))
+                lines.append(f"{nodeid}: " + ", ".join(rose[nodeid]))
                 if nodeid not in self.new_reasons:  # else its new reasons, below, show where they came from
                     lines += self.explained.get(nodeid, [])
             for reason, explained in self.new_reasons.get(nodeid, []):
                 lines += [f"{nodeid}: new reason: {reason}", *explained]
             if nodeid in self.traces:
                 lines.append(f"    trace: {self.traces[nodeid]}")
-        lines += [f"{nodeid}: " + ", ".join(f"{what.replace('_', ' ')} fell {before} -> {now}" for what, before, now in changes)
-                  for nodeid, changes in _by_test(self.decreased).items()]
+        lines += [f"{nodeid}: " + ", ".join(changes) for nodeid, changes in _by_test(self.decreased, "fell").items()]
         lines += [f"{nodeid}: reason gone: {reason}" for nodeid, reasons in sorted(self.gone_reasons.items()) for reason in reasons]
         lines += [f"new test (not in baseline): {nodeid}" for nodeid in self.new]
         if self.removed:  # one line: a -k subset or another shard leaves most of the baseline out
@@ -194,9 +192,7 @@ class Comparison:
     def regressions(self) -> dict[str, list[str]]:
         """By test, what failed it against the baseline, a line each (``recompiles rose 0 -> 2``, ``new reason: ...``):
         what the JSON report's entry of each such test holds."""
-        found: dict[str, list[str]] = {}
-        for nodeid, what, before, now in self.increased:
-            found.setdefault(nodeid, []).append(f"{what.replace('_', ' ')} rose {before} -> {now}")
+        found = _by_test(self.increased, "rose")
         for nodeid, reasons in self.new_reasons.items():
             found.setdefault(nodeid, []).extend(f"new reason: {reason}" for reason, _ in reasons)
         return found
@@ -210,10 +206,11 @@ class Comparison:
         return f"{' and '.join(what)} against the baseline {path}, in {plural(tests, 'test')} (listed above)"
 
 
-def _by_test(changes: list[tuple[str, str, int, int]]) -> dict[str, list[tuple[str, int, int]]]:
-    grouped: dict[str, list[tuple[str, int, int]]] = {}
+def _by_test(changes: list[tuple[str, str, int, int]], verb: str) -> dict[str, list[str]]:
+    """By test, a line per count that changed: ``recompiles rose 0 -> 2``."""
+    grouped: dict[str, list[str]] = {}
     for nodeid, what, before, now in changes:
-        grouped.setdefault(nodeid, []).append((what, before, now))
+        grouped.setdefault(nodeid, []).append(f"{what.replace('_', ' ')} {verb} {before} -> {now}")
     return grouped
 
 

@@ -42,8 +42,7 @@ def write_json_atomically(path: str, document: Any) -> None:
     The file gets the mode any new file gets (0666 less the umask), not
     mkstemp's 0600: a CI step running as another user uploads it as an artefact.
     """
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = _new_file(folder)
+    handle, temporary = _new_file(os.path.dirname(os.path.abspath(path)))
     try:
         with os.fdopen(handle, "w") as out:
             json.dump(document, out, indent=2, sort_keys=False)

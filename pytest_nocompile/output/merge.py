@@ -59,14 +59,13 @@ def _format_of(path: str, document: Any) -> str:
 
 def merge_baselines(baselines: list[tuple[str, Baseline]]) -> Baseline:
     """One baseline holding every shard's entries, torch version by torch version."""
-    counts_only = {baseline.counts_only for _, baseline in baselines}
-    merged = Baseline({}, counts_only=counts_only == {True})
+    merged = Baseline({}, counts_only={baseline.counts_only for _, baseline in baselines} == {True})
     owners: dict[tuple[str, str], str] = {}  # (torch, node id): the file its entry came from
     for path, baseline in baselines:
         for minor, entries in baseline.versions.items():
             into = merged.versions.setdefault(minor, {})
             for nodeid, entry in entries.items():
-                _agree(into, nodeid, entry, owners, (minor, path))
+                _agree(into, nodeid, entry, owners, minor, path)
     return merged
 
 
@@ -85,16 +84,15 @@ def merge_reports(documents: list[tuple[str, Any]]) -> dict[str, Any]:
             raise MergeError(f"{path} is corrupt: 'tests' must be a list of tests with their node ids")
         for test in listed:
             nodeid = test["nodeid"]
-            _agree(kept, nodeid, baseline_entry(test, test), owners, ("", path))  # what two shards that ran it must agree on
+            _agree(kept, nodeid, baseline_entry(test, test), owners, "", path)  # what two shards that ran it must agree on
             tests.setdefault(nodeid, test)
     first = documents[0][1]
     return {**{key: value for key, value in first.items() if key != "tests"}, "tests": [tests[nodeid] for nodeid in sorted(tests)]}
 
 
 def _agree(into: dict[str, dict[str, Any]], nodeid: str, entry: dict[str, Any], owners: dict[tuple[str, str], str],
-           where: tuple[str, str]) -> None:
+           minor: str, path: str) -> None:
     """Add ``entry`` for ``nodeid``, where no earlier shard has one, or where it says the same; else fail, naming the test."""
-    minor, path = where
     earlier = into.get(nodeid)
     if earlier is None:
         into[nodeid] = entry

@@ -22,27 +22,25 @@ if TYPE_CHECKING:
 SECTION_TITLE = "nocompile recompiles"
 
 
-def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[ShownGuards] = None) -> list[str]:
+def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[set[object]] = None) -> list[str]:
     """The lines for one recompile: what recompiled, which guards failed, whose code.
 
-    ``shown``: the guards earlier events of the same failure showed, left out here (and then added to).
+    ``shown``: the guards (and fixes) earlier events of the same failure showed, left out here (and then added to).
     """
     lines = [f"[{index}/{total}] recompiled {event.code_place}"]
     repeated: list[GuardFailure] = []
     for reason in event.reasons or ():
-        if shown is not None and not shown.first_time(event, reason):
+        if shown is not None and not _first_time(shown, (event.process, event.filename, event.line, reason.compile_id or reason.guard)):
             repeated.append(reason)
             continue
         # Multi-line guards (an object's repr) stay inside the reason's indentation.
         lines.append("    guard failed: " + str(reason).replace("\n", "\n                  "))
         # A place in dynamo's wrapper around a module (its "return fn(*args, **kwargs)") is nothing the user wrote.
-        location, source = (None, None) if _in_wrapper(event, reason) else (reason.location, reason.source)
-        if location is not None:
-            lines.append(f"      guarded at: {location}")
-        elif source:
-            lines.append(f"      guarded at: {source}")
+        where = None if _in_wrapper(event, reason) else reason.location or reason.source
+        if where:
+            lines.append(f"      guarded at: {where}")
         fix = classify(reason.named or reason.guard).fix
-        if fix is not None and (shown is None or shown.fix_first_time(fix)):
+        if fix is not None and (shown is None or _first_time(shown, fix)):
             lines.append(f"      usual fix: {fix}")
     if repeated:
         lines.append(f"    failed again: {_repeated(repeated)} (shown above)")
@@ -73,8 +71,8 @@ def _torch_names(event: RecompileEvent) -> str:
     return ", ".join(f"{torch_name} for {user_name}" for torch_name, user_name in pairs)
 
 
-class ShownGuards:
-    """The guard failures a failure text has shown so far, each cache entry's once.
+def _first_time(shown: set[object], key: object) -> bool:
+    """Whether a guard failure (its cache entry's key) or a fix is news to a failure text (and from now on, not).
 
     dynamo's message for a recompile lists every cache entry of the frame
     with the guard that failed, the older ones again each time: 8 recompiles
@@ -83,25 +81,10 @@ class ShownGuards:
     failed it, which changes from call to call); before torch 2.5, which
     gives no compile ids, by the guard text.
     """
-
-    def __init__(self) -> None:
-        self._seen: set[tuple[object, ...]] = set()
-        self._fixes: set[str] = set()
-
-    def fix_first_time(self, fix: str) -> bool:
-        """Whether this fix is news to the failure (and from now on, not): each is said once."""
-        if fix in self._fixes:
-            return False
-        self._fixes.add(fix)
-        return True
-
-    def first_time(self, event: RecompileEvent, reason: GuardFailure) -> bool:
-        """Whether this guard failure is news (and from now on, not)."""
-        key = (event.process, event.filename, event.line, reason.compile_id or reason.guard)
-        if key in self._seen:
-            return False
-        self._seen.add(key)
-        return True
+    if key in shown:
+        return False
+    shown.add(key)
+    return True
 
 
 def _repeated(reasons: list[GuardFailure]) -> str:
@@ -119,11 +102,12 @@ def _repeated(reasons: list[GuardFailure]) -> str:
 _IDS_LISTED = 4  # more cache entries than this are given as a range
 
 
-def format_events(events: Sequence[RecompileEvent]) -> list[str]:
+def format_events(events: Sequence[RecompileEvent], with_phase: bool = False) -> list[str]:
     lines: list[str] = []
-    shown = ShownGuards()
+    shown: set[object] = set()
     for index, event in enumerate(events, start=1):
-        lines += format_event(index, len(events), event, shown)
+        first, *rest = format_event(index, len(events), event, shown)
+        lines += [f"({event.phase}) {first}" if with_phase else first, *rest]
     return lines
 
 
@@ -136,22 +120,6 @@ def format_limit_hits(hits: Iterable[RecompileLimitHit]) -> list[str]:
         if refused is not None:  # dynamo logged the attempt, then refused it: not a recompile
             reason = str(refused.reasons[0]).splitlines()[0] if refused.reasons else "(torch gave no reason)"
             lines.append(f"    refused attempt, not counted as a recompile: guard failed: {reason}")
-    return lines
-
-
-def format_section(events: Sequence[RecompileEvent], limit_hits: Sequence[RecompileLimitHit] = ()) -> str:
-    """Body of the report section added to a test that failed for its own reason."""
-    lines = [f"{plural(len(events), 'recompile')} recorded", *_format_with_phase(events)]
-    lines += format_limit_hits(limit_hits)
-    return "\n".join(lines)
-
-
-def _format_with_phase(events: Sequence[RecompileEvent]) -> list[str]:
-    lines: list[str] = []
-    shown = ShownGuards()
-    for index, event in enumerate(events, start=1):
-        first, *rest = format_event(index, len(events), event, shown)
-        lines += [f"({event.phase}) {first}", *rest]
     return lines
 
 
@@ -221,7 +189,7 @@ def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent
             lines += format_events(recompiles) + format_limit_hits(limit_hits)
             if not_counted:
                 lines.append(f"not counted (outside the call phase): {plural(len(not_counted), 'recompile')}")
-                lines += _format_with_phase(not_counted)
+                lines += format_events(not_counted, with_phase=True)
         elif source == "graph_breaks":
             lines += format_graph_breaks(graph_breaks)
     return "\n".join(lines)
@@ -279,8 +247,7 @@ def fixture_processes_after_their_test(tests: list[tuple[str, RecompileRecord, d
         for key, child in record.children.items():
             late = len(child.recompiles) - sizes.get(key, 0)
             if late > 0:
-                phase = child.recompiles[-1].phase
-                lines.append(f"{child.info} (started in the {phase} of {nodeid}): {plural(late, 'recompile')} "
+                lines.append(f"{child.info} (started in the {child.recompiles[-1].phase} of {nodeid}): {plural(late, 'recompile')} "
                              "after that test ended, not counted")
     return lines
 
@@ -301,4 +268,5 @@ def add_recompile_section(report: pytest.TestReport, snapshot: TestSnapshot, whe
         limit_hits, suffix = [], f" ({phases}, not counted)"
         shown = bool(events)
     if shown:
-        report.sections.append((SECTION_TITLE + suffix, format_section(events, limit_hits)))
+        lines = [f"{plural(len(events), 'recompile')} recorded", *format_events(events, with_phase=True), *format_limit_hits(limit_hits)]
+        report.sections.append((SECTION_TITLE + suffix, "\n".join(lines)))

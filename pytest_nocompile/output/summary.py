@@ -7,6 +7,7 @@ controller sees every test.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Callable
 
 from ..vocabulary.kinds import COMPILES, COUNTED_KINDS, KINDS, BudgetKind
@@ -53,8 +54,7 @@ def summary_lines(results: dict[str, TestResult], table: str = "auto") -> list[s
     shown.sort(key=badness)
     columns = _columns(shown)
     rows = [(*(header for header, _ in columns), "budget", "verdict", "test")]
-    for nodeid, result in shown:
-        rows.append((*(cell(result) for _, cell in columns), result.budget_text(), result.verdict.value, nodeid))
+    rows += [(*(cell(result) for _, cell in columns), result.budget_text(), result.verdict.value, nodeid) for nodeid, result in shown]
     counts = len(columns)
     widths = [max(len(row[column]) for row in rows) for column in range(counts + 2)]
     lines = [
@@ -75,8 +75,7 @@ def _columns(shown: list[tuple[str, TestResult]]) -> list[tuple[str, Callable[[T
     only shows beside its count (cache hits), where a listed test has any."""
     from ..judge.result import shows
 
-    kinds = [kind for kind in COUNTED_KINDS if any(shows(kind, result) for _, result in shown)]
-    columns = [(kind.column, _count_cell(kind)) for kind in kinds]
+    columns = [(kind.column, _count_cell(kind)) for kind in COUNTED_KINDS if any(shows(kind, result) for _, result in shown)]
     columns += [(kind.shown_column, _shown_cell(kind)) for kind in KINDS
                 if kind.shown_column and any(_shown_total(kind, result) for _, result in shown)]
     return columns
@@ -104,11 +103,8 @@ def _outside_the_call(results: dict[str, TestResult], listed: set[str]) -> list[
     for nodeid, result in results.items():
         if nodeid in listed:
             continue
-        found: dict[tuple[str, str], int] = {}  # (what, phase): how many
-        for what, key in (("recompile", "recompile_events"), ("graph break", "graph_break_events")):
-            for event in result.details[key]:
-                if event.get("phase") != "call":
-                    found[what, event["phase"]] = found.get((what, event["phase"]), 0) + 1
+        found = Counter((what, event["phase"]) for what, key in (("recompile", "recompile_events"), ("graph break", "graph_break_events"))
+                        for event in result.details[key] if event.get("phase") != "call")  # (what, phase): how many
         if found:
             said = ", ".join(f"{plural(count, what)} in {phase}" for (what, phase), count in found.items())
             lines.append(f"{nodeid}: {said}, not counted (budgets count the call phase; a fixture's compiles are outside it)")

@@ -30,6 +30,7 @@ import os
 import re
 import time
 from dataclasses import replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Optional
 
 import pytest
@@ -48,7 +49,6 @@ TLPARSE = "tlparse"
 TLPARSE_SECONDS = 60.0  # for all of one test's trace files together
 _NAME_LIMIT = 120  # characters of a kept folder's name; a longer node id is cut and given a hash
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_UNSET = object()
 
 
 class TraceWarning(pytest.PytestWarning):
@@ -99,18 +99,6 @@ class TestTrace:
         self.kept: Optional[str] = None  # where it was kept, once the test ended
         self.waiting = False  # the test passed: kept if its result fails against the baseline
 
-    @property
-    def nodeid(self) -> str:
-        return self.item.nodeid
-
-    def attach(self) -> None:
-        """dynamo is here: this process's trace goes to the test's folder."""
-        self.process.attach()
-
-    def stop(self) -> None:
-        """The test's processes stop writing here (this one, and those it starts from now on)."""
-        self.process.stop()
-
     def end(self, teardown_failed: bool) -> list[pytest.PytestWarning]:
         """After the teardown: the trace kept if the test failed in any phase, else removed (or, against a baseline, left
         for its result to decide); the problems met."""
@@ -122,7 +110,7 @@ class TestTrace:
             self.folders.discard(self.process.folder)
             return []
         self.folders.unfinished = None
-        self.kept, problems = self.folders.keep(self.process.folder, self.nodeid)
+        self.kept, problems = self.folders.keep(self.process.folder, self.item.nodeid)
         return [TraceWarning(problem) for problem in problems]
 
     def report(self, report: pytest.TestReport, result: Optional[TestResult]) -> Optional[TestResult]:
@@ -133,7 +121,7 @@ class TestTrace:
             self.failed = True
             if not self.said:
                 self.said = True
-                line = self.folders.failure_line(self.process.folder, self.nodeid) if self.kept is None else f"trace: {self.kept}"
+                line = self.folders.failure_line(self.process.folder, self.item.nodeid) if self.kept is None else f"trace: {self.kept}"
                 if line is not None:
                     report.sections.append((SECTION_TITLE, line))
         if result is None or self.kept is None:
@@ -149,10 +137,10 @@ class TestTrace:
         self.waiting = False
         self.folders.unfinished = None
         regressed = self.folders.regressed
-        if result is None or regressed is None or not regressed(self.nodeid, result):
+        if result is None or regressed is None or not regressed(self.item.nodeid, result):
             self.folders.discard(self.process.folder)
             return
-        self.kept, problems = self.folders.keep(self.process.folder, self.nodeid)
+        self.kept, problems = self.folders.keep(self.process.folder, self.item.nodeid)
         for problem in problems:
             _warn_after_the_test(self.item, TraceWarning(problem))
 
@@ -168,7 +156,6 @@ class TraceFolders:
         self.unfinished: Optional[TestTrace] = None  # the trace of a test that has not ended (its folder is in use)
         self._off = False  # the scratch folder could not be made: said once, then no test is traced
         self._kept: set[str] = set()  # names of the folders this process kept
-        self._tlparse: object = _UNSET  # the executable's path, None where there is none; looked up once
 
     def begin(self, item: pytest.Item) -> Optional[TestTrace]:
         """A test's setup starts: its trace goes to the scratch folder's ``running`` (made by the first process that writes)."""
@@ -200,8 +187,8 @@ class TraceFolders:
             return None
         kept = self.destination(nodeid)
         line = f"trace: {kept}"
-        if self.tlparse() is not None:
-            where = _index(kept, written[0]) if len(written) == 1 else f"{kept}/*/index.html, one per trace file"
+        if self.tlparse is not None:
+            where = os.path.join(kept, written[0][:-len(TRACE_SUFFIX)], "index.html") if len(written) == 1 else f"{kept}/*/index.html, one per trace file"
             line += f" (tlparse: {where})"
         return line
 
@@ -243,16 +230,16 @@ class TraceFolders:
             self._remove(self._scratch)
             self._scratch = None
 
+    @cached_property
     def tlparse(self) -> Optional[str]:
-        if self._tlparse is _UNSET:
-            import shutil
+        """The executable's path, None where there is none; looked up once."""
+        import shutil
 
-            self._tlparse = shutil.which(TLPARSE)
-        return self._tlparse  # type: ignore[return-value]
+        return shutil.which(TLPARSE)
 
     def _parse(self, kept: str, written: list[str]) -> list[str]:
         """tlparse's pages for each trace file, beside it; the problems, each a sentence."""
-        executable = self.tlparse()
+        executable = self.tlparse
         if executable is None:
             return []
         import subprocess
@@ -281,10 +268,6 @@ class TraceFolders:
         from ..processes.tree_removal import Budget, remove_tree
 
         remove_tree(path, Budget(5.0, 1_000_000))
-
-
-def _index(kept: str, name: str) -> str:
-    return os.path.join(kept, name[:-len(TRACE_SUFFIX)], "index.html")
 
 
 def _warn_after_the_test(item: pytest.Item, warning: pytest.PytestWarning) -> None:

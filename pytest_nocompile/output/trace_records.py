@@ -19,11 +19,9 @@ TRACE_LOGGER = "torch.__trace"
 _PYTEST_HANDLERS = ("caplog_handler", "report_handler", "log_cli_handler", "log_file_handler")
 
 
-class DropTraceRecords(logging.Filter):
+def _drop_trace_records(record: logging.LogRecord) -> bool:
     """Drops records of torch's structured-trace logger; lets every other record through."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.name != TRACE_LOGGER
+    return record.name != TRACE_LOGGER
 
 
 def drop_trace_records_from_pytest_capture(config: pytest.Config) -> None:
@@ -31,8 +29,7 @@ def drop_trace_records_from_pytest_capture(config: pytest.Config) -> None:
     logging_plugin = config.pluginmanager.get_plugin("logging-plugin")
     if logging_plugin is None:
         return
-    drop = DropTraceRecords()
     for name in _PYTEST_HANDLERS:
         handler = getattr(logging_plugin, name, None)
         if isinstance(handler, logging.Handler):
-            handler.addFilter(drop)
+            handler.addFilter(_drop_trace_records)

@@ -150,7 +150,7 @@ def opened(watch: Watch) -> None:
 def closed(watch: Watch) -> None:
     watch.closed = True
     if watch.trace is not None:  # this process's trace handler off, and the variable children read as it was
-        watch.trace.stop()
+        watch.trace.process.stop()
     if watch in _OPEN:
         _OPEN.remove(watch)
 

@@ -165,7 +165,7 @@ class Watcher:
         DYNAMO_LOGS.attach(record)
         watch.attached = True
         if watch.trace is not None:
-            watch.trace.attach()
+            watch.trace.process.attach()
 
     @staticmethod
     def _enter_strict(watch: Watch) -> None:
