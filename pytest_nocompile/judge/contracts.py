@@ -65,7 +65,8 @@ class DynamicDims:
                     count += 1
         if not lines:
             return None
-        headline = f"{self.shown} broken ({self.marked_on}): a dim meant to stay dynamic was specialised {'once' if count == 1 else f'{count} times'}"
+        times = "once" if count == 1 else f"{count} times"
+        headline = f"{self.shown} broken ({self.marked_on}): a dim meant to stay dynamic was specialised {times}"
         note = ([f"    (and {ignored} by dynamo's own 0/1 specialisation, not counted without {FRAMEWORK_KEYWORD}=True)"]
                 if ignored else [])
         return "\n".join([headline, *lines, *note])

@@ -46,7 +46,8 @@ def floor_cause(snapshot: TestSnapshot, budget: RecompileBudget, kind: BudgetKin
     count, allowed = floor_count(snapshot, kind), budget.allowed(kind) or 0
     headline = kind.headline(count, allowed, budget.describe(kind))
     if count >= allowed:  # met, but an error was swallowed: the headline says so, the error says which
-        return f"{headline}: {next(event for process in snapshot.processes for event in compile_errors(process)).reason}"
+        error = next(event for process in snapshot.processes for event in compile_errors(process))
+        return f"{headline}: {error.reason}"
     why = why_too_few(snapshot.processes, count)
     return f"{headline}: {why[1].strip()}" if why else headline
 
