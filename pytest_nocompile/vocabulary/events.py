@@ -362,9 +362,7 @@ def _parse_reason(guard_lines: list[str]) -> GuardFailure:
 def _with_location(reason: GuardFailure, stack: list[str], function_file: str) -> GuardFailure:
     """Attach where the guard came from: the innermost frame of torch's user stack trace, else its source comment."""
     location = innermost_frame(stack) or _source_location(reason.source, function_file)
-    if location is None:
-        return reason
-    return GuardFailure(reason.guard, reason.compile_id, reason.source, location, reason.hint)
+    return reason if location is None else replace(reason, location=location)
 
 
 def _source_location(source: str | None, function_file: str) -> CodeLocation | None:
