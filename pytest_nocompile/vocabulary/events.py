@@ -203,8 +203,7 @@ def parse_recompile_message(message: str) -> tuple[str, str, int, tuple[GuardFai
     header = _HEADER.match(lines[0].strip()) if lines else None
     if header is None:
         raise UnrecognisedMessage(f"not a recompile message: {message[:80]!r}")
-    reasons = _parse_reasons(lines[1:], header["filename"])
-    return header["function"], header["filename"], int(header["line"]), tuple(reasons)
+    return header["function"], header["filename"], int(header["line"]), tuple(_parse_reasons(lines[1:], header["filename"]))
 
 
 def event_from_message(message: str, phase: Phase = "call", compile_id: str | None = None, user_code: CodeLocation | None = None,
