@@ -95,8 +95,7 @@ def cold_then_warm(target: Target, folder: Path, timeout: Optional[float] = None
     spec, shown = target_spec(target)
     caches = private_process_env(folder / "caches")
     cold = _run_once("cold", spec, shown, caches, folder / "cold", timeout)
-    warm = _run_once("warm", spec, shown, caches, folder / "warm", timeout)
-    return WarmStart(cold, warm)
+    return WarmStart(cold, _run_once("warm", spec, shown, caches, folder / "warm", timeout))
 
 
 def target_spec(target: Target) -> tuple[dict[str, Any], str]:
