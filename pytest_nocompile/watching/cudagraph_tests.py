@@ -1,7 +1,7 @@
 """The tests that budget CUDA-graph counts: skipped where those cannot be counted.
 
 (The CUDA-graph logs are read in runs that budget these counts or show
-every count, like every health source's: see ``DynamoLogs.narrow``.)
+every count, like every health source's: see :mod:`.observe.wanted_signals`.)
 
 Where CUDA graphs cannot be recorded (no GPU), those counts are always 0: a
 test whose marker budgets them is skipped, saying why, instead of passing

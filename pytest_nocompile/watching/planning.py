@@ -108,7 +108,7 @@ class Plan:
             budget.strict if budget.strict is not None else settings.strict_by_default)
         self.isolate = budget.isolate if budget.isolate is not None else settings.isolate_by_default
         self.idle: Optional[tuple[TestResult, list[tuple[str, object]]]] = None  # the result of its tests that recorded nothing
-        # The health signals its budgets read: the capture's sources must report them (DynamoLogs.want).
+        # The health signals its budgets read: the capture's sources must report them (observe.wanted_signals.want).
         self.health_signals = frozenset(signal for kind in KINDS if budget.allowed(kind) is not None for signal in kind.health_signals)
         # Its budgets that some machines cannot check (compile time, instructions, syncs without CUDA): said once per run.
         self.may_go_unmeasured = tuple(kind for kind in MEASURED_WHERE_POSSIBLE if budget.allowed(kind) is not None)
