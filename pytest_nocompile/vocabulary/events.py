@@ -339,10 +339,10 @@ def _parse_reasons(lines: list[str], function_file: str) -> list[GuardFailure]:
             groups.append(([item], []))
         else:
             groups[-1][0].append(item)
-    return [_with_location(_parse_reason(guard_lines), stack, function_file) for guard_lines, stack in groups]
+    return [_parse_reason(guard_lines, stack, function_file) for guard_lines, stack in groups]
 
 
-def _parse_reason(guard_lines: list[str]) -> GuardFailure:
+def _parse_reason(guard_lines: list[str], stack: list[str], function_file: str) -> GuardFailure:
     first, *more = guard_lines
     compile_id = None
     match = _COMPILE_ID.match(first)
@@ -352,16 +352,11 @@ def _parse_reason(guard_lines: list[str]) -> GuardFailure:
     hinted = _HINT.match(last)  # after the guard (2.8) or after its source comment (2.10)
     if hinted:
         last = hinted["rest"]
-    guard_tail, *source = _SOURCE_SEPARATOR.split(last, maxsplit=1)
-    guard = "\n".join([*body, guard_tail.rstrip()])
-    return GuardFailure(guard=guard, compile_id=compile_id, source=source[0].strip() if source else None,
-                        hint=hinted["hint"] if hinted else None)
-
-
-def _with_location(reason: GuardFailure, stack: list[str], function_file: str) -> GuardFailure:
-    """Attach where the guard came from: the innermost frame of torch's user stack trace, else its source comment."""
-    location = innermost_frame(stack) or _source_location(reason.source, function_file)
-    return reason if location is None else replace(reason, location=location)
+    guard_tail, *sources = _SOURCE_SEPARATOR.split(last, maxsplit=1)
+    source = sources[0].strip() if sources else None
+    # Where the guard came from: the innermost frame of torch's user stack trace, else its source comment.
+    location = innermost_frame(stack) or _source_location(source, function_file)
+    return GuardFailure("\n".join([*body, guard_tail.rstrip()]), compile_id, source, location, hinted["hint"] if hinted else None)
 
 
 def _source_location(source: str | None, function_file: str) -> CodeLocation | None:
