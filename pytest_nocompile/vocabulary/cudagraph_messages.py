@@ -56,15 +56,9 @@ def parse_skip(message: str) -> Optional[str]:
     match = _SKIP.match(message)
     if match is None:
         return None
-    reason, stack = _split_found_from(match["reason"])
+    reason, *stack = _FOUND_FROM.split(match["reason"], maxsplit=1)  # the stack torch quotes after "Found from", if any
     # Only the first line: a re-record limit's reason goes on with every input's data pointers.
-    return _with_place(reason.strip().partition("\n")[0].rstrip(".") or "no reason given", stack)
-
-
-def _split_found_from(text: str) -> tuple[str, str]:
-    """The reason, and the stack torch quotes after "Found from" (empty if none)."""
-    parts = _FOUND_FROM.split(text, maxsplit=1)
-    return parts[0], parts[1] if len(parts) == 2 else ""
+    return _with_place(reason.strip().partition("\n")[0].rstrip(".") or "no reason given", stack[0] if stack else "")
 
 
 def _with_place(reason: str, stack: str) -> str:

@@ -203,8 +203,7 @@ def parse_recompile_message(message: str) -> tuple[str, str, int, tuple[GuardFai
     header = _HEADER.match(lines[0].strip()) if lines else None
     if header is None:
         raise UnrecognisedMessage(f"not a recompile message: {message[:80]!r}")
-    reasons = _parse_reasons(lines[1:], header["filename"])
-    return header["function"], header["filename"], int(header["line"]), tuple(reasons)
+    return header["function"], header["filename"], int(header["line"]), tuple(_parse_reasons(lines[1:], header["filename"]))
 
 
 def event_from_message(message: str, phase: Phase = "call", compile_id: str | None = None, user_code: CodeLocation | None = None,
@@ -340,10 +339,10 @@ def _parse_reasons(lines: list[str], function_file: str) -> list[GuardFailure]:
             groups.append(([item], []))
         else:
             groups[-1][0].append(item)
-    return [_with_location(_parse_reason(guard_lines), stack, function_file) for guard_lines, stack in groups]
+    return [_parse_reason(guard_lines, stack, function_file) for guard_lines, stack in groups]
 
 
-def _parse_reason(guard_lines: list[str]) -> GuardFailure:
+def _parse_reason(guard_lines: list[str], stack: list[str], function_file: str) -> GuardFailure:
     first, *more = guard_lines
     compile_id = None
     match = _COMPILE_ID.match(first)
@@ -353,18 +352,11 @@ def _parse_reason(guard_lines: list[str]) -> GuardFailure:
     hinted = _HINT.match(last)  # after the guard (2.8) or after its source comment (2.10)
     if hinted:
         last = hinted["rest"]
-    guard_tail, *source = _SOURCE_SEPARATOR.split(last, maxsplit=1)
-    guard = "\n".join([*body, guard_tail.rstrip()])
-    return GuardFailure(guard=guard, compile_id=compile_id, source=source[0].strip() if source else None,
-                        hint=hinted["hint"] if hinted else None)
-
-
-def _with_location(reason: GuardFailure, stack: list[str], function_file: str) -> GuardFailure:
-    """Attach where the guard came from: the innermost frame of torch's user stack trace, else its source comment."""
-    location = innermost_frame(stack) or _source_location(reason.source, function_file)
-    if location is None:
-        return reason
-    return GuardFailure(reason.guard, reason.compile_id, reason.source, location, reason.hint)
+    guard_tail, *sources = _SOURCE_SEPARATOR.split(last, maxsplit=1)
+    source = sources[0].strip() if sources else None
+    # Where the guard came from: the innermost frame of torch's user stack trace, else its source comment.
+    location = innermost_frame(stack) or _source_location(source, function_file)
+    return GuardFailure("\n".join([*body, guard_tail.rstrip()]), compile_id, source, location, hinted["hint"] if hinted else None)
 
 
 def _source_location(source: str | None, function_file: str) -> CodeLocation | None:

@@ -32,6 +32,7 @@ class Measure:
     __slots__ = ("grouped",)
     symbol = "N"
     accepts = "an int >= 0"
+    numbers: tuple[type, ...] = (int,)  # the types a budget may have (bool apart)
 
     def __init__(self, grouped: bool = False) -> None:
         self.grouped = grouped
@@ -42,7 +43,7 @@ class Measure:
 
     def why_not(self, value: object) -> str:
         """Why ``value`` is not a valid budget, e.g. ``expected an int >= 0, got 0.5 (float)``."""
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, self.numbers):
             return f"expected {self.accepts}, got {value!r} ({type(value).__name__})"
         return f"expected {self.accepts}, got {value!r}"
 
@@ -78,14 +79,10 @@ class Seconds(Measure):
     __slots__ = ()
     symbol = "S"
     accepts = "a number of seconds >= 0 (an int or a float)"
+    numbers = (int, float)
 
     def takes(self, value: object) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-
-    def why_not(self, value: object) -> str:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return f"expected {self.accepts}, got {value!r} ({type(value).__name__})"
-        return f"expected {self.accepts}, got {value!r}"
 
     def parse(self, text: str) -> Amount:
         try:

@@ -1,7 +1,7 @@
 """The tests that budget CUDA-graph counts: skipped where those cannot be counted.
 
 (The CUDA-graph logs are read in runs that budget these counts or show
-every count, like every health source's: see ``DynamoLogs.narrow``.)
+every count, like every health source's: see :mod:`.observe.wanted_signals`.)
 
 Where CUDA graphs cannot be recorded (no GPU), those counts are always 0: a
 test whose marker budgets them is skipped, saying why, instead of passing
@@ -19,8 +19,6 @@ import pytest
 from ..judge.budget import BudgetUsageError, budget_from_marker
 from ..vocabulary.kinds import CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS
 
-CUDA_GRAPH_KINDS = (CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS)
-
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     budgeted = [(item, budget) for item in items if (budget := _cuda_graph_budget(item)) is not None]
@@ -37,7 +35,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _cuda_graph_budget(item: pytest.Item) -> Optional[str]:
     """The first CUDA-graph marker budgeting this test, as written (``max_cudagraph_skips(0)``); None if none does."""
-    for kind in CUDA_GRAPH_KINDS:
+    for kind in (CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS):
         marker = item.get_closest_marker(kind.marker)
         if marker is None:
             continue

@@ -108,7 +108,7 @@ class Plan:
             budget.strict if budget.strict is not None else settings.strict_by_default)
         self.isolate = budget.isolate if budget.isolate is not None else settings.isolate_by_default
         self.idle: Optional[tuple[TestResult, list[tuple[str, object]]]] = None  # the result of its tests that recorded nothing
-        # The health signals its budgets read: the capture's sources must report them (DynamoLogs.want).
+        # The health signals its budgets read: the capture's sources must report them (observe.wanted_signals.want).
         self.health_signals = frozenset(signal for kind in KINDS if budget.allowed(kind) is not None for signal in kind.health_signals)
         # Its budgets that some machines cannot check (compile time, instructions, syncs without CUDA): said once per run.
         self.may_go_unmeasured = tuple(kind for kind in MEASURED_WHERE_POSSIBLE if budget.allowed(kind) is not None)
@@ -135,7 +135,7 @@ def plan_key(item: pytest.Item) -> Optional[Hashable]:
     if not item.own_markers:
         return parent
     markers = tuple((marker.name, tuple((type(arg), arg) for arg in marker.args),
-                     tuple((name, type(value), _entries_key(value) if isinstance(value, dict) else value)
+                     tuple((name, type(value), tuple((type(k), k, type(v), v) for k, v in value.items()) if isinstance(value, dict) else value)
                            for name, value in marker.kwargs.items()))
                     for marker in item.own_markers if marker.name in WATCHING_MARKERS)
     if not markers:
@@ -146,10 +146,6 @@ def plan_key(item: pytest.Item) -> Optional[Hashable]:
     except TypeError:  # an unhashable argument (a list): planned each time, and said to be unusable
         return None
     return key
-
-
-def _entries_key(entries: dict[object, object]) -> tuple[tuple[type, object, type, object], ...]:
-    return tuple((type(key), key, type(value), value) for key, value in entries.items())
 
 
 def _marked_on(node: object, item: pytest.Item) -> str:

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from .settings import RunSettings
 
 
-
 class Results:
     """Each watched test's result, by node id, and what the run does with them at its end."""
 
@@ -58,20 +57,17 @@ class Results:
             carried = attributes.get(RESULT_ATTRIBUTE)
             result = TestResult.from_dict(carried) if carried is not None else None
         if result is None and report.user_properties:
-            result = self._idle_result_of(report.user_properties)
+            # A test that recorded nothing carries only these properties (its
+            # worker attaches no result for the default budget): every
+            # process of the run has the same default budget, so the same result.
+            idle, idle_properties = self.idle(self.settings.default_budget)
+            result = idle if idle_properties[0] in report.user_properties else None
         if result is not None:
             self.results[nodeid] = result
             if outcomes:
                 self._final_outcomes[nodeid] = outcomes
             elif self._final_outcomes:  # an earlier attempt's (pytest-rerunfailures)
                 self._final_outcomes.pop(nodeid, None)
-
-    def _idle_result_of(self, properties: list[tuple[str, object]]) -> Optional[TestResult]:
-        # A test that recorded nothing carries only these properties (its
-        # worker attaches no result for the default budget): every
-        # process of the run has the same default budget, so the same result.
-        result, idle_properties = self.idle(self.settings.default_budget)
-        return result if idle_properties[0] in properties else None
 
     # A wrapper, outermost: what it writes after the yield comes after pytest's
     # own last line ("5 passed in 2.1s"), so that a run failed by the baseline
@@ -128,9 +124,7 @@ class Results:
         budgeted = any(result.verdict is not Verdict.NO_BUDGET for result in self.results.values())
         if settings.report_requested or budgeted:
             terminalreporter.write_sep("=", "nocompile")
-            for line in summary_lines(self.results, settings.table):
-                terminalreporter.write_line(line)
-            for line in self.after_their_test:
+            for line in [*summary_lines(self.results, settings.table), *self.after_their_test]:
                 terminalreporter.write_line(line)
         if settings.trace_dir_unused is not None:  # said once, in the process that shows the summary
             terminalreporter.write_line(f"nocompile: {settings.trace_dir_given_by} is not used: TORCH_TRACE is set, and torch "

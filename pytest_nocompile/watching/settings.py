@@ -11,7 +11,7 @@ import pytest
 from ..judge.budget import BudgetUsageError, RecompileBudget, parse_option_count, resolve
 from ..judge.torch_support import installed_torch_lacks
 from ..output.summary import TABLE_CHOICES
-from ..vocabulary.kinds import KINDS, BudgetKind
+from ..vocabulary.kinds import KINDS
 from ..vocabulary.measures import COUNT, Amount, Measure
 
 if TYPE_CHECKING:
@@ -41,16 +41,11 @@ def _default_budget(config: pytest.Config) -> RecompileBudget:
             sources[kind.key] = f"from {kind.option}"
         elif ini is not None:
             sources[kind.key] = _ini_source(config, kind.marker)
-        if allowed[kind.key] is not None:
-            _check_torch_has(kind, kind.option if cli is not None else f"ini key {kind.marker}")
+        # A run-wide budget of a kind the installed torch cannot count is a usage error: it would pass silently.
+        lacking = installed_torch_lacks(kind) if allowed[kind.key] is not None else None
+        if lacking is not None:
+            raise pytest.UsageError(f"{kind.option if cli is not None else f'ini key {kind.marker}'}: {lacking}")
     return RecompileBudget.of(allowed, sources=sources)
-
-
-def _check_torch_has(kind: BudgetKind, given_by: str) -> None:
-    """A run-wide budget of a kind the installed torch cannot count is a usage error: it would pass silently."""
-    lacking = installed_torch_lacks(kind)
-    if lacking is not None:
-        raise pytest.UsageError(f"{given_by}: {lacking}")
 
 
 def _ini_source(config: pytest.Config, key: str) -> str:
@@ -111,12 +106,8 @@ class Switch:
     def __init__(self, option: str, ini: str, option_help: str, ini_help: str) -> None:
         self.option, self.ini, self.option_help, self.ini_help = option, ini, option_help, ini_help
 
-    @property
-    def dest(self) -> str:
-        return self.option.lstrip("-").replace("-", "_")
-
     def is_on(self, config: pytest.Config) -> bool:
-        return bool(not config.getoption(self.dest) and config.getini(self.ini))
+        return bool(not config.getoption(self.option.lstrip("-").replace("-", "_")) and config.getini(self.ini))
 
 
 ISOLATE = Switch("--nocompile-no-isolate", "nocompile_isolate",
@@ -159,7 +150,12 @@ class RunSettings:
         if not self.is_worker:
             self._check_output_paths()
         elif self.trace_dir and self.compare_path:  # a worker keeps the traces of its tests that regress (the controller checked the file)
-            self.baseline = _baseline_or_none(self.compare_path)
+            from ..output.baseline import BaselineError, load_baseline
+
+            try:
+                self.baseline = load_baseline(self.compare_path)
+            except BaselineError:
+                pass
 
     def _check_output_paths(self) -> None:
         for option, path in (("--nocompile-json", self.json_path), ("--nocompile-save", self.save_path)):
@@ -184,11 +180,3 @@ class RunSettings:
             except BaselineError as error:
                 raise pytest.UsageError(f"--nocompile-compare: {error}") from None
 
-
-def _baseline_or_none(path: str) -> Optional[Baseline]:
-    from ..output.baseline import BaselineError, load_baseline
-
-    try:
-        return load_baseline(path)
-    except BaselineError:
-        return None

@@ -78,8 +78,7 @@ def _by_dynamo(event: RecompileEvent) -> bool:
     something else (a dtype, a duck-sized equality) failed too, but the size 0 or 1 is what recompiled it."""
     from ..judge.size_guards import ZERO_ONE, size_guard
 
-    causes = {guard.cause for guard in map(size_guard, event.reasons) if guard is not None}
-    return causes == {ZERO_ONE}
+    return {guard.cause for guard in map(size_guard, event.reasons) if guard is not None} == {ZERO_ONE}
 
 
 def _failure(fn: Callable[..., Any], swept: list[SweptSize], failed: list[SweptSize]) -> str:

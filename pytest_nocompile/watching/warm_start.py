@@ -95,8 +95,7 @@ def cold_then_warm(target: Target, folder: Path, timeout: Optional[float] = None
     spec, shown = target_spec(target)
     caches = private_process_env(folder / "caches")
     cold = _run_once("cold", spec, shown, caches, folder / "cold", timeout)
-    warm = _run_once("warm", spec, shown, caches, folder / "warm", timeout)
-    return WarmStart(cold, warm)
+    return WarmStart(cold, _run_once("warm", spec, shown, caches, folder / "warm", timeout))
 
 
 def target_spec(target: Target) -> tuple[dict[str, Any], str]:
@@ -141,7 +140,7 @@ def _run_once(name: str, spec: dict[str, Any], shown: str, caches: dict[str, str
     command = [sys.executable, "-m", "pytest_nocompile.processes.run_target", json.dumps({**spec, "events": str(events)})]
     started = time.perf_counter()
     try:
-        done = subprocess.run(command, env=_run_env(caches, events), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        done = subprocess.run(command, env={**os.environ, **caches, ENV_VAR: str(events)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, timeout=timeout)
     except subprocess.TimeoutExpired as expired:
         raise WarmStartFailed(_failure(f"the {name} run of {shown} did not end within {timeout:g} s", _text(expired.output))) from None
@@ -158,11 +157,6 @@ def _run_once(name: str, spec: dict[str, Any], shown: str, caches: dict[str, str
         raise WarmStartFailed(f"nocompile_warm_start: the {name} run of {shown} could not be watched, so its counts "
                               "would be wrong:\n" + "\n".join(f"    {problem}" for problem in problems))
     return _counted(name, record, seconds, output)
-
-
-def _run_env(caches: dict[str, str], events: Path) -> dict[str, str]:
-    """The test's environment, with the private caches, and reporting to this run's folder."""
-    return {**os.environ, **caches, ENV_VAR: str(events)}
 
 
 def _counted(name: str, record: RecompileRecord, seconds: float, output: str) -> CompileRun:
@@ -190,10 +184,8 @@ def _counted(name: str, record: RecompileRecord, seconds: float, output: str) ->
     )
 
 
-def _text(output: Union[bytes, str, None]) -> str:
-    if isinstance(output, bytes):
-        return output.decode("utf-8", "replace")
-    return output or ""
+def _text(output: Optional[bytes]) -> str:  # the run's output is bytes (not run with text=True), or None
+    return (output or b"").decode("utf-8", "replace")
 
 
 def _failure(what: str, output: str) -> str:

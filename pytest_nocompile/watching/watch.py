@@ -92,12 +92,7 @@ def why_not_measured(kind: BudgetKind) -> Optional[str]:
 
 def not_measured(kinds: Sequence[BudgetKind]) -> Mapping[str, str]:
     """Why each of ``kinds`` could not be measured here, by key (only those that could not)."""
-    found = {}
-    for kind in kinds:
-        why = why_not_measured(kind)
-        if why is not None:
-            found[kind.key] = why
-    return found
+    return {kind.key: why for kind in kinds if (why := why_not_measured(kind)) is not None}
 
 
 def said_not_measured_this_run() -> set[str]:
@@ -111,10 +106,7 @@ def say_if_not_measured(item: pytest.Item, budget: RecompileBudget, kinds: Seque
     each kind once per run (``said``: the keys said so far, added to). Asked of a test whose plan has such a budget
     (``Plan.may_go_unmeasured``)."""
     for kind in kinds:
-        if kind.key in said:
-            continue
-        why = why_not_measured(kind)
-        if why is None:
+        if kind.key in said or (why := why_not_measured(kind)) is None:
             continue
         said.add(kind.key)
         item.warn(_not_measured_warning(kind, f"{item.nodeid}: {budget.describe(kind)}", why))
@@ -124,9 +116,7 @@ def say_if_block_not_measured(kind: BudgetKind, described: str) -> None:
     """A block assertion's :func:`say_if_not_measured`: warn, once per run (with the markers' kinds), that the
     block's budget (``described``, e.g. ``assert_max_syncs(0)``) cannot be checked here, where so."""
     why = why_not_measured(kind)
-    if why is None:
-        return
-    if kind.key in _SAID_NOT_MEASURED:
+    if why is None or kind.key in _SAID_NOT_MEASURED:
         return
     _SAID_NOT_MEASURED.add(kind.key)
     where = f"{_OPEN[-1].nodeid}: " if _OPEN else ""  # the watched test it is in, if any
@@ -189,8 +179,7 @@ def recording_now() -> Optional[RecompileRecord]:
 
 def watch_of(config: pytest.Config, nodeid: str) -> Optional[Watch]:
     """The open watch of a test now running, or None."""
-    watches = config.stash.get(WATCHES_KEY, None)
-    return None if watches is None else watches.get(nodeid)
+    return config.stash.get(WATCHES_KEY, {}).get(nodeid)
 
 
 def end_warnings(record: RecompileRecord) -> list[pytest.PytestWarning]:

@@ -39,6 +39,7 @@ from .watch import (
     loaded_capture,
     not_measured,
     opened,
+    said_not_measured_this_run,
     say_if_not_measured,
     trace_folders,
     warn_if_compiled_unwatched,
@@ -76,8 +77,6 @@ class Watcher:
         self.last_closed: Optional[Watch] = None  # its teardown report comes next
         self.gathers = not settings.is_worker  # results are gathered here (not on an xdist worker)
         self.dynamo_arrived_here = False  # the import hook saw dynamo arrive during this run
-        from .watch import said_not_measured_this_run
-
         self.said_not_measured = said_not_measured_this_run()  # the kinds found uncheckable here, and said (blocks' too)
         # Tests whose fixtures started processes that reported: (node id, record, what each child had reported by its end).
         self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
@@ -220,9 +219,8 @@ class Watcher:
 
     @staticmethod
     def _exit_strict(watch: Watch) -> None:
-        if watch.strict_patch is not None:
-            watch.strict_patch.__exit__(None, None, None)
-            watch.strict_patch = None
+        watch.strict_patch.__exit__(None, None, None)  # type: ignore[union-attr]  # its callers check it is set
+        watch.strict_patch = None
 
     def _judge_call(self, item: pytest.Item, watch: Watch) -> Optional[str]:
         """The failure text of a call that passed but is over budget (or could not be watched), else None."""
@@ -382,8 +380,7 @@ class Watcher:
                 self._plans[key] = planned
             plan = planned
         if plan.watched or uses_a_nocompile_fixture(item):
-            budget = plan.budget
-            return Watch(budget, RecompileRecord(), plan=plan)
+            return Watch(plan.budget, RecompileRecord(), plan=plan)
         return None
 
 
