@@ -1,7 +1,7 @@
 """The plugin's exceptions. Pure code.
 
 What a failed block assertion raises: one exception per budget kind, under
-one base; each kind names its own in :data:`~.budget.KINDS`
+one base; each kind names its own in :data:`~.vocabulary.kinds.KINDS`
 (``BudgetKind.exceeded``). And what a warm-start run that did not happen as
 asked raises (:class:`WarmStartFailed`).
 """

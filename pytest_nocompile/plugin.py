@@ -1,14 +1,14 @@
 """pytest-nocompile's entry module: options, markers, configuration, and the objects that do the work.
 
-- :mod:`.settings` reads the options and ini keys once;
-- :mod:`.run_watching` decides whether a run needs per-test hooks, and :mod:`.watching` watches each test one way;
-- :mod:`.planning` works out each test's budget from markers, options and ini keys, once per shared plan;
-- :mod:`.results` gathers each test's result and writes the table, JSON and baseline;
-- :mod:`.fixtures` holds the fixtures;
-- :mod:`.private_caches` gives each process that runs tests compile caches of its own, when asked.
+- :mod:`.watching.settings` reads the options and ini keys once;
+- :mod:`.watching.run_watching` decides whether a run needs per-test hooks, and :mod:`.watching.watcher` watches each test one way;
+- :mod:`.watching.planning` works out each test's budget from markers, options and ini keys, once per shared plan;
+- :mod:`.watching.results` gathers each test's result and writes the table, JSON and baseline;
+- :mod:`.watching.fixtures` holds the fixtures;
+- :mod:`.processes.private_caches` gives each process that runs tests compile caches of its own, when asked.
 
 Every budget kind (recompiles, graph breaks, compiles) comes from the table in
-:mod:`.kinds`: its marker, option and ini key are made here by looping over it.
+:mod:`.vocabulary.kinds`: its marker, option and ini key are made here by looping over it.
 """
 
 from __future__ import annotations

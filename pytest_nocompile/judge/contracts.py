@@ -3,7 +3,7 @@
 A contract is read from the closest marker of its name (test, class, module),
 like a budget, when the test's plan is made (:mod:`.planning`); a bad
 argument is a usage error of the test. It is judged on the test's record
-when the call ends, with the budgets (:mod:`.watching`), and only where the
+when the call ends, with the budgets (:mod:`..watching.watcher`), and only where the
 record holds something: a test that compiled nothing keeps every contract.
 Light at import: the judging code loads with the first failure to look at.
 """

@@ -21,7 +21,7 @@ What it listens to, one logging artifact each:
 
 Compile-health signals (cache misses, CUDA-graph re-records, compile times)
 come from *sources*, armed and disarmed with the capture where some signal of
-theirs is wanted (:meth:`DynamoLogs.narrow`), which report through
+theirs is wanted (:mod:`.wanted_signals`), which report through
 :meth:`DynamoLogs.emit_health`: the same fan-out, so a test's record, a block
 assertion and a child's reporter all hear them. The sources:
 :mod:`.counter_increments`, :mod:`.compile_metrics`, :mod:`.cache_bypass_reasons`

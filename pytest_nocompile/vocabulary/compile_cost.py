@@ -1,6 +1,6 @@
 """What a compile cost, as health signals: seconds (with their breakdown) and instructions. Pure code.
 
-:mod:`.observe.compile_metrics` emits, for each entry torch records in its
+:mod:`..observe.sources.compile_metrics` emits, for each entry torch records in its
 compilation metrics (a frame compiled, a backward compiled lazily, an
 autotuning at run time), one :data:`COMPILE_SECONDS` event (the entry's
 total, its reason the breakdown in words) and one event per part of

@@ -281,7 +281,7 @@ class HealthEvent:
     (``"inductor.fxgraph_cache_miss"``: one event per increment, ``amount`` the
     increment) or a source's own name (``"compile_seconds"``). ``reason`` is
     torch's word on why, where it gives one. Budget kinds count them by name
-    (:attr:`~.budget.BudgetKind.signals`), summing ``amount``. ``compiling`` is
+    (:attr:`~.kinds.BudgetKind.signals`), summing ``amount``. ``compiling`` is
     the function dynamo was compiling when the signal came (its first line),
     where it was compiling one: the function whose graph missed the cache; ``module`` the module whose method that is.
     """

@@ -6,7 +6,7 @@ options, ini keys, the summary table's columns, the JSON report, junit
 properties and baselines all loop over that table, so a new kind is one
 entry here plus the events it counts (a health kind: a source in
 ``observe/`` that reports its signals). The budgets users give for them are
-read in :mod:`.budget`.
+read in :mod:`..judge.budget`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A test's plan comes from the closest budget marker of each kind (test,
 class, module) over the run's defaults (options, ini keys), and the closest
-marker of each contract (:mod:`.contracts`). Tests of one class or module
+marker of each contract (:mod:`..judge.contracts`). Tests of one class or module
 whose own markers say the same share one plan, so a test's setup looks its
 plan up instead of reading every marker again.
 """

@@ -2,7 +2,7 @@
 
 A run with no budget, no report and no test asking for one (a budget marker
 or a nocompile fixture) registers no per-test hook; otherwise the
-:class:`~.watching.Watcher` takes every test the one way. torch is never
+:class:`~.watcher.Watcher` takes every test the one way. torch is never
 imported here before something else imports it.
 """
 

@@ -76,7 +76,7 @@ class CacheBypassReasons:
 
     def __init__(self, emit: Callable[[str, float, Optional[str]], None], wanted: Callable[[], Collection[str]]) -> None:
         self._emit = emit
-        self._wanted = wanted  # the signals the process reports now (see DynamoLogs.narrow)
+        self._wanted = wanted  # the signals the process reports now (see observe.wanted_signals)
         # By logger name: its instance __dict__ and our wrappers for it, made at the first arming that wants its
         # signal: arming runs in every watched test, so it only puts the wrappers in (instance attributes: the
         # class's methods stay as they are).

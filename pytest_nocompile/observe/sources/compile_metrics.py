@@ -62,7 +62,7 @@ class CompileMetricsSource:
 
     def __init__(self, emit: Callable[..., None], wanted: Callable[[], Collection[str]]) -> None:
         self._emit = emit  # DYNAMO_LOGS.emit_health
-        self._wanted = wanted  # the signals the process reports now (see DynamoLogs.narrow)
+        self._wanted = wanted  # the signals the process reports now (see observe.wanted_signals)
         self._ours: Optional[collections.deque[Any]] = None
         self._torchs: Optional[collections.deque[Any]] = None
         self.instructions = InstructionCounting()

@@ -11,7 +11,7 @@ own class on every counter and the original ``default_factory``: nothing of
 ours is left behind.
 
 Only the names the process wants (``"group.name"``, from
-:attr:`~..kinds.BudgetKind.signals`, see :meth:`~.capture.DynamoLogs.narrow`)
+:attr:`~...vocabulary.kinds.BudgetKind.signals`, see :mod:`..wanted_signals`)
 are reported; torch bumps dozens of others during each compile. Where none
 is wanted, arming swaps nothing.
 """
@@ -46,7 +46,7 @@ class CounterIncrements:
     def __init__(self, emit: Callable[[str, float], None], wanted: Callable[[], Collection[str]],
                  every: Optional[Callable[[], Collection[str]]] = None, not_counters: Collection[str] = ()) -> None:
         self._emit = emit
-        self._wanted_names = wanted  # the signals the process reports now (see DynamoLogs.narrow)
+        self._wanted_names = wanted  # the signals the process reports now (see observe.wanted_signals)
         self._every = every or wanted  # every signal it could be asked for
         self._not_counters = tuple(f"{group}." for group in not_counters)  # other sources' dotted signals ("compile_seconds.dynamo")
         self._signals: Optional[frozenset[str]] = None

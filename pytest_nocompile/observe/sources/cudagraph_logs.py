@@ -49,7 +49,7 @@ class CudagraphLogs:
     """The source: arms a tap on the CUDA-graph loggers, reads each record, emits skips and re-records.
 
     The capture arms it only where the process wants its signals (see
-    :meth:`~.capture.DynamoLogs.narrow`): arming and disarming the tap costs
+    :mod:`..wanted_signals`): arming and disarming the tap costs
     some 13 µs per watched test.
     """
 
