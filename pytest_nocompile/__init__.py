@@ -23,54 +23,55 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .exceptions import (
-        BudgetExceeded,
-        CacheMissBudgetExceeded,
-        CompileBudgetExceeded,
-        CompileInstructionBudgetExceeded,
-        CompileTimeBudgetExceeded,
-        CudagraphRerecordBudgetExceeded,
-        CudagraphSkipBudgetExceeded,
-        GraphBreakBudgetExceeded,
-        KernelBudgetExceeded,
-        RecompileBudgetExceeded,
-        SyncBudgetExceeded,
-        TooFewCompiles,
-        WarmStartFailed,
+        BudgetExceeded as BudgetExceeded,
+        CacheMissBudgetExceeded as CacheMissBudgetExceeded,
+        CompileBudgetExceeded as CompileBudgetExceeded,
+        CompileInstructionBudgetExceeded as CompileInstructionBudgetExceeded,
+        CompileTimeBudgetExceeded as CompileTimeBudgetExceeded,
+        CudagraphRerecordBudgetExceeded as CudagraphRerecordBudgetExceeded,
+        CudagraphSkipBudgetExceeded as CudagraphSkipBudgetExceeded,
+        GraphBreakBudgetExceeded as GraphBreakBudgetExceeded,
+        KernelBudgetExceeded as KernelBudgetExceeded,
+        RecompileBudgetExceeded as RecompileBudgetExceeded,
+        SyncBudgetExceeded as SyncBudgetExceeded,
+        TooFewCompiles as TooFewCompiles,
+        WarmStartFailed as WarmStartFailed,
     )
-    from .judge.budget import RecompileBudget
-    from .judge.result import TestResult, Verdict
-    from .output.trace_dir import TraceWarning
-    from .processes.child_lines import ChildReportWarning
-    from .processes.hook import child_env, watch_this_process
-    from .record.log import RecompileLog
+    from .judge.budget import RecompileBudget as RecompileBudget
+    from .judge.result import TestResult as TestResult, Verdict as Verdict
+    from .output.trace_dir import TraceWarning as TraceWarning
+    from .processes.child_lines import ChildReportWarning as ChildReportWarning
+    from .processes.hook import child_env as child_env, watch_this_process as watch_this_process
+    from .record.log import RecompileLog as RecompileLog
     from .vocabulary.events import (
-        CodeLocation,
-        CompileEvent,
-        GuardFailure,
-        ProcessInfo,
-        RecompileEvent,
-        RecompileLimitHit,
-        parse_recompile_message,
+        CodeLocation as CodeLocation,
+        CompileEvent as CompileEvent,
+        GuardFailure as GuardFailure,
+        ProcessInfo as ProcessInfo,
+        RecompileEvent as RecompileEvent,
+        RecompileLimitHit as RecompileLimitHit,
+        parse_recompile_message as parse_recompile_message,
     )
-    from .vocabulary.graph_break_events import GraphBreakEvent
-    from .vocabulary.kinds import KINDS, BudgetKind
-    from .vocabulary.module_names import CompiledModule
+    from .vocabulary.graph_break_events import GraphBreakEvent as GraphBreakEvent
+    from .vocabulary.kinds import KINDS as KINDS, BudgetKind as BudgetKind
+    from .vocabulary.module_names import CompiledModule as CompiledModule
     from .watching.assertions import (
-        AssertMaxRecompiles,
-        BlockLog,
-        assert_max_cache_misses,
-        assert_max_compile_instructions,
-        assert_max_compile_seconds,
-        assert_max_compiles,
-        assert_max_graph_breaks,
-        assert_max_kernels,
-        assert_max_recompiles,
-        assert_max_syncs,
-        assert_min_compiles,
+        AssertMaxRecompiles as AssertMaxRecompiles,
+        BlockLog as BlockLog,
+        assert_max_cache_misses as assert_max_cache_misses,
+        assert_max_compile_instructions as assert_max_compile_instructions,
+        assert_max_compile_seconds as assert_max_compile_seconds,
+        assert_max_compiles as assert_max_compiles,
+        assert_max_graph_breaks as assert_max_graph_breaks,
+        assert_max_kernels as assert_max_kernels,
+        assert_max_recompiles as assert_max_recompiles,
+        assert_max_syncs as assert_max_syncs,
+        assert_min_compiles as assert_min_compiles,
     )
-    from .watching.sweeps import SweptSize, sweep_sizes
-    from .watching.warm_start import CompileRun, WarmStart, WarmStartRunner
-    from .watching.watch import CaptureLostWarning, CompileTimeWarning, NotMeasuredWarning
+    from .watching.swallowed import SwallowedCompileErrorWarning as SwallowedCompileErrorWarning
+    from .watching.sweeps import SweptSize as SweptSize, sweep_sizes as sweep_sizes
+    from .watching.warm_start import CompileRun as CompileRun, WarmStart as WarmStart, WarmStartRunner as WarmStartRunner
+    from .watching.watch import CaptureLostWarning as CaptureLostWarning, CompileTimeWarning as CompileTimeWarning, NotMeasuredWarning as NotMeasuredWarning
 
 __version__ = "0.1.0"
 
@@ -129,61 +130,7 @@ _PUBLIC_MODULES = {
     "ChildReportWarning": ".processes.child_lines",
 }
 
-__all__ = [
-    "KINDS",
-    "AssertMaxRecompiles",
-    "BlockLog",
-    "BudgetExceeded",
-    "BudgetKind",
-    "CacheMissBudgetExceeded",
-    "CaptureLostWarning",
-    "ChildReportWarning",
-    "CodeLocation",
-    "CompileBudgetExceeded",
-    "CompileEvent",
-    "CompiledModule",
-    "CompileInstructionBudgetExceeded",
-    "CompileTimeBudgetExceeded",
-    "CudagraphRerecordBudgetExceeded",
-    "CudagraphSkipBudgetExceeded",
-    "CompileRun",
-    "GraphBreakBudgetExceeded",
-    "GraphBreakEvent",
-    "GuardFailure",
-    "CompileTimeWarning",
-    "KernelBudgetExceeded",
-    "NotMeasuredWarning",
-    "ProcessInfo",
-    "RecompileBudget",
-    "RecompileBudgetExceeded",
-    "RecompileEvent",
-    "RecompileLimitHit",
-    "RecompileLog",
-    "SwallowedCompileErrorWarning",
-    "SyncBudgetExceeded",
-    "SweptSize",
-    "TestResult",
-    "TooFewCompiles",
-    "TraceWarning",
-    "Verdict",
-    "WarmStart",
-    "WarmStartFailed",
-    "WarmStartRunner",
-    "__version__",
-    "assert_max_compile_instructions",
-    "assert_max_compile_seconds",
-    "assert_max_cache_misses",
-    "assert_max_compiles",
-    "assert_max_graph_breaks",
-    "assert_max_kernels",
-    "assert_max_recompiles",
-    "assert_max_syncs",
-    "assert_min_compiles",
-    "child_env",
-    "parse_recompile_message",
-    "sweep_sizes",
-    "watch_this_process",
-]
+__all__ = ["__version__", *_PUBLIC_MODULES]  # each also imported above for type checkers, "as" itself: a re-export
 
 
 def __getattr__(name: str) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,6 +86,20 @@ def test_public_names_load_on_first_use() -> None:
     assert set(pytest_nocompile.__all__) <= set(dir(pytest_nocompile))
     with pytest.raises(AttributeError, match="module 'pytest_nocompile' has no attribute 'RecompileEvents'"):
         pytest_nocompile.RecompileEvents  # noqa: B018
+
+
+def test_type_checkers_see_every_public_name_where_it_loads_from() -> None:
+    """The package's imports under TYPE_CHECKING (what mypy and IDEs read) re-export each public name, as ``A as A``,
+    from the module that its first use loads it from."""
+    import ast
+
+    import pytest_nocompile
+
+    tree = ast.parse(Path(pytest_nocompile.__file__).read_text())
+    block = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING")
+    seen = {alias.name: "." * node.level + (node.module or "") for node in block.body
+            if isinstance(node, ast.ImportFrom) and node.level for alias in node.names if alias.asname == alias.name}
+    assert seen == pytest_nocompile._PUBLIC_MODULES
 
 
 NEVER_COMPILES = '''
