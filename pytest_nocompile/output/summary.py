@@ -7,7 +7,6 @@ controller sees every test.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING, Callable
 
 from ..vocabulary.kinds import COMPILES, COUNTED_KINDS, KINDS, BudgetKind
@@ -103,8 +102,12 @@ def _outside_the_call(results: dict[str, TestResult], listed: set[str]) -> list[
     for nodeid, result in results.items():
         if nodeid in listed:
             continue
-        found = Counter((what, event["phase"]) for what, key in (("recompile", "recompile_events"), ("graph break", "graph_break_events"))
-                        for event in result.details[key] if event.get("phase") != "call")  # (what, phase): how many
+        # A plain dict, not a Counter: this runs for every test of the run, and nearly every one has no such event.
+        found: dict[tuple[str, str], int] = {}  # (what, phase): how many
+        for what, key in (("recompile", "recompile_events"), ("graph break", "graph_break_events")):
+            for event in result.details[key]:
+                if event.get("phase") != "call":
+                    found[what, event["phase"]] = found.get((what, event["phase"]), 0) + 1
         if found:
             said = ", ".join(f"{plural(count, what)} in {phase}" for (what, phase), count in found.items())
             lines.append(f"{nodeid}: {said}, not counted (budgets count the call phase; a fixture's compiles are outside it)")
