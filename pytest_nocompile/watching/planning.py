@@ -135,7 +135,7 @@ def plan_key(item: pytest.Item) -> Optional[Hashable]:
     if not item.own_markers:
         return parent
     markers = tuple((marker.name, tuple((type(arg), arg) for arg in marker.args),
-                     tuple((name, type(value), tuple((type(k), k, type(v), v) for k, v in value.items()) if isinstance(value, dict) else value)
+                     tuple((name, type(value), _entries_key(value) if isinstance(value, dict) else value)
                            for name, value in marker.kwargs.items()))
                     for marker in item.own_markers if marker.name in WATCHING_MARKERS)
     if not markers:
@@ -146,6 +146,10 @@ def plan_key(item: pytest.Item) -> Optional[Hashable]:
     except TypeError:  # an unhashable argument (a list): planned each time, and said to be unusable
         return None
     return key
+
+
+def _entries_key(entries: dict[object, object]) -> tuple[tuple[type, object, type, object], ...]:
+    return tuple((type(key), key, type(value), value) for key, value in entries.items())
 
 
 def _marked_on(node: object, item: pytest.Item) -> str:
