@@ -5,6 +5,7 @@
 - :mod:`.watching.planning` works out each test's budget from markers, options and ini keys, once per shared plan;
 - :mod:`.watching.results` gathers each test's result and writes the table, JSON and baseline;
 - :mod:`.watching.fixtures` holds the fixtures;
+- :mod:`.watching.marker_typos` makes a near miss of a marker (``max_recompile``) a usage error;
 - :mod:`.processes.private_caches` gives each process that runs tests compile caches of its own, when asked.
 
 Every budget kind (recompiles, graph breaks, compiles) comes from the table in
@@ -18,6 +19,7 @@ import pytest
 from .output.summary import LONG_TABLE, TABLE_CHOICES
 from .vocabulary.kinds import CONTRACT_MARKER_HELP, KINDS
 from .watching import cudagraph_tests, fixtures
+from .watching.marker_typos import MarkerTypos
 from .watching.results import ControllerReports, Results
 from .watching.run_watching import Watching
 from .watching.settings import DROP_TRACE_LOGS, SWITCHES, RunSettings, count_argument
@@ -107,6 +109,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(private_caches, "nocompile-private-caches")
     if settings.is_xdist_controller:  # never collects: gathers, from the start, what its workers send
         config.pluginmanager.register(ControllerReports(results), "nocompile-reports")
+    else:
+        config.pluginmanager.register(MarkerTypos(config), "nocompile-marker-names")
 
 
 # pytest's logging plugin makes its handlers in its own (trylast) pytest_configure.
