@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 
+from . import off_switch
 from .output.summary import LONG_TABLE, TABLE_CHOICES
 from .vocabulary.kinds import CONTRACT_MARKER_HELP, KINDS
 from .watching import cudagraph_tests, fixtures
@@ -34,7 +35,17 @@ __all__ = ["CaptureLostWarning", "PER_TEST_HOOK_CLASSES"]
 PER_TEST_HOOK_CLASSES = (Watcher,)
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    add_options(parser)
+    # Loaded by -p nocompile, autoloading off: a -p no:nocompile after it (addopts, then the
+    # command line) unregisters this module, and must find the off switch there.
+    name = off_switch.OFF_SWITCH
+    if not (pluginmanager.has_plugin(name) or pluginmanager.is_registered(off_switch)):
+        pluginmanager.register(off_switch, name)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """The options and ini keys (the off switch's too: addopts and ini files still parse)."""
     group = parser.getgroup("nocompile", "torch.compile recompile budgets (pytest-nocompile)")
     for kind in KINDS:
         # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds the
@@ -92,11 +103,16 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     return 0 if check.live else 1
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def register_markers(config: pytest.Config) -> None:
+    """The markers, for ``pytest --markers`` and ``--strict-markers`` (the off switch's too)."""
     for kind in KINDS:
         config.addinivalue_line("markers", kind.marker_help)
     for line in CONTRACT_MARKER_HELP:
         config.addinivalue_line("markers", line)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    register_markers(config)
     settings = RunSettings(config)
     results = Results(settings)
     config.pluginmanager.register(results, "nocompile-results")
