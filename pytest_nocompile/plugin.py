@@ -8,6 +8,9 @@
 - :mod:`.watching.marker_typos` makes a near miss of a marker (``max_recompile``) a usage error;
 - :mod:`.processes.private_caches` gives each process that runs tests compile caches of its own, when asked.
 
+:mod:`.off_switch`, an entry point of its own, keeps the markers, options and
+fixtures (checking nothing) where ``-p no:nocompile`` blocks this module.
+
 Every budget kind (recompiles, graph breaks, compiles) comes from the table in
 :mod:`.vocabulary.kinds`: its marker, option and ini key are made here by looping over it.
 """

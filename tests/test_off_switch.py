@@ -21,6 +21,8 @@ class TestLoop:
         with nocompile_assert_max_recompiles(0, exact=True) as block:
             recompile_once()
         assert list(block) == list(nocompile_recompiles) == []
+        assert nocompile_recompiles.in_phase("call") == block.in_phase("call") == []
+        assert block.graph_breaks == [] and block.counted is None
 
         @nocompile_assert_min_compiles(5)
         def step():
@@ -45,7 +47,8 @@ def expect_off(result: pytest.RunResult) -> None:
     result.stdout.fnmatch_lines([WARM_START_SKIP])
     assert result.stdout.lines.count(OFF_NOTE) == 1
     assert "nocompile: pytest-nocompile" not in result.stdout.str()  # the plugin's header
-    assert [line for line in result.stdout.lines if line.strip("= ") == "nocompile"] == []  # no table
+    # No summary table, whose title is "nocompile".
+    assert [line for line in result.stdout.lines if line.strip("= ") == "nocompile"] == []
 
 
 def test_no_nocompile_keeps_markers_options_and_fixtures_doing_nothing(

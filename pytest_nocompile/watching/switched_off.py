@@ -8,7 +8,7 @@ says once that the plugin is off.
 from __future__ import annotations
 
 from contextlib import ContextDecorator
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import pytest
 
@@ -23,10 +23,17 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(OFF_NOTE)
 
 
+class NoRecompiles(tuple[object, ...]):
+    """The recompiles recorded with the plugin off: none, read as a ``RecompileLog`` is."""
+
+    def in_phase(self, phase: str) -> list[object]:
+        return []
+
+
 @pytest.fixture
-def nocompile_recompiles() -> Sequence[object]:
+def nocompile_recompiles() -> NoRecompiles:
     """Off: no recompile is recorded, so the sequence stays empty."""
-    return ()
+    return NoRecompiles()
 
 
 @pytest.fixture
@@ -44,11 +51,11 @@ def nocompile_warm_start() -> Callable[..., Any]:
     return cold_then_warm
 
 
-class OffBlockLog(list[object]):
-    """What a block records with the plugin off: no recompile, no graph break, no count."""
+class OffBlockLog(NoRecompiles):
+    """What a block records with the plugin off, read as a ``BlockLog`` is: no recompile, no graph
+    break, no count."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.graph_breaks: list[object] = []
         self.counted = None
 
