@@ -274,8 +274,8 @@ class TestLoop:
 def test_swapped_letters(n):
     recompile_once()
 '''
-# Left alone: pytest's own marks, short names, and names of the user's own (one registered,
-# though it is one letter off a plugin marker).
+# Left alone: pytest's own marks, short names, and names of the user's own (two registered,
+# in a conftest and in the ini file, though each is one letter off a plugin marker).
 NOT_TYPOS = '''
 import pytest
 
@@ -284,6 +284,7 @@ import pytest
 @pytest.mark.usefixtures("tmp_path")
 @pytest.mark.parametrize("n", [1])
 @pytest.mark.max_compile
+@pytest.mark.max_kernel
 @pytest.mark.slow
 @pytest.mark.max_size(3)
 def test_not_typos(n):
@@ -304,6 +305,7 @@ def test_a_marker_a_keystroke_or_two_off_is_an_error_of_its_tests_naming_the_one
         pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_typos=TYPO_MARKERS, test_not_typos=NOT_TYPOS)
     pytester.makeconftest(REGISTER_MAX_COMPILE)
+    pytester.makeini("[pytest]\nmarkers =\n    max_kernel: ours too\n")
     result = run("-p", "no:logging")
     # pytest's own unknown-mark warnings stay.
     result.assert_outcomes(passed=1, errors=3, warnings=6)
