@@ -306,7 +306,7 @@ def test_a_marker_a_keystroke_or_two_off_is_an_error_of_its_tests_naming_the_one
     pytester.makepyfile(test_typos=TYPO_MARKERS, test_not_typos=NOT_TYPOS)
     pytester.makeconftest(REGISTER_MAX_COMPILE)
     pytester.makeini("[pytest]\nmarkers =\n    max_kernel: ours too\n")
-    result = run("-p", "no:logging")
+    result = run()
     # pytest's own unknown-mark warnings stay.
     result.assert_outcomes(passed=1, errors=3, warnings=6)
     assert "INTERNALERROR" not in result.stdout.str()

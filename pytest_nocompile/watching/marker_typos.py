@@ -82,8 +82,10 @@ def _each_node_once(items: Iterable[pytest.Item]) -> Iterator[pytest.Item | pyte
 class FailTypodTests:
     """Fails each test a near miss marks, at its setup (registered only in a run that has one)."""
 
-    # A wrapper, first: before the skip and xfail marks are read, as for a bad marker argument.
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    # A wrapper, as the watcher's for a bad marker argument: before the skip and xfail marks are
+    # read, and the innermost, inside the other wrappers (pytest's logging one's teardown expects
+    # its setup to have run).
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
         errors = item.stash.get(TYPO_ERRORS, None)
         if errors:
