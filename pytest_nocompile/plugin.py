@@ -5,7 +5,11 @@
 - :mod:`.watching.planning` works out each test's budget from markers, options and ini keys, once per shared plan;
 - :mod:`.watching.results` gathers each test's result and writes the table, JSON and baseline;
 - :mod:`.watching.fixtures` holds the fixtures;
+- :mod:`.watching.marker_typos` makes a near miss of a marker (``max_recompile``) a usage error;
 - :mod:`.processes.private_caches` gives each process that runs tests compile caches of its own, when asked.
+
+:mod:`.off_switch`, an entry point of its own, keeps the markers, options and
+fixtures (checking nothing) where ``-p no:nocompile`` blocks this module.
 
 Every budget kind (recompiles, graph breaks, compiles) comes from the table in
 :mod:`.vocabulary.kinds`: its marker, option and ini key are made here by looping over it.
@@ -15,9 +19,11 @@ from __future__ import annotations
 
 import pytest
 
+from . import off_switch
 from .output.summary import LONG_TABLE, TABLE_CHOICES
 from .vocabulary.kinds import CONTRACT_MARKER_HELP, KINDS
 from .watching import cudagraph_tests, fixtures
+from .watching.marker_typos import MarkerTypos
 from .watching.results import ControllerReports, Results
 from .watching.run_watching import Watching
 from .watching.settings import DROP_TRACE_LOGS, SWITCHES, RunSettings, count_argument
@@ -32,7 +38,17 @@ __all__ = ["CaptureLostWarning", "PER_TEST_HOOK_CLASSES"]
 PER_TEST_HOOK_CLASSES = (Watcher,)
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    add_options(parser)
+    # Loaded by -p nocompile, autoloading off: a -p no:nocompile after it (addopts, then the
+    # command line) unregisters this module, and must find the off switch there.
+    name = off_switch.OFF_SWITCH
+    if not (pluginmanager.has_plugin(name) or pluginmanager.is_registered(off_switch)):
+        pluginmanager.register(off_switch, name)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """The options and ini keys (the off switch's too: addopts and ini files still parse)."""
     group = parser.getgroup("nocompile", "torch.compile recompile budgets (pytest-nocompile)")
     for kind in KINDS:
         # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds the
@@ -90,11 +106,16 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     return 0 if check.live else 1
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def register_markers(config: pytest.Config) -> None:
+    """The markers, for ``pytest --markers`` and ``--strict-markers`` (the off switch's too)."""
     for kind in KINDS:
         config.addinivalue_line("markers", kind.marker_help)
     for line in CONTRACT_MARKER_HELP:
         config.addinivalue_line("markers", line)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    register_markers(config)
     settings = RunSettings(config)
     results = Results(settings)
     config.pluginmanager.register(results, "nocompile-results")
@@ -107,6 +128,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(private_caches, "nocompile-private-caches")
     if settings.is_xdist_controller:  # never collects: gathers, from the start, what its workers send
         config.pluginmanager.register(ControllerReports(results), "nocompile-reports")
+    else:
+        config.pluginmanager.register(MarkerTypos(config), "nocompile-marker-names")
 
 
 # pytest's logging plugin makes its handlers in its own (trylast) pytest_configure.

@@ -32,15 +32,6 @@ def test_loads_with_autoload_disabled(pytester: pytest.Pytester, run: RunPytest,
     result.stdout.fnmatch_lines(["nocompile: pytest-nocompile 0.1.0, torch *"])
 
 
-def test_disabled_with_no_nocompile(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    pytester.makepyfile(SIMPLE)
-    result = pytester.runpytest_subprocess("-p", "no:nocompile", "--strict-markers")
-    result.stdout.fnmatch_lines(["*'max_recompiles' not found in `markers` configuration option*"])
-    assert "nocompile: pytest-nocompile" not in result.stdout.str()
-
-
-
 @pytest.mark.parametrize("name", ["torch", "pytest", "pluggy", "pytest-nocompile"])
 def test_header_versions_are_the_installed_distributions(name: str) -> None:
     # Read from METADATA's Version field alone, not importlib.metadata's full parse.
@@ -151,11 +142,14 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
         "observe.arrival", "observe.capture", "observe.cpp_syncs", "observe.dynamo_state", "observe.log_taps", "observe.sources",
         "observe.sources.cache_bypass_reasons", "observe.sources.compile_metrics", "observe.sources.counter_increments",
         "observe.sources.cudagraph_logs", "observe.sources.instruction_counter", "observe.sources.kernel_counts",
-        "observe.sources.swallowed_errors", "observe.sources.sync_warnings", "observe.user_code", "observe.wanted_signals", "output",
+        "observe.sources.swallowed_errors", "observe.sources.sync_warnings", "observe.user_code",
+        "observe.wanted_signals", "off_switch", "output",
         "output.json_report", "output.summary", "output.trace_records", "plugin", "processes", "processes.children", "processes.hook",
         "processes.owner", "processes.run_folders", "record", "record.process_events", "record.record", "vocabulary",
         "vocabulary.compile_cost", "vocabulary.health_lines", "vocabulary.kinds", "vocabulary.measures", "watching",
-        "watching.cudagraph_tests", "watching.fixtures", "watching.planning", "watching.results", "watching.run_watching",
+        "watching.cudagraph_tests", "watching.fixtures", "watching.marker_typos",
+        "watching.planning",
+        "watching.results", "watching.run_watching",
         "watching.settings", "watching.watch", "watching.watcher")]
     tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {

@@ -253,3 +253,108 @@ def test_help_documents_the_options(pytester: pytest.Pytester, run: RunPytest) -
     result = run("--help")
     result.stdout.fnmatch_lines(["torch.compile recompile budgets (pytest-nocompile):", "*--nocompile-no-isolate*"])
     result.stdout.fnmatch_lines(["  nocompile_isolate (bool):", "*reset dynamo's caches before each watched test (default:"])
+
+
+
+# A tests under the plugin's markers, each a keystroke or two off: all passed green.
+TYPO_MARKERS = RECOMPILE_ONCE + '''
+pytestmark = pytest.mark.max_graph_break(0)
+
+@pytest.mark.max_recompile(0)
+def test_step():
+    recompile_once()
+
+@pytest.mark.maxcompiles(1)
+class TestLoop:
+    def test_epoch(self):
+        recompile_once()
+
+@pytest.mark.parametrize("n", [2])
+@pytest.mark.dyanmic_dims(x=0)
+def test_swapped_letters(n):
+    recompile_once()
+'''
+# Left alone: pytest's own marks, short names, and names of the user's own (two registered,
+# in a conftest and in the ini file, though each is one letter off a plugin marker).
+NOT_TYPOS = '''
+import pytest
+
+@pytest.mark.skipif(False, reason="runs")
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.usefixtures("tmp_path")
+@pytest.mark.parametrize("n", [1])
+@pytest.mark.max_compile
+@pytest.mark.max_kernel
+@pytest.mark.slow
+@pytest.mark.max_size(3)
+def test_not_typos(n):
+    pass
+'''
+REGISTER_MAX_COMPILE = '''
+def pytest_configure(config):
+    config.addinivalue_line("markers", "max_compile: ours")
+'''
+USE_TYPO = "did you mean {}? use {}; if {} is a marker of your own, register it (ini markers)"
+RECOMPILES_FORM = ACCEPTED.removeprefix("use ")
+GRAPH_BREAKS_FORM = ACCEPTED_GRAPH_BREAKS.removeprefix("use ")
+COMPILES_FORM = "@pytest.mark.max_compiles(N), N an int >= 0 or None"
+DIMS_FORM = ACCEPTED_CONTRACTS["dynamic_dims"].removeprefix("use ")
+
+
+def test_a_marker_a_keystroke_or_two_off_is_an_error_of_its_tests_naming_the_one_meant(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_typos=TYPO_MARKERS, test_not_typos=NOT_TYPOS)
+    pytester.makeconftest(REGISTER_MAX_COMPILE)
+    pytester.makeini("[pytest]\nmarkers =\n    max_kernel: ours too\n")
+    result = run()
+    # pytest's own unknown-mark warnings stay.
+    result.assert_outcomes(passed=1, errors=3, warnings=6)
+    assert "INTERNALERROR" not in result.stdout.str()
+    module = "marker on module test_typos.py"
+    result.stdout.fnmatch_lines([
+        "*ERROR at setup of test_step*",
+        # The test's own mark is read first (the closest), the module's after it.
+        "unknown marker max_recompile on test_typos.py::test_step: "
+        + USE_TYPO.format("max_recompiles", RECOMPILES_FORM, "max_recompile"),
+        f"unknown marker max_graph_break on test_typos.py::test_step ({module}): "
+        + USE_TYPO.format("max_graph_breaks", GRAPH_BREAKS_FORM, "max_graph_break"),
+    ], consecutive=True)
+    result.stdout.fnmatch_lines([
+        "*ERROR at setup of TestLoop.test_epoch*",
+        "unknown marker maxcompiles on test_typos.py::TestLoop::test_epoch "
+        "(marker on class TestLoop): "
+        + USE_TYPO.format("max_compiles", COMPILES_FORM, "maxcompiles"),
+        f"unknown marker max_graph_break on test_typos.py::TestLoop::test_epoch ({module}): *",
+    ], consecutive=True)
+    result.stdout.fnmatch_lines([
+        "*ERROR at setup of test_swapped_letters[[]2]*",
+        "unknown marker dyanmic_dims on test_typos.py::test_swapped_letters[[]2]: "
+        + USE_TYPO.format("dynamic_dims", DIMS_FORM, "dyanmic_dims"),
+    ], consecutive=True)
+    typo_lines = [line for line in result.stdout.lines if "unknown marker" in line]
+    assert not [line for line in typo_lines if "test_not_typos" in line]
+
+
+NEAR_MISSES = [
+    ("max_recompile", ("max_recompiles",)),
+    ("Max_Recompiles", ("max_recompiles",)),
+    ("max_recomplies", ("max_recompiles",)),  # two letters swapped: one edit
+    ("max_graphbreaks", ("max_graph_breaks",)),
+    ("min_compile", ("min_compiles",)),
+    ("mix_compiles", ("max_compiles", "min_compiles")),
+    ("max_sync", ("max_syncs",)),
+    ("same_accross_ranks", ("same_across_ranks",)),
+    ("max_compile_second", ("max_compile_seconds",)),
+]
+# pytest's own marks, common marks of other plugins and of users, and the plugin's own names.
+NOT_NEAR_MISSES = ["skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings",
+                   "tryfirst", "slow", "gpu", "cuda", "flaky", "timeout", "asyncio", "django_db",
+                   "benchmark", "max_size", "max_workers",
+                   "max_recompiles", "min_compiles", "dynamic_dims"]
+
+
+@pytest.mark.parametrize("name, meant", [*NEAR_MISSES, *((name, ()) for name in NOT_NEAR_MISSES)])
+def test_near_misses_of_the_plugins_marker_names(name: str, meant: tuple[str, ...]) -> None:
+    from pytest_nocompile.watching.marker_typos import nearest_markers
+
+    assert nearest_markers(name) == meant

@@ -1,0 +1,33 @@
+"""pytest-nocompile's off switch: what stays of the plugin when ``-p no:nocompile`` blocks it.
+
+``-p no:nocompile`` blocks the entry point of :mod:`.plugin`, so pytest never
+imports it, and a suite written for the plugin would stop: its markers unknown
+under ``--strict-markers``, its options and ini keys unknown, its fixtures
+missing. This module, an entry point of its own (and registered by
+:mod:`.plugin` where autoloading is off), keeps them all, checking nothing,
+and says once, in the summary, that the plugin is off. With the plugin on, it
+does nothing. It imports nothing of the plugin until the plugin is blocked.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+PLUGIN = "nocompile"  # the name -p no:nocompile blocks: the plugin's entry point's
+OFF_SWITCH = "nocompile-off-switch"  # this module's entry point's name
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    if pluginmanager.is_blocked(PLUGIN):  # an addopts or ini key of the plugin's still parses
+        from .plugin import add_options
+
+        add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.is_blocked(PLUGIN):
+        from .plugin import register_markers
+        from .watching import switched_off
+
+        register_markers(config)
+        config.pluginmanager.register(switched_off, "nocompile-switched-off")
