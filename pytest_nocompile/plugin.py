@@ -21,7 +21,7 @@ import pytest
 
 from . import off_switch
 from .output.summary import LONG_TABLE, TABLE_CHOICES
-from .vocabulary.kinds import CONTRACT_MARKER_HELP, KINDS
+from .vocabulary.kinds import CONTRACT_MARKER_HELP, KINDS, USER_ONLY_INI, USER_ONLY_OPTION
 from .watching import cudagraph_tests, fixtures
 from .watching.marker_typos import MarkerTypos
 from .watching.results import ControllerReports, Results
@@ -64,6 +64,13 @@ def add_options(parser: pytest.Parser) -> None:
                     "(dynamo's error_on_recompile), so the traceback points into your code (ini: nocompile_strict)")
     parser.addini("nocompile_strict", type="bool", default=False,
                   help="raise at the recompiling call in tests with a recompile budget (default: false) [pytest-nocompile]")
+    group.addoption(USER_ONLY_OPTION, action="store_true", default=None,
+                    help="graph-break budgets count only the graph breaks in your code, not "
+                    "those inside torch (a compiled optimizer step's); a marker's user_only= "
+                    f"overrides it (ini: {USER_ONLY_INI})")
+    parser.addini(USER_ONLY_INI, type="bool", default=False,
+                  help="graph-break budgets count only the graph breaks in your code, not those "
+                  "inside torch (default: false) [pytest-nocompile]")
     group.addoption("--nocompile-report", action="store_true", default=None,
                     help="watch every test and show the nocompile summary table even when no test is budgeted")
     group.addoption("--nocompile-table", choices=TABLE_CHOICES, default=None,

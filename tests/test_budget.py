@@ -30,7 +30,8 @@ def test_every_kind_has_distinct_names() -> None:
 def test_marker_forms_and_help_come_from_the_entry() -> None:
     assert RECOMPILES.marker_form == ("@pytest.mark.max_recompiles(N), N an int >= 0 or None, "
                                       "with optional isolate=True/False and strict=True/False")
-    assert GRAPH_BREAKS.marker_form == "@pytest.mark.max_graph_breaks(N), N an int >= 0 or None"
+    assert GRAPH_BREAKS.marker_form == ("@pytest.mark.max_graph_breaks(N), N an int >= 0 or None, "
+                                        "with optional user_only=True/False")
     assert RECOMPILES.marker_help.startswith("max_recompiles(N, isolate=True, strict=False): fail the test when its call phase")
     assert COMPILES.marker_help.startswith("max_compiles(N): fail the test when its call phase has more than N graphs compiled")
     assert all(kind.marker_help.endswith("[pytest-nocompile]") for kind in KINDS)
@@ -67,11 +68,28 @@ def test_markers_override_the_run_and_none_opts_out() -> None:
     assert resolve(1, 2, None) == 2 and resolve(1, None, None) == 1 and resolve(1, 2, MarkerBudget(None)) is None
 
 
+def test_user_only_is_the_graph_break_markers_over_the_runs() -> None:
+    run = RecompileBudget.of({"graph_breaks": 0, "compiles": 1}, user_only=True)
+    assert run.describe(GRAPH_BREAKS) == "max_graph_breaks(0, user_only=True)"
+    assert run.describe(COMPILES) == "max_compiles(1)"
+    assert with_markers(run, {"compiles": MarkerBudget(2)}).user_only is True
+    counting_all = budget_from_marker((0,), {"user_only": False}, GRAPH_BREAKS)
+    assert with_markers(run, {"graph_breaks": counting_all}).user_only is False
+    mine_only = budget_from_marker((1,), {"user_only": True}, GRAPH_BREAKS)
+    marked = with_markers(RecompileBudget(), {"graph_breaks": mine_only})
+    assert marked.user_only and marked.counts_user_only(GRAPH_BREAKS)
+    assert not marked.counts_user_only(COMPILES)
+
+
 @pytest.mark.parametrize(("kind", "args", "kwargs", "problem"), [
     (COMPILES, (), {}, "max_compiles(): expected exactly one positional N, got 0; use @pytest.mark.max_compiles(N)"),
     (COMPILES, (0,), {"exact": True}, "max_compiles(0, exact=True): unknown keyword exact;"),
     (RECOMPILES, (0,), {"strict": "yes"}, "max_recompiles(0, strict='yes'): strict must be True or False, got 'yes';"),
     (GRAPH_BREAKS, (True,), {}, "max_graph_breaks(True): expected an int >= 0, got True (bool);"),
+    (GRAPH_BREAKS, (0,), {"user_only": 1},
+     "max_graph_breaks(0, user_only=1): user_only must be True or False, got 1;"),
+    (RECOMPILES, (0,), {"user_only": True},
+     "max_recompiles(0, user_only=True): unknown keyword user_only;"),
 ])
 def test_bad_markers_name_what_was_given_and_the_accepted_form(kind: BudgetKind, args: tuple[object, ...], kwargs: dict[str, object], problem: str) -> None:
     with pytest.raises(BudgetUsageError) as raised:

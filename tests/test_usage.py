@@ -23,10 +23,16 @@ BAD_MARKERS = {
     "test_unknown_keyword": ("max_recompiles(0, limit=3)", "max_recompiles(0, limit=3): unknown keyword limit"),
     "test_bad_isolate": ('max_recompiles(0, isolate="no")', "max_recompiles(0, isolate='no'): isolate must be True or False, got 'no'"),
 }
-ACCEPTED_GRAPH_BREAKS = "use @pytest.mark.max_graph_breaks(N), N an int >= 0 or None"
+ACCEPTED_GRAPH_BREAKS = ("use @pytest.mark.max_graph_breaks(N), N an int >= 0 or None, "
+                         "with optional user_only=True/False")
 BAD_GRAPH_BREAK_MARKERS = {
     "test_breaks_negative": ("max_graph_breaks(-2)", "max_graph_breaks(-2): expected an int >= 0, got -2"),
     "test_breaks_keyword": ("max_graph_breaks(0, strict=True)", "max_graph_breaks(0, strict=True): unknown keyword strict"),
+    "test_breaks_user_only": ('max_graph_breaks(0, user_only="yes")',
+                              "max_graph_breaks(0, user_only='yes'): "
+                              "user_only must be True or False, got 'yes'"),
+    "test_breaks_torch_only": ("max_graph_breaks(0, torch_only=True)",
+                               "max_graph_breaks(0, torch_only=True): unknown keyword torch_only"),
 }
 
 
@@ -214,7 +220,8 @@ def test_own_failure_is_kept_and_recompiles_go_in_a_section(pytester: pytest.Pyt
 def test_markers_are_listed_and_strict_markers_with_warnings_as_errors_are_clean(pytester: pytest.Pytester, run: RunPytest) -> None:
     result = run("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.max_recompiles(N, isolate=True, strict=False): fail the test when its call phase has more than N*"])
-    result.stdout.fnmatch_lines(["@pytest.mark.max_graph_breaks(N): fail the test when its call phase has more than N*"])
+    result.stdout.fnmatch_lines(["@pytest.mark.max_graph_breaks(N, user_only=False): "
+                                 "fail the test when its call phase has more than N*"])
     result.stdout.fnmatch_lines(["@pytest.mark.dynamic_dims(x=0, y=(0, 1), framework_specialisation=False): fail the test when a "
                                  "recompile in its call phase specialised one of these dims*"])
     result.stdout.fnmatch_lines(["@pytest.mark.same_across_ranks: fail the test when the processes it starts*"])

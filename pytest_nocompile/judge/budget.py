@@ -14,7 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-from ..vocabulary.kinds import KINDS, KINDS_BY_KEY, KINDS_BY_MARKER, RECOMPILES, BudgetKind
+from ..vocabulary.kinds import (
+    GRAPH_BREAKS,
+    KINDS,
+    KINDS_BY_KEY,
+    KINDS_BY_MARKER,
+    RECOMPILES,
+    USER_ONLY,
+    BudgetKind,
+)
 from ..vocabulary.measures import COUNT, Amount, Measure
 
 
@@ -23,7 +31,8 @@ class BudgetUsageError(ValueError):
 
 
 class MarkerBudget:
-    """What one marker says: a count (None opts out), its keyword options, and the ``torch=`` spec that gave the count.
+    """What one marker says: a count (None opts out), its keyword options (None: not given),
+    and the ``torch=`` spec that gave the count.
 
     ``torch_spec`` is None where the count is the marker's N, else the spec
     of the ``torch=`` entry in force (``<2.8``). A plain class, not a
@@ -31,12 +40,14 @@ class MarkerBudget:
     which every pytest run that loads the plugin would pay.
     """
 
-    __slots__ = ("count", "isolate", "strict", "torch_spec")
+    __slots__ = ("count", "isolate", "strict", "user_only", "torch_spec")
 
-    def __init__(self, count: Optional[Amount], isolate: Optional[bool] = None, strict: Optional[bool] = None) -> None:
+    def __init__(self, count: Optional[Amount], isolate: Optional[bool] = None,
+                 strict: Optional[bool] = None, user_only: Optional[bool] = None) -> None:
         self.count = count
         self.isolate = isolate
         self.strict = strict
+        self.user_only = user_only  # max_graph_breaks's: count only the graph breaks outside torch
         self.torch_spec: Optional[str] = None
 
 
@@ -49,13 +60,16 @@ class RecompileBudget:
     (the kind's marker name). ``isolate``/``strict`` None: the run's default.
     ``sources`` holds ``(kind key, where)`` pairs saying where a kind's N was
     set (e.g. ``from --max-recompiles``, ``marker on class TestStep``), so
-    that a failure can send the reader to it.
+    that a failure can send the reader to it. ``user_only``: the graph-break
+    budget counts only the breaks in the user's code, not those inside torch
+    (the marker's ``user_only=``, else the run's option or ini key).
     """
 
     limits: tuple[tuple[str, Amount], ...] = ()
     isolate: Optional[bool] = None
     strict: Optional[bool] = None
     sources: tuple[tuple[str, str], ...] = ()
+    user_only: bool = False
     # Derived once: allowed() runs several times for every watched test, and
     # every result carries by_key(); budgets are shared between tests.
     _by_key: dict[str, Amount] = field(init=False, repr=False, compare=False, hash=False)
@@ -70,11 +84,13 @@ class RecompileBudget:
 
     @classmethod
     def of(cls, allowed: Mapping[str, Optional[Amount]], isolate: Optional[bool] = None,
-           strict: Optional[bool] = None, sources: Mapping[str, str] | None = None) -> RecompileBudget:
+           strict: Optional[bool] = None, sources: Mapping[str, str] | None = None,
+           user_only: bool = False) -> RecompileBudget:
         """A budget from ``{kind key: N or None}``, and where each N was set (``{kind key: where}``)."""
         limits = tuple((kind.key, allowed[kind.key]) for kind in KINDS if allowed.get(kind.key) is not None)
         where = tuple((key, sources[key]) for key, _ in limits if key in sources) if sources else ()
-        return cls(limits, isolate, strict, where)  # type: ignore[arg-type]  # the None values were dropped
+        # The None values were dropped (the ignore below).
+        return cls(limits, isolate, strict, where, user_only)  # type: ignore[arg-type]
 
     def allowed(self, kind: BudgetKind) -> Optional[Amount]:
         """This kind's N, or None when the test has no budget of that kind."""
@@ -103,10 +119,15 @@ class RecompileBudget:
         """Where this kind's N was set, e.g. ``from --max-recompiles`` or ``marker on the test``; None if not known."""
         return next((where for key, where in self.sources if key == kind.key), None)
 
+    def counts_user_only(self, kind: BudgetKind) -> bool:
+        """Whether this kind's budget counts only the user's events (graph breaks outside torch)."""
+        return self.user_only and USER_ONLY in kind.keywords
+
     def describe(self, kind: BudgetKind = RECOMPILES) -> str:
         """The budget as a marker call and where it was set, e.g. ``max_recompiles(0) (from --max-recompiles)``."""
         source = self.source(kind)
-        return f"{kind.marker}({self.allowed(kind)})" + (f" ({source})" if source else "")
+        keyword = f", {USER_ONLY}=True" if self.counts_user_only(kind) else ""
+        return f"{kind.marker}({self.allowed(kind)}{keyword})" + (f" ({source})" if source else "")
 
 
 def validate_count(value: object, what: str, form: str, measure: Measure = COUNT) -> Amount:
@@ -129,7 +150,8 @@ def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], kind: Bud
     if len(args) == 1 and not kwargs.keys() - kind.keywords and all(
         value is None or isinstance(value, bool) for value in kwargs.values()
     ) and (args[0] is None or kind.measure.takes(args[0])):  # the usual case, checked cheaply
-        return MarkerBudget(args[0], kwargs.get("isolate"), kwargs.get("strict"))
+        return MarkerBudget(args[0], kwargs.get("isolate"), kwargs.get("strict"),
+                            kwargs.get(USER_ONLY))
     shown = render_call(kind.marker, args, kwargs)
     form = kind.marker_form
     unknown = sorted(set(kwargs) - set(kind.keywords) - {"torch"})
@@ -142,7 +164,7 @@ def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], kind: Bud
         if value is not None and not isinstance(value, bool):
             raise BudgetUsageError(f"{shown}: {keyword} must be True or False, got {value!r}; use {form}")
     count = None if args[0] is None else validate_count(args[0], shown, form, kind.measure)
-    read = MarkerBudget(count, kwargs.get("isolate"), kwargs.get("strict"))
+    read = MarkerBudget(count, kwargs.get("isolate"), kwargs.get("strict"), kwargs.get(USER_ONLY))
     if "torch" in kwargs:
         _apply_torch_entries(read, kwargs["torch"], shown, kind)
     return read
@@ -173,18 +195,25 @@ def with_markers(default: RecompileBudget, markers: Mapping[str, MarkerBudget],
     """A test's budget: its markers (by kind key) over the run's defaults (ini and CLI).
 
     ``marked_on`` says, by kind key, where each marker was found (e.g. ``marker on class TestStep``).
+    A graph-break marker's ``user_only=`` wins over the run's.
     """
     recompile_marker = markers.get(RECOMPILES.key)
     isolate = recompile_marker.isolate if recompile_marker else None
     strict = recompile_marker.strict if recompile_marker else None
+    graph_break_marker = markers.get(GRAPH_BREAKS.key)
+    marked_user_only = graph_break_marker.user_only if graph_break_marker else None
+    user_only = default.user_only if marked_user_only is None else marked_user_only
     marked_on = marked_on or {}
-    key = (default, isolate, strict, *((kind_key, marker.count, marked_on.get(kind_key)) for kind_key, marker in markers.items()))
+    key = (default, isolate, strict, user_only,
+           *((kind_key, marker.count, marked_on.get(kind_key))
+             for kind_key, marker in markers.items()))
     # Most tests of a suite share a few budgets: made once each, not once per test.
     budget = _MERGED.get(key)
     if budget is None:
         sources = {**dict(default.sources), **marked_on}
-        budget = _MERGED[key] = RecompileBudget.of(
-            {kind.key: resolve(None, default.allowed(kind), markers.get(kind.key)) for kind in KINDS}, isolate, strict, sources)
+        allowed = {kind.key: resolve(None, default.allowed(kind), markers.get(kind.key))
+                   for kind in KINDS}
+        budget = _MERGED[key] = RecompileBudget.of(allowed, isolate, strict, sources, user_only)
     return budget
 
 

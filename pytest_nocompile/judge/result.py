@@ -13,7 +13,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from ..vocabulary.kinds import COUNTED_KINDS, KINDS, KINDS_BY_KEY, BudgetKind
+from ..vocabulary.kinds import COUNTED_KINDS, KINDS, KINDS_BY_KEY, USER_ONLY, BudgetKind
 from ..vocabulary.measures import Amount
 from .budget import RecompileBudget
 
@@ -56,7 +56,9 @@ class TestResult:
     the test ran (syncs without CUDA): its count is then no count (``null``
     in JSON, ``n/a`` in the table), not 0. ``lower_bounds`` says, by kind key,
     why a count is a lower bound (syncs of torch's C++ code not seen): ``>=``
-    in the table, ``lower_bound`` in JSON.
+    in the table, ``lower_bound`` in JSON. ``user_only``: the graph-break
+    budget counts only the breaks outside torch (``user breaks<=N`` in the
+    table, ``max_graph_breaks_user_only`` in JSON); ``counts`` are every break.
     """
 
     __test__ = False  # not a test class, whatever pytest collects
@@ -73,6 +75,7 @@ class TestResult:
     trace: Optional[str] = None
     unmeasured: Mapping[str, str] = field(default_factory=lambda: MEASURED)
     lower_bounds: Mapping[str, str] = field(default_factory=lambda: MEASURED)
+    user_only: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: what the JSON report holds per test, and what xdist carries."""
@@ -90,6 +93,7 @@ class TestResult:
             "trace": self.trace,
             **({"not_measured": dict(unmeasured)} if unmeasured else {}),
             **({"lower_bound": dict(self.lower_bounds)} if self.lower_bounds else {}),
+            **{_user_only_key(kind): True for kind in self._counted_user_only()},
         }
 
     @classmethod
@@ -108,7 +112,14 @@ class TestResult:
             trace=data.get("trace"),
             unmeasured=dict(data.get("not_measured") or MEASURED),
             lower_bounds=dict(data.get("lower_bound") or MEASURED),
+            user_only=any(data.get(_user_only_key(kind)) for kind in KINDS_WITH_USER_ONLY),
         )
+
+    def _counted_user_only(self) -> list[BudgetKind]:
+        """The kinds the test budgets that count only the user's events (breaks outside torch)."""
+        if not self.user_only:
+            return []
+        return [kind for kind in KINDS_WITH_USER_ONLY if self.budgets.get(kind.key) is not None]
 
     @property
     def failed(self) -> bool:
@@ -116,11 +127,22 @@ class TestResult:
         return self.verdict is Verdict.OVER or self.verdict is Verdict.BROKEN
 
     def budget_text(self) -> str:
-        """The summary table's budget cell, e.g. ``recompiles<=0, breaks<=1``."""
-        return ", ".join(kind.budget_cell(allowed) for kind in KINDS if (allowed := self.budgets.get(kind.key)) is not None) or "-"
+        """The summary table's budget cell, e.g. ``recompiles<=0, breaks<=1``
+        (``user breaks<=1``: only the user's graph breaks count)."""
+        mine = self._counted_user_only()
+        return ", ".join(("user " if kind in mine else "") + kind.budget_cell(allowed)
+                         for kind in KINDS
+                         if (allowed := self.budgets.get(kind.key)) is not None) or "-"
 
 
 KINDS_WITH_SHOWN = tuple(kind for kind in KINDS if kind.shown_signals and kind.shown_key)
+KINDS_WITH_USER_ONLY = tuple(kind for kind in KINDS if USER_ONLY in kind.keywords)
+
+
+def _user_only_key(kind: BudgetKind) -> str:
+    """The JSON key saying a test's budget of this kind counts only the user's events,
+    e.g. ``max_graph_breaks_user_only``."""
+    return f"{kind.marker}_{USER_ONLY}"
 
 
 def idle_result(budget: RecompileBudget, unmeasured: Optional[Mapping[str, str]] = None) -> TestResult:
@@ -136,6 +158,7 @@ def idle_result(budget: RecompileBudget, unmeasured: Optional[Mapping[str, str]]
         budgets=budget.by_key(),
         verdict=Verdict.WITHIN if budget.budgeted else Verdict.NO_BUDGET,
         unmeasured=unmeasured or MEASURED,
+        user_only=budget.user_only,
     )
 
 

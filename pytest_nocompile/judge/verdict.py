@@ -19,6 +19,7 @@ from .result import MEASURED, NO_DETAILS, TestResult, Verdict
 if TYPE_CHECKING:
     from ..record.snapshot import ProcessSnapshot, TestSnapshot
     from ..vocabulary.events import CodeLocation, GuardFailure, ProcessInfo, RecompileEvent
+    from ..vocabulary.graph_break_events import GraphBreakEvent
     from ..vocabulary.module_names import CompiledModule
     from .budget import RecompileBudget
     from .contracts import Contract
@@ -49,6 +50,15 @@ def kinds_over_budget(snapshot: TestSnapshot, budget: RecompileBudget,
     return tuple(key for key, _ in budget.limits if key in over)
 
 
+def budget_count(process: ProcessSnapshot, kind: BudgetKind, budget: RecompileBudget) -> Amount:
+    """A process's call-phase count of a kind as its budget counts it: with ``user_only``, the
+    graph breaks outside torch alone (the test's count, in its table row and JSON, stays every
+    break)."""
+    if budget.counts_user_only(kind):
+        return sum(1 for event in process.call_graph_breaks if not event.inside_torch)
+    return process.counts[kind.key]
+
+
 def processes_over_budget(snapshot: TestSnapshot, budget: RecompileBudget) -> list[tuple[ProcessSnapshot, tuple[str, ...]]]:
     """Each process over budget with the keys of its kinds over, in table order.
 
@@ -60,7 +70,9 @@ def processes_over_budget(snapshot: TestSnapshot, budget: RecompileBudget) -> li
     for process in snapshot.processes:
         limit_hit = bool(process.call_limit_hits)
         over = tuple(key for key, allowed in budget.limits
-                     if not KINDS_BY_KEY[key].is_floor and over_budget(KINDS_BY_KEY[key], process.counts[key], allowed, limit_hit=limit_hit))
+                     if not (kind := KINDS_BY_KEY[key]).is_floor
+                     and over_budget(kind, budget_count(process, kind, budget), allowed,
+                                     limit_hit=limit_hit))
         if over:
             found.append((process, over))
     return found
@@ -112,6 +124,7 @@ def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[
         shown={key: {signal: KINDS_BY_KEY[key].measure.for_json(total) for signal, total in totals.items()}
                for key, totals in snapshot.shown.items()},
         unmeasured=unmeasured or MEASURED,
+        user_only=budget.user_only,
         lower_bounds=_lower_bounds(snapshot) if _KINDS_WITH_LOWER_BOUNDS and any(process.health for process in snapshot.processes) else MEASURED,
     )
 
@@ -149,9 +162,20 @@ def _first_cause(snapshot: TestSnapshot, budget: RecompileBudget, over: tuple[st
                 if event.reasons:
                     return f"{event.code_name} recompiled: {str(event.reasons[0]).splitlines()[0]}"
         elif source == "graph_breaks":
-            for graph_break in process.call_graph_breaks:
-                return f"graph break: {graph_break.reason}"
-    return kind.headline(process.counts[kind.key], budget.allowed(kind) or 0, budget.describe(kind))
+            user_only = budget.counts_user_only(kind)
+            for graph_break in users_first(process.call_graph_breaks, user_only):
+                where = " inside torch" if graph_break.inside_torch else ""
+                return f"graph break{where}: {graph_break.reason}"
+    count = budget_count(process, kind, budget)
+    return kind.headline(count, budget.allowed(kind) or 0, budget.describe(kind))
+
+
+def users_first(graph_breaks: Sequence[GraphBreakEvent],
+                user_only: bool = False) -> list[GraphBreakEvent]:
+    """The graph breaks as a failure lists them: the user's first, then those inside torch
+    (none with ``user_only``)."""
+    users = [event for event in graph_breaks if not event.inside_torch]
+    return users if user_only else users + [event for event in graph_breaks if event.inside_torch]
 
 
 def _where(location: Optional[CodeLocation]) -> Optional[str]:
@@ -215,6 +239,7 @@ def _details(snapshot: TestSnapshot) -> dict[str, list[dict[str, Any]]]:
                 "user_code": _where(event.user_code),
                 "process": _process(event.process),
                 "module": _module(event.module),
+                "inside_torch": event.inside_torch,
             }
             for process in snapshot.processes for event in process.graph_breaks
         ],

@@ -8,7 +8,7 @@ from ..judge.guard_classes import classify
 from ..vocabulary.compile_cost import sum_by_signal
 from ..vocabulary.events import GuardFailure, HealthEvent, RecompileEvent, RecompileLimitHit, display_path
 from ..vocabulary.graph_break_events import GraphBreakEvent
-from ..vocabulary.kinds import KINDS, BudgetKind
+from ..vocabulary.kinds import KINDS, USER_ONLY, USER_ONLY_INI, USER_ONLY_OPTION, BudgetKind
 from ..vocabulary.measures import COUNT, Measure, plural
 
 if TYPE_CHECKING:
@@ -123,10 +123,34 @@ def format_limit_hits(hits: Iterable[RecompileLimitHit]) -> list[str]:
     return lines
 
 
-def format_graph_breaks(events: Sequence[GraphBreakEvent]) -> list[str]:
+def format_graph_breaks(events: Sequence[GraphBreakEvent], user_only: bool = False,
+                        counted: Optional[str] = None) -> list[str]:
+    """The user's graph breaks, then those inside torch after a line that says so: with
+    ``user_only`` not counted (numbered on their own), else counted (``counted``: what the line
+    adds, e.g. how a budget leaves them out)."""
+    mine = [event for event in events if not event.inside_torch]
+    torchs = [event for event in events if event.inside_torch]
+    if user_only:
+        lines = _graph_break_entries(mine, 1, len(mine))
+        if torchs:
+            lines.append(f"not counted (inside torch): {plural(len(torchs), 'graph break')}")
+            lines += _graph_break_entries(torchs, 1, len(torchs))
+        return lines
+    lines = _graph_break_entries(mine, 1, len(events))
+    if torchs:
+        note = f" ({counted})" if counted else ""
+        lines.append(f"inside torch: {plural(len(torchs), 'graph break')}{note}")
+        lines += _graph_break_entries(torchs, len(mine) + 1, len(events))
+    return lines
+
+
+def _graph_break_entries(events: Sequence[GraphBreakEvent], first: int, total: int) -> list[str]:
+    """One entry per graph break, numbered from ``first`` of ``total``: where, why, in what, from
+    which user line."""
     lines: list[str] = []
-    for index, event in enumerate(events, start=1):
-        lines.append(f"[{index}/{len(events)}] graph break at {display_path(event.filename)}:{event.line}")
+    for index, event in enumerate(events, start=first):
+        place = f"{display_path(event.filename)}:{event.line}"
+        lines.append(f"[{index}/{total}] graph break at {place}")
         lines.append(f"    reason: {event.reason}")
         if event.explanation:
             lines.append(f"    explanation: {event.explanation}")
@@ -165,10 +189,13 @@ def _shown_totals(kind: BudgetKind, health: Sequence[HealthEvent]) -> list[str]:
 
 def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent], limit_hits: Sequence[RecompileLimitHit],
             graph_breaks: Sequence[GraphBreakEvent], not_counted: Sequence[RecompileEvent] = (),
-            health: Sequence[HealthEvent] = (), health_not_counted: Sequence[HealthEvent] = ()) -> str:
+            health: Sequence[HealthEvent] = (), health_not_counted: Sequence[HealthEvent] = (),
+            budget_source: Optional[str] = None, user_only: bool = False) -> str:
     """A kind's failure: its headline, then the events its table entry says explain it (``health``: the events of its
     signals, listed, and of its shown signals, summed up in one line; ``health_not_counted``: its signals' events
-    outside the call phase, listed after them by a kind with lines of its own)."""
+    outside the call phase, listed after them by a kind with lines of its own; ``budget_source``:
+    where a graph-break budget was set, to say how it would leave out the breaks inside torch;
+    ``user_only``: it leaves them out)."""
     lines = [headline]
     if kind.events == "health":
         lines += [f"    a lower bound: {event.reason}" for event in health if event.what == kind.lower_bound_signal][:1]
@@ -191,8 +218,25 @@ def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent
                 lines.append(f"not counted (outside the call phase): {plural(len(not_counted), 'recompile')}")
                 lines += format_events(not_counted, with_phase=True)
         elif source == "graph_breaks":
-            lines += format_graph_breaks(graph_breaks)
+            torchs_note = None
+            if USER_ONLY in kind.keywords:
+                how = _how_to_leave_out(budget_source)
+                torchs_note = f"counted; {how} leaves them out" if how else "counted"
+            lines += format_graph_breaks(graph_breaks, user_only, torchs_note)
     return "\n".join(lines)
+
+
+def _how_to_leave_out(budget_source: Optional[str]) -> Optional[str]:
+    """What makes a graph-break budget set there (``from --max-graph-breaks``, ``marker on the
+    test``) count only the user's breaks: the option, the ini key or the marker's keyword; None for
+    a block assertion (no source)."""
+    if budget_source is None:
+        return None
+    if budget_source.startswith("from --"):
+        return USER_ONLY_OPTION
+    if budget_source.startswith("from "):  # an ini key, in the file or given with -o
+        return f"ini key {USER_ONLY_INI}"
+    return f"{USER_ONLY}=True"
 
 
 def format_budget_failure(snapshot: TestSnapshot, budget: RecompileBudget, over: Sequence[str], stance: Optional[str] = None) -> str:
@@ -204,7 +248,7 @@ def format_budget_failure(snapshot: TestSnapshot, budget: RecompileBudget, over:
     (``stance``: torch.compiler's stance when the call ended, when not the default).
     """
     from ..judge.floors import floor_count, why_too_few
-    from ..judge.verdict import processes_over_budget
+    from ..judge.verdict import budget_count, processes_over_budget
 
     # Without children the test's own process is the only one, and its headline names none.
     over_by_process = processes_over_budget(snapshot, budget) if snapshot.with_children else [(snapshot.own, tuple(over))]
@@ -212,11 +256,14 @@ def format_budget_failure(snapshot: TestSnapshot, budget: RecompileBudget, over:
     for process, kinds_over in over_by_process:
         label = f"{process.label}: " if snapshot.with_children else ""
         parts += [
-            explain(kind, label + kind.headline(process.counts[kind.key], budget.allowed(kind) or 0, budget.describe(kind)),
+            explain(kind, label + kind.headline(budget_count(process, kind, budget),
+                                                budget.allowed(kind) or 0, budget.describe(kind)),
                     process.call_recompiles, process.call_limit_hits, process.call_graph_breaks,
                     not_counted=[event for event in process.recompiles if event.phase == "setup"],
                     health=process.signals(kind.health_signals) + lower_bound(process, kind),
-                    health_not_counted=_outside_the_call(process, kind))
+                    health_not_counted=_outside_the_call(process, kind),
+                    budget_source=budget.source(kind) or "",
+                    user_only=budget.counts_user_only(kind))
             for kind in KINDS if kind.key in kinds_over and not kind.is_floor
         ]
     for kind in KINDS:

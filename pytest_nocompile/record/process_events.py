@@ -159,11 +159,15 @@ def recompile_event(message: str, phase: Phase, compile_id: Optional[str], user_
 
 
 def graph_break_event(message: str, phase: Phase) -> GraphBreakEvent:
-    """The graph break a message logs; one torch wrote in a form this parser does not know is still a graph break."""
+    """The graph break a message logs, told whether its place is inside torch; one torch wrote in
+    a form this parser does not know is still a graph break (the user's: a budget of the user's
+    breaks only counts it too)."""
+    from ..observe.user_code import is_torch_file
     from ..vocabulary.events import UnrecognisedMessage
     from ..vocabulary.graph_break_events import GraphBreakEvent, parse_graph_break_message
 
     try:
-        return parse_graph_break_message(message, phase)
+        event = parse_graph_break_message(message, phase)
     except UnrecognisedMessage:
         return GraphBreakEvent("?", 0, message.splitlines()[0] if message else "<unparsed>", None, message, phase)
+    return replace(event, inside_torch=True) if is_torch_file(event.filename) else event

@@ -30,7 +30,9 @@ class GraphBreakEvent:
     ``graph_break_id`` torch's stable id of the kind of graph break
     (``GB0059``, from the page it links to: torch 2.9 on) when given;
     ``module`` the module whose method dynamo was compiling, where it was one
-    (a module compiled whole: :mod:`.module_names`).
+    (a module compiled whole: :mod:`.module_names`); ``inside_torch`` whether
+    the break's place is in torch's own code (``optimizer.step()``'s), which
+    the user cannot change, rather than in theirs: set where it is recorded.
     """
 
     filename: str
@@ -43,6 +45,7 @@ class GraphBreakEvent:
     process: ProcessInfo | None = None  # None: the test's own process
     graph_break_id: str | None = None
     module: CompiledModule | None = None
+    inside_torch: bool = False
 
 
 # torch >= 2.6: "Graph break in user code at FILE:LINE", the reason ("Reason: ..." in 2.6,

@@ -153,6 +153,12 @@ class BudgetKind:
         return f"{counted} within {budget}, but dynamo hit its recompile limit"
 
 
+# The keyword of a kind whose events can be torch's own (graph breaks inside torch): True counts
+# only the user's; the option and ini key that say so for the run (a marker's keyword wins).
+USER_ONLY = "user_only"
+USER_ONLY_OPTION = "--nocompile-graph-breaks-user-only"
+USER_ONLY_INI = "nocompile_graph_breaks_user_only"
+
 RECOMPILES = BudgetKind(
     key="recompiles",
     marker="max_recompiles",
@@ -176,6 +182,9 @@ GRAPH_BREAKS = BudgetKind(
     counts="TorchDynamo graph breaks",
     column="graph breaks",
     short="breaks",
+    keywords=(USER_ONLY,),
+    keyword_help=" user_only=True counts only the graph breaks in your code, not those inside "
+    "torch (a compiled optimizer step's).",
     explained_by=("graph_breaks",),
     exceeded=GraphBreakBudgetExceeded,
 )

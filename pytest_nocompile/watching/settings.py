@@ -11,7 +11,7 @@ import pytest
 from ..judge.budget import BudgetUsageError, RecompileBudget, parse_option_count, resolve
 from ..judge.torch_support import installed_torch_lacks
 from ..output.summary import TABLE_CHOICES
-from ..vocabulary.kinds import KINDS
+from ..vocabulary.kinds import KINDS, USER_ONLY_INI
 from ..vocabulary.measures import COUNT, Amount, Measure
 
 if TYPE_CHECKING:
@@ -45,7 +45,13 @@ def _default_budget(config: pytest.Config) -> RecompileBudget:
         lacking = installed_torch_lacks(kind) if allowed[kind.key] is not None else None
         if lacking is not None:
             raise pytest.UsageError(f"{kind.option if cli is not None else f'ini key {kind.marker}'}: {lacking}")
-    return RecompileBudget.of(allowed, sources=sources)
+    return RecompileBudget.of(allowed, sources=sources, user_only=_graph_breaks_user_only(config))
+
+
+def _graph_breaks_user_only(config: pytest.Config) -> bool:
+    """Whether graph-break budgets count only the user's breaks, not those inside torch: the
+    option or the ini key (the option's dest is the ini key's name)."""
+    return bool(config.getoption(USER_ONLY_INI) or config.getini(USER_ONLY_INI))
 
 
 def _ini_source(config: pytest.Config, key: str) -> str:
