@@ -204,7 +204,7 @@ def test_merge_refuses_what_it_cannot_merge(pytester: pytest.Pytester) -> None:
     assert usage.returncode == 2 and "the following arguments are required: IN" in usage.stderr
 
 
-# -- a save never loses an entry without saying so (issue 42) ------------------------------------------------------
+# -- a save never loses an entry without saying so (issue 42) ---------------------------------
 
 MODEL_TESTS = '''
 import pytest
@@ -255,7 +255,8 @@ def test_quiet():
 
 def _project(pytester: pytest.Pytester, dynamic: bool = True) -> None:
     """A user's project: a tiny LM's tests beside an optimiser's, in tests/."""
-    tests = pytester.mkdir("tests") if not (pytester.path / "tests").exists() else pytester.path / "tests"
+    tests = pytester.path / "tests"
+    tests.mkdir(exist_ok=True)
     (tests / "test_model.py").write_text(MODEL_TESTS.format(dynamic=dynamic))
     (tests / "test_optim.py").write_text(OPTIM_TESTS)
 
@@ -267,7 +268,8 @@ def _save_line(result: pytest.RunResult) -> str:
     return lines[0]
 
 
-def test_saving_from_one_file_keeps_the_other_files_entries_and_says_so(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_saving_from_one_file_keeps_the_other_files_entries_and_says_so(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     _project(pytester)
     result = run("--nocompile-save=baseline.json")
     result.assert_outcomes(passed=5)
@@ -275,32 +277,39 @@ def test_saving_from_one_file_keeps_the_other_files_entries_and_says_so(pytester
     full = _saved(pytester)["torch"][MINOR]
     result = run("tests/test_model.py", "--nocompile-save=baseline.json")
     result.assert_outcomes(passed=3)
-    assert _save_line(result) == f"nocompile: baseline baseline.json (torch {MINOR}): 3 tests saved, 2 kept (not run)"
+    assert _save_line(result) == (f"nocompile: baseline baseline.json (torch {MINOR}): "
+                                  "3 tests saved, 2 kept (not run)")
     assert _saved(pytester)["torch"][MINOR] == full
     # The optimiser's tests are still gated: a full compare finds every test in the baseline.
     result = run("-p", "no:logging", "--nocompile-compare=baseline.json")
     assert result.ret == pytest.ExitCode.OK
-    expect_lines(result, [f"compared with the entries for torch {MINOR}", "no change against the baseline"])
+    expect_lines(result, [f"compared with the entries for torch {MINOR}",
+                          "no change against the baseline"])
 
 
-def test_the_replace_option_saves_only_the_tests_that_ran_and_says_how_many_it_dropped(pytester: pytest.Pytester,
-                                                                                       run: RunPytest) -> None:
+def test_the_replace_option_saves_only_the_tests_that_ran_and_says_how_many_it_dropped(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     _project(pytester)
     run("--nocompile-save=baseline.json").assert_outcomes(passed=5)
     document = _saved(pytester)
-    older = {"tests/test_optim.py::test_step": {"compiles": 2, "recompiles": 1, "graph_breaks": 0, "reasons": []}}
+    older = {"tests/test_optim.py::test_step": {"compiles": 2, "recompiles": 1, "graph_breaks": 0,
+                                                "reasons": []}}
     document["torch"]["2.4"] = older  # what a CI job on another torch saved
     (pytester.path / "baseline.json").write_text(json.dumps(document))
-    result = run("tests/test_model.py", "--nocompile-save=baseline.json", "--nocompile-save-replace")
+    result = run("tests/test_model.py", "--nocompile-save=baseline.json",
+                 "--nocompile-save-replace")
     result.assert_outcomes(passed=3)
-    assert _save_line(result) == f"nocompile: baseline baseline.json (torch {MINOR}): 3 tests saved, 2 dropped (not run)"
+    assert _save_line(result) == (f"nocompile: baseline baseline.json (torch {MINOR}): "
+                                  "3 tests saved, 2 dropped (not run)")
     after = _saved(pytester)["torch"]
-    assert sorted(after[MINOR]) == ["tests/test_model.py::test_forward[16]", "tests/test_model.py::test_forward[8]",
+    assert sorted(after[MINOR]) == ["tests/test_model.py::test_forward[16]",
+                                    "tests/test_model.py::test_forward[8]",
                                     "tests/test_model.py::test_generate"]
     assert after["2.4"] == older
 
 
-def test_a_failing_test_keeps_its_entry_unless_asked_and_the_save_says_so(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_failing_test_keeps_its_entry_unless_asked_and_the_save_says_so(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     _project(pytester)
     run("--nocompile-save=baseline.json").assert_outcomes(passed=5)
     generate = _saved(pytester)["torch"][MINOR]["tests/test_model.py::test_generate"]
@@ -308,11 +317,13 @@ def test_a_failing_test_keeps_its_entry_unless_asked_and_the_save_says_so(pytest
     _project(pytester, dynamic=False)  # every new length recompiles: over its budget
     result = run("-p", "no:logging", "--nocompile-save=baseline.json")
     result.assert_outcomes(passed=4, failed=1)
-    assert _save_line(result) == f"nocompile: baseline baseline.json (torch {MINOR}): 4 tests saved, 1 not saved (failed)"
+    assert _save_line(result) == (f"nocompile: baseline baseline.json (torch {MINOR}): "
+                                  "4 tests saved, 1 not saved (failed)")
     assert _saved(pytester)["torch"][MINOR]["tests/test_model.py::test_generate"] == generate
     # The baseline still gates it.
     result = run("-p", "no:logging", "--nocompile-compare=baseline.json")
-    expect_lines(result, ["tests/test_model.py::test_generate: compiles rose 1 -> 3, recompiles rose 0 -> 2"])
+    expect_lines(result, ["tests/test_model.py::test_generate: "
+                          "compiles rose 1 -> 3, recompiles rose 0 -> 2"])
     # Saved when asked.
     result = run("-p", "no:logging", "--nocompile-save=baseline.json", "--nocompile-save-failed")
     result.assert_outcomes(passed=4, failed=1)
@@ -321,7 +332,8 @@ def test_a_failing_test_keeps_its_entry_unless_asked_and_the_save_says_so(pytest
 
 
 @pytest.mark.parametrize("option", ["--nocompile-save-replace", "--nocompile-save-failed"])
-def test_a_save_option_without_a_save_is_a_usage_error(pytester: pytest.Pytester, run: RunPytest, option: str) -> None:
+def test_a_save_option_without_a_save_is_a_usage_error(
+        pytester: pytest.Pytester, run: RunPytest, option: str) -> None:
     pytester.makepyfile("def test_a(): pass")
     result = run(option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -348,8 +360,8 @@ def test_forward():
 '''
 
 
-def test_a_graph_break_against_the_baseline_names_the_module_as_the_failure_does(pytester: pytest.Pytester,
-                                                                                  run: RunPytest) -> None:
+def test_a_graph_break_against_the_baseline_names_the_module_as_the_failure_does(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_model=GRAPH_BREAKING_MODEL.format(debug="pass"))
     run("--nocompile-save=baseline.json").assert_outcomes(passed=1)
     pytester.makepyfile(test_model=GRAPH_BREAKING_MODEL.format(debug='print("debug")'))

@@ -72,7 +72,8 @@ def baseline_entry(counts: Mapping[str, Any], details: Mapping[str, list[dict[st
 
 @dataclass
 class SavedBaseline:
-    """What a save writes (``document``), and for the line that says so, how it treated this torch's entries."""
+    """What a save writes (``document``), and for the line that says so, what it did with this
+    torch's entries."""
 
     document: dict[str, Any]
     torch: str  # the torch major.minor whose entries it wrote
@@ -82,7 +83,8 @@ class SavedBaseline:
     failed: int = 0  # tests that failed, not saved (an entry they had is kept)
 
     def line(self, path: str) -> str:
-        """``nocompile: baseline PATH (torch 2.13): 7 tests saved, 6 kept (not run)``: one line, what is not 0."""
+        """``nocompile: baseline PATH (torch 2.13): 7 tests saved, 6 kept (not run)``: one line,
+        of what is not 0."""
         parts = [f"{plural(self.saved, 'test')} saved"]
         parts += [f"{self.kept} kept (not run)"] if self.kept else []
         parts += [f"{self.dropped} dropped (not run)"] if self.dropped else []
@@ -90,16 +92,22 @@ class SavedBaseline:
         return f"nocompile: baseline {path} (torch {self.torch}): {', '.join(parts)}"
 
 
-def saved_baseline(results: Mapping[str, TestResult], torch_version: str, previous: Optional[Baseline] = None,
-                   failed: Collection[str] = (), replace: bool = False) -> SavedBaseline:
-    """The file a save writes: this torch's entries from ``results`` but the ``failed`` tests', over ``previous``'s.
+def saved_baseline(
+    results: Mapping[str, TestResult], torch_version: str, previous: Optional[Baseline] = None,
+    failed: Collection[str] = (), replace: bool = False,
+) -> SavedBaseline:
+    """The file a save writes: this torch's entries from ``results`` (but the ``failed`` tests'),
+    over ``previous``'s.
 
-    Of ``previous``, it keeps the other torch versions' entries, the failed tests' and (unless ``replace``) those
-    of the tests that did not run. A counts-only baseline's entries are kept as this torch's.
+    Of ``previous``, it keeps the other torch versions' entries, the failed tests' and (unless
+    ``replace``) those of the tests that did not run. A counts-only baseline's entries are kept as
+    this torch's.
     """
     mine = torch_minor(torch_version)
     versions = {} if previous is None or previous.counts_only else dict(previous.versions)
-    before = {} if previous is None else previous.versions.get(ANY_TORCH if previous.counts_only else mine, {})
+    before: Entries = {}
+    if previous is not None:
+        before = previous.versions.get(ANY_TORCH if previous.counts_only else mine, {})
     not_saved = {nodeid for nodeid in failed if nodeid in results}
     not_run = {nodeid: entry for nodeid, entry in before.items() if nodeid not in results}
     entries = {} if replace else dict(not_run)
@@ -107,9 +115,9 @@ def saved_baseline(results: Mapping[str, TestResult], torch_version: str, previo
     entries.update((nodeid, baseline_entry(result.counts, result.details))
                    for nodeid, result in results.items() if nodeid not in not_saved)
     versions[mine] = entries
+    kept, dropped = (0, len(not_run)) if replace else (len(not_run), 0)
     return SavedBaseline(document_of(Baseline(versions)), mine, saved=len(results) - len(not_saved),
-                         kept=0 if replace else len(not_run), dropped=len(not_run) if replace else 0,
-                         failed=len(not_saved))
+                         kept=kept, dropped=dropped, failed=len(not_saved))
 
 
 def document_of(baseline: Baseline) -> dict[str, Any]:
@@ -122,8 +130,8 @@ def document_of(baseline: Baseline) -> dict[str, Any]:
 
 
 def previous_baseline(path: str) -> Optional[Baseline]:
-    """The baseline a save is about to write over, whose entries it keeps; None where there is none (no file, or
-    not a baseline: the save writes it anew)."""
+    """The baseline a save is about to write over, whose entries it keeps; None where there is none
+    (no file, or not a baseline: the save writes it anew)."""
     try:
         return load_baseline(path)
     except BaselineError:
@@ -354,7 +362,7 @@ def _graph_break_lines(event: dict[str, Any]) -> list[str]:
 
     lines = [f"    {_process_prefix(event)}graph break at {display_path(event['filename'])}:{event['line']}: {event['reason']}"]
     module = module_from_dict(event.get("module"))
-    if module is not None:  # what the failure names it by: the module's class and method, where it was compiled
+    if module is not None:  # as the failure names it: the module's class and method, and where
         lines.append(f"        compiling: {module.place}")
     if event.get("user_code"):
         lines.append(f"        user code: {event['user_code']}")

@@ -105,17 +105,19 @@ class Results:
             from ..output.baseline import previous_baseline, saved_baseline
 
             failed = () if settings.save_failed else self._failed_tests()
-            self.saved = saved_baseline(self.results, torch_version, previous_baseline(settings.save_path),
-                                        failed=failed, replace=settings.save_replace)
+            previous = previous_baseline(settings.save_path)
+            self.saved = saved_baseline(self.results, torch_version, previous, failed=failed,
+                                        replace=settings.save_replace)
             write_json_atomically(settings.save_path, self.saved.document)
 
     def _failed_tests(self) -> set[str]:
-        """The tests that failed or errored: what they counted is no baseline (a failed budget's counts are the
-        regression; a test stopped early counted only part)."""
+        """The tests that failed or errored: what they counted is no baseline (a failed budget's
+        counts are the regression; a test stopped early counted only part)."""
         from ..output.json_report import outcome_of
 
         outcomes = self._final_outcomes
-        return {nodeid for nodeid, reports in outcomes.items() if outcome_of(reports) in ("failed", "error")}
+        return {nodeid for nodeid, reports in outcomes.items()
+                if outcome_of(reports) in ("failed", "error")}
 
     def _say_why_the_run_failed(self, session: pytest.Session) -> None:
         """The run's last line, when counts rose against the baseline: it fails the run, whatever the tests did."""
@@ -145,7 +147,7 @@ class Results:
             terminalreporter.write_sep("=", f"nocompile baseline {settings.compare_path}")
             for line in self.comparison.lines():
                 terminalreporter.write_line(line)
-        if self.saved is not None and settings.save_path:  # a save says what it wrote, and what it kept or dropped
+        if self.saved is not None and settings.save_path:  # what it wrote, kept, dropped
             terminalreporter.write_line(self.saved.line(settings.save_path))
 
 
