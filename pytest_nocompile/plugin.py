@@ -61,7 +61,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write a baseline of per-test recompile, graph-break and compile counts; "
                     "the entries of tests that did not run or failed are kept")
     group.addoption("--nocompile-save-replace", action="store_true", default=False,
-                    help="with --nocompile-save: drop this torch's entries of tests not run")
+                    help="with --nocompile-save: drop this torch's entries of tests not in the run")
     group.addoption("--nocompile-save-failed", action="store_true", default=False,
                     help="with --nocompile-save: save the counts of tests that failed too")
     group.addoption("--nocompile-compare", metavar="PATH", default=None,

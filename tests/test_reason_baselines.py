@@ -331,6 +331,33 @@ def test_a_failing_test_keeps_its_entry_unless_asked_and_the_save_says_so(
     assert _saved(pytester)["torch"][MINOR]["tests/test_model.py::test_generate"]["recompiles"] == 2
 
 
+GPU_TESTS = '''
+import pytest
+import torch
+
+{skip}
+def test_fused_step():
+    step = torch.compile(lambda x, lr: x * lr, backend="eager")
+    for lr in (2, 3):
+        step(torch.ones(2), lr)
+'''
+
+
+def test_a_skipped_test_keeps_the_entry_a_run_that_ran_it_saved(pytester: pytest.Pytester,
+                                                                run: RunPytest) -> None:
+    pytester.makepyfile(test_gpu=GPU_TESTS.format(skip=""))
+    run("--nocompile-save=baseline.json").assert_outcomes(passed=1)
+    ran = _saved(pytester)["torch"][MINOR]["test_gpu.py::test_fused_step"]
+    assert ran["recompiles"] == 1
+    # On a runner without the GPU, the same torch: the test is skipped, and its entry stays.
+    pytester.makepyfile(test_gpu=GPU_TESTS.format(skip='@pytest.mark.skip(reason="no GPU")'))
+    result = run("--nocompile-save=baseline.json")
+    result.assert_outcomes(skipped=1)
+    assert _save_line(result) == (f"nocompile: baseline baseline.json (torch {MINOR}): "
+                                  "0 tests saved, 1 kept (not run)")
+    assert _saved(pytester)["torch"][MINOR]["test_gpu.py::test_fused_step"] == ran
+
+
 @pytest.mark.parametrize("option", ["--nocompile-save-replace", "--nocompile-save-failed"])
 def test_a_save_option_without_a_save_is_a_usage_error(
         pytester: pytest.Pytester, run: RunPytest, option: str) -> None:

@@ -142,6 +142,18 @@ def test_a_save_keeps_what_did_not_run_or_failed_and_its_line_says_how_many() ->
     assert first.line("b.json") == "nocompile: baseline b.json (torch 2.13): 1 test saved"
 
 
+def test_a_skipped_test_keeps_its_entry_and_one_without_gets_its_counts() -> None:
+    previous = Baseline({"2.13": {"t.py::unbudgeted": {"recompiles": 7}}})
+    for replace in (False, True):
+        saved = saved_baseline(RESULTS, "2.13.0+cpu", previous,
+                               skipped={"t.py::unbudgeted", "t.py::quiet"}, replace=replace)
+        entries = saved.document["torch"]["2.13"]
+        assert entries["t.py::unbudgeted"] == {"recompiles": 7}
+        assert entries["t.py::quiet"]["recompiles"] == 0
+        assert saved.line("b.json") == ("nocompile: baseline b.json (torch 2.13): "
+                                        "3 tests saved, 1 kept (not run)")
+
+
 def test_saving_over_a_counts_only_baseline_keeps_its_entries_as_this_torchs() -> None:
     gone = {"compiles": 1, "recompiles": 0, "graph_breaks": 0}
     previous = Baseline({ANY_TORCH: {"t.py::gone": gone}}, counts_only=True)

@@ -78,8 +78,8 @@ class SavedBaseline:
     document: dict[str, Any]
     torch: str  # the torch major.minor whose entries it wrote
     saved: int  # tests of the run whose entries it wrote
-    kept: int = 0  # entries of tests that did not run, kept
-    dropped: int = 0  # entries of tests that did not run, dropped (asked to replace)
+    kept: int = 0  # entries of tests that did not run (skipped, deselected, not collected), kept
+    dropped: int = 0  # entries of tests not in the run, dropped (asked to replace)
     failed: int = 0  # tests that failed, not saved (an entry they had is kept)
 
     def line(self, path: str) -> str:
@@ -94,14 +94,14 @@ class SavedBaseline:
 
 def saved_baseline(
     results: Mapping[str, TestResult], torch_version: str, previous: Optional[Baseline] = None,
-    failed: Collection[str] = (), replace: bool = False,
+    failed: Collection[str] = (), skipped: Collection[str] = (), replace: bool = False,
 ) -> SavedBaseline:
-    """The file a save writes: this torch's entries from ``results`` (but the ``failed`` tests'),
-    over ``previous``'s.
+    """The file a save writes: this torch's entries from ``results``, over ``previous``'s.
 
-    Of ``previous``, it keeps the other torch versions' entries, the failed tests' and (unless
-    ``replace``) those of the tests that did not run. A counts-only baseline's entries are kept as
-    this torch's.
+    Of ``previous``, it keeps the other torch versions' entries, the ``failed`` tests' (which it
+    does not save), the ``skipped`` tests' (saved where they had none) and, unless ``replace``, the
+    entries of tests not in ``results`` (deselected, not collected, or gone). A counts-only
+    baseline's entries are kept as this torch's.
     """
     mine = torch_minor(torch_version)
     versions = {} if previous is None or previous.counts_only else dict(previous.versions)
@@ -109,15 +109,20 @@ def saved_baseline(
     if previous is not None:
         before = previous.versions.get(ANY_TORCH if previous.counts_only else mine, {})
     not_saved = {nodeid for nodeid in failed if nodeid in results}
-    not_run = {nodeid: entry for nodeid, entry in before.items() if nodeid not in results}
-    entries = {} if replace else dict(not_run)
-    entries.update((nodeid, before[nodeid]) for nodeid in not_saved if nodeid in before)
+    # A skipped test did not run either: its entry stands, where it has one.
+    skipped_kept = {nodeid for nodeid in skipped if nodeid in results and nodeid in before}
+    skipped_kept -= not_saved
+    absent = {nodeid: entry for nodeid, entry in before.items() if nodeid not in results}
+    entries = {} if replace else dict(absent)
+    held = not_saved | skipped_kept  # in the run, but their entries stand
+    entries.update((nodeid, before[nodeid]) for nodeid in held if nodeid in before)
+    written = {nodeid: result for nodeid, result in results.items() if nodeid not in held}
     entries.update((nodeid, baseline_entry(result.counts, result.details))
-                   for nodeid, result in results.items() if nodeid not in not_saved)
+                   for nodeid, result in written.items())
     versions[mine] = entries
-    kept, dropped = (0, len(not_run)) if replace else (len(not_run), 0)
-    return SavedBaseline(document_of(Baseline(versions)), mine, saved=len(results) - len(not_saved),
-                         kept=kept, dropped=dropped, failed=len(not_saved))
+    kept, dropped = (0, len(absent)) if replace else (len(absent), 0)
+    return SavedBaseline(document_of(Baseline(versions)), mine, saved=len(written),
+                         kept=kept + len(skipped_kept), dropped=dropped, failed=len(not_saved))
 
 
 def document_of(baseline: Baseline) -> dict[str, Any]:

@@ -104,20 +104,22 @@ class Results:
         if settings.save_path:
             from ..output.baseline import previous_baseline, saved_baseline
 
-            failed = () if settings.save_failed else self._failed_tests()
+            # What a failed test counted is no baseline (a failed budget's counts are the
+            # regression; a test stopped early counted only part), nor is a skipped test's 0.
+            failed = () if settings.save_failed else self._tests_whose_outcome_is("failed", "error")
             previous = previous_baseline(settings.save_path)
             self.saved = saved_baseline(self.results, torch_version, previous, failed=failed,
+                                        skipped=self._tests_whose_outcome_is("skipped"),
                                         replace=settings.save_replace)
             write_json_atomically(settings.save_path, self.saved.document)
 
-    def _failed_tests(self) -> set[str]:
-        """The tests that failed or errored: what they counted is no baseline (a failed budget's
-        counts are the regression; a test stopped early counted only part)."""
+    def _tests_whose_outcome_is(self, *outcomes: str) -> set[str]:
+        """The tests whose outcome (pytest's word: ``failed``, ``error``, ``skipped`` ...) is one of
+        ``outcomes``."""
         from ..output.json_report import outcome_of
 
-        outcomes = self._final_outcomes
-        return {nodeid for nodeid, reports in outcomes.items()
-                if outcome_of(reports) in ("failed", "error")}
+        return {nodeid for nodeid, reports in self._final_outcomes.items()
+                if outcome_of(reports) in outcomes}
 
     def _say_why_the_run_failed(self, session: pytest.Session) -> None:
         """The run's last line, when counts rose against the baseline: it fails the run, whatever the tests did."""
