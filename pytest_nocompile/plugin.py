@@ -81,7 +81,12 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--nocompile-json", metavar="PATH", default=None,
                     help="write a JSON report of every test's compiles, recompiles and graph breaks")
     group.addoption("--nocompile-save", metavar="PATH", default=None,
-                    help="write a baseline of per-test recompile, graph-break and compile counts")
+                    help="write a baseline of per-test recompile, graph-break and compile counts; "
+                    "the entries of tests that did not run or failed are kept")
+    group.addoption("--nocompile-save-replace", action="store_true", default=False,
+                    help="with --nocompile-save: drop this torch's entries of tests not in the run")
+    group.addoption("--nocompile-save-failed", action="store_true", default=False,
+                    help="with --nocompile-save: save the counts of tests that failed too")
     group.addoption("--nocompile-compare", metavar="PATH", default=None,
                     help="fail the run when a test's recompiles, graph breaks or compiles rose against this baseline")
     group.addoption("--nocompile-trace-dir", metavar="DIR", default=None,

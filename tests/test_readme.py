@@ -203,7 +203,7 @@ def test_reference_names_every_option_ini_key_marker_fixture_and_public_name(pyt
     markers = set(re.findall(r"^@pytest\.mark\.((?:max|min|nocompile)_\w+|dynamic_dims|same_across_ranks)[(:]", run("--markers").stdout.str(),
                              flags=re.M))
     fixtures = set(re.findall(r"^(nocompile_\w+)", run("--fixtures").stdout.str(), flags=re.M))
-    assert len(options) == 24 and len(ini_keys) == 19 and len(markers) == 13 and len(fixtures) == 13
+    assert len(options) == 26 and len(ini_keys) == 19 and len(markers) == 13 and len(fixtures) == 13
     reference = reference_section()
     public = set(pytest_nocompile.__all__)
     missing = sorted(name for name in options | ini_keys | markers | fixtures | public if f"`{name}" not in reference)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from nocompile_testing import TORCH, RunPytest, expect_lines
+from nocompile_testing import PRINT_BREAK_REASON, TORCH, RunPytest, expect_lines
 
 MINOR = f"{TORCH[0]}.{TORCH[1]}"
 # Set by scripts/torch_matrix.py --baseline PATH: one file that every torch of the matrix saves into and compares with.
@@ -202,3 +202,205 @@ def test_merge_refuses_what_it_cannot_merge(pytester: pytest.Pytester) -> None:
     assert missing.returncode == 1 and missing.stderr.startswith("pytest-nocompile merge: cannot read missing.json: ")
     usage = _merge(pytester, "out.json")
     assert usage.returncode == 2 and "the following arguments are required: IN" in usage.stderr
+
+
+# -- a save never loses an entry without saying so (issue 42) ---------------------------------
+
+MODEL_TESTS = '''
+import pytest
+import torch
+
+
+class TinyLM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(64, 8)
+        self.head = torch.nn.Linear(8, 64)
+
+    def forward(self, idx):
+        return self.head(self.embed(idx))
+
+
+@pytest.mark.parametrize("seq", [8, 16])
+def test_forward(seq):
+    model = torch.compile(TinyLM(), backend="eager")
+    model(torch.randint(0, 64, (2, seq)))
+
+
+@pytest.mark.max_recompiles(0)
+def test_generate():
+    model = torch.compile(TinyLM(), backend="eager", dynamic={dynamic})
+    for seq in (8, 9, 10):
+        model(torch.randint(0, 64, (2, seq)))
+'''
+
+OPTIM_TESTS = '''
+import torch
+
+
+def scaled(grad, lr):
+    return grad * lr
+
+
+def test_step():
+    step = torch.compile(scaled, backend="eager")
+    for lr in (2, 3):
+        step(torch.ones(2), lr)
+
+
+def test_quiet():
+    pass
+'''
+
+
+def _project(pytester: pytest.Pytester, dynamic: bool = True) -> None:
+    """A user's project: a tiny LM's tests beside an optimiser's, in tests/."""
+    tests = pytester.path / "tests"
+    tests.mkdir(exist_ok=True)
+    (tests / "test_model.py").write_text(MODEL_TESTS.format(dynamic=dynamic))
+    (tests / "test_optim.py").write_text(OPTIM_TESTS)
+
+
+def _save_line(result: pytest.RunResult) -> str:
+    """The run's one line on what its save wrote."""
+    lines = [line for line in result.outlines if line.startswith("nocompile: baseline ")]
+    assert len(lines) == 1, result.stdout.str()
+    return lines[0]
+
+
+def test_saving_from_one_file_keeps_the_other_files_entries_and_says_so(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    _project(pytester)
+    result = run("--nocompile-save=baseline.json")
+    result.assert_outcomes(passed=5)
+    assert _save_line(result) == f"nocompile: baseline baseline.json (torch {MINOR}): 5 tests saved"
+    full = _saved(pytester)["torch"][MINOR]
+    result = run("tests/test_model.py", "--nocompile-save=baseline.json")
+    result.assert_outcomes(passed=3)
+    assert _save_line(result) == (f"nocompile: baseline baseline.json (torch {MINOR}): "
+                                  "3 tests saved, 2 kept (not run)")
+    assert _saved(pytester)["torch"][MINOR] == full
+    # The optimiser's tests are still gated: a full compare finds every test in the baseline.
+    result = run("-p", "no:logging", "--nocompile-compare=baseline.json")
+    assert result.ret == pytest.ExitCode.OK
+    expect_lines(result, [f"compared with the entries for torch {MINOR}",
+                          "no change against the baseline"])
+
+
+def test_the_replace_option_saves_only_the_tests_that_ran_and_says_how_many_it_dropped(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    _project(pytester)
+    run("--nocompile-save=baseline.json").assert_outcomes(passed=5)
+    document = _saved(pytester)
+    older = {"tests/test_optim.py::test_step": {"compiles": 2, "recompiles": 1, "graph_breaks": 0,
+                                                "reasons": []}}
+    document["torch"]["2.4"] = older  # what a CI job on another torch saved
+    (pytester.path / "baseline.json").write_text(json.dumps(document))
+    result = run("tests/test_model.py", "--nocompile-save=baseline.json",
+                 "--nocompile-save-replace")
+    result.assert_outcomes(passed=3)
+    assert _save_line(result) == (f"nocompile: baseline baseline.json (torch {MINOR}): "
+                                  "3 tests saved, 2 dropped (not run)")
+    after = _saved(pytester)["torch"]
+    assert sorted(after[MINOR]) == ["tests/test_model.py::test_forward[16]",
+                                    "tests/test_model.py::test_forward[8]",
+                                    "tests/test_model.py::test_generate"]
+    assert after["2.4"] == older
+
+
+def test_a_failing_test_keeps_its_entry_unless_asked_and_the_save_says_so(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    _project(pytester)
+    run("--nocompile-save=baseline.json").assert_outcomes(passed=5)
+    generate = _saved(pytester)["torch"][MINOR]["tests/test_model.py::test_generate"]
+    assert (generate["compiles"], generate["recompiles"]) == (1, 0)
+    _project(pytester, dynamic=False)  # every new length recompiles: over its budget
+    result = run("-p", "no:logging", "--nocompile-save=baseline.json")
+    result.assert_outcomes(passed=4, failed=1)
+    assert _save_line(result) == (f"nocompile: baseline baseline.json (torch {MINOR}): "
+                                  "4 tests saved, 1 not saved (failed)")
+    assert _saved(pytester)["torch"][MINOR]["tests/test_model.py::test_generate"] == generate
+    # The baseline still gates it.
+    result = run("-p", "no:logging", "--nocompile-compare=baseline.json")
+    expect_lines(result, ["tests/test_model.py::test_generate: "
+                          "compiles rose 1 -> 3, recompiles rose 0 -> 2"])
+    # Saved when asked.
+    result = run("-p", "no:logging", "--nocompile-save=baseline.json", "--nocompile-save-failed")
+    result.assert_outcomes(passed=4, failed=1)
+    assert _save_line(result) == f"nocompile: baseline baseline.json (torch {MINOR}): 5 tests saved"
+    assert _saved(pytester)["torch"][MINOR]["tests/test_model.py::test_generate"]["recompiles"] == 2
+
+
+GPU_TESTS = '''
+import pytest
+import torch
+
+{skip}
+def test_fused_step():
+    step = torch.compile(lambda x, lr: x * lr, backend="eager")
+    for lr in (2, 3):
+        step(torch.ones(2), lr)
+'''
+
+
+def test_a_skipped_test_keeps_the_entry_a_run_that_ran_it_saved(pytester: pytest.Pytester,
+                                                                run: RunPytest) -> None:
+    pytester.makepyfile(test_gpu=GPU_TESTS.format(skip=""))
+    run("--nocompile-save=baseline.json").assert_outcomes(passed=1)
+    ran = _saved(pytester)["torch"][MINOR]["test_gpu.py::test_fused_step"]
+    assert ran["recompiles"] == 1
+    # On a runner without the GPU, the same torch: the test is skipped, and its entry stays.
+    pytester.makepyfile(test_gpu=GPU_TESTS.format(skip='@pytest.mark.skip(reason="no GPU")'))
+    result = run("--nocompile-save=baseline.json")
+    result.assert_outcomes(skipped=1)
+    assert _save_line(result) == (f"nocompile: baseline baseline.json (torch {MINOR}): "
+                                  "0 tests saved, 1 kept (not run)")
+    assert _saved(pytester)["torch"][MINOR]["test_gpu.py::test_fused_step"] == ran
+
+
+@pytest.mark.parametrize("option", ["--nocompile-save-replace", "--nocompile-save-failed"])
+def test_a_save_option_without_a_save_is_a_usage_error(
+        pytester: pytest.Pytester, run: RunPytest, option: str) -> None:
+    pytester.makepyfile("def test_a(): pass")
+    result = run(option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {option} needs --nocompile-save=PATH"])
+
+
+GRAPH_BREAKING_MODEL = '''
+import torch
+
+
+class TinyLM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(64, 8)
+
+    def forward(self, idx):
+        {debug}
+        return self.embed(idx)
+
+
+def test_forward():
+    model = torch.compile(TinyLM(), backend="eager")
+    model(torch.randint(0, 64, (2, 8)))
+'''
+
+
+def test_a_graph_break_against_the_baseline_names_the_module_as_the_failure_does(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_model=GRAPH_BREAKING_MODEL.format(debug="pass"))
+    run("--nocompile-save=baseline.json").assert_outcomes(passed=1)
+    pytester.makepyfile(test_model=GRAPH_BREAKING_MODEL.format(debug='print("debug")'))
+    result = run("-p", "no:logging", "--max-graph-breaks=0", "--nocompile-compare=baseline.json")
+    result.assert_outcomes(failed=1)
+    expect_lines(result, [  # the failure
+        "    compiling: TinyLM.forward (compiled at test_model.py:15)",
+        "    user code: test_model.py:10 in forward: print(\"debug\")",
+    ])
+    expect_lines(result, [  # the baseline's comparison
+        "test_model.py::test_forward: new reason: graph break in forward (test_model.py): *",
+        f"    graph break at test_model.py:10: {PRINT_BREAK_REASON}",
+        "        compiling: TinyLM.forward (compiled at test_model.py:15)",
+        "        user code: test_model.py:10 in forward: print(\"debug\")",
+    ])

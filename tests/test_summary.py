@@ -9,7 +9,14 @@ import pytest
 
 from pytest_nocompile.judge.budget import RecompileBudget
 from pytest_nocompile.judge.result import TestResult, Verdict, idle_result
-from pytest_nocompile.output.baseline import BaselineError, baseline_document, compare, load_baseline
+from pytest_nocompile.output.baseline import (
+    ANY_TORCH,
+    Baseline,
+    BaselineError,
+    compare,
+    load_baseline,
+    saved_baseline,
+)
 from pytest_nocompile.output.json_report import json_document, outcome_of
 from pytest_nocompile.output.summary import LONG_TABLE, summary_lines
 from pytest_nocompile.vocabulary.kinds import KINDS
@@ -94,7 +101,7 @@ def test_outcomes(reports: list[tuple[str, str, bool]], outcome: str) -> None:
 
 def test_baseline_round_trip_and_comparison(tmp_path: Path) -> None:
     path = tmp_path / "baseline.json"
-    path.write_text(json.dumps(baseline_document(RESULTS, "2.13.0+cpu")))
+    path.write_text(json.dumps(saved_baseline(RESULTS, "2.13.0+cpu").document))
     saved = load_baseline(str(path))
     assert saved.versions["2.13"]["t.py::over"] == {"compiles": 3, "recompiles": 1, "graph_breaks": 1, "cudagraph_rerecords": 0,
                                                     "cudagraph_skips": 0, "reasons": []}
@@ -110,6 +117,52 @@ def test_baseline_round_trip_and_comparison(tmp_path: Path) -> None:
     ]
     assert comparison.verdict("b.json") == "2 counts rose against the baseline b.json, in 1 test (listed above)"
     assert compare(saved, RESULTS, "2.13.0").lines() == ["compared with the entries for torch 2.13", "no change against the baseline"]
+
+
+def test_a_save_keeps_what_did_not_run_or_failed_and_its_line_says_how_many() -> None:
+    previous = Baseline({"2.13": {"t.py::gone": {"recompiles": 4}, "t.py::over": {"recompiles": 0}},
+                         "2.4": {"t.py::gone": {"recompiles": 5}}})
+    saved = saved_baseline(RESULTS, "2.13.0+cpu", previous,
+                           failed={"t.py::over", "t.py::not_a_result"})
+    entries = saved.document["torch"]
+    assert sorted(entries["2.13"]) == ["t.py::gone", "t.py::over", "t.py::quiet",
+                                       "t.py::unbudgeted", "t.py::within"]
+    assert entries["2.13"]["t.py::gone"] == {"recompiles": 4}
+    assert entries["2.13"]["t.py::over"] == {"recompiles": 0}
+    assert entries["2.4"] == {"t.py::gone": {"recompiles": 5}}
+    assert saved.line("b.json") == ("nocompile: baseline b.json (torch 2.13): "
+                                    "3 tests saved, 1 kept (not run), 1 not saved (failed)")
+    replaced = saved_baseline(RESULTS, "2.13.0+cpu", previous, failed={"t.py::over"}, replace=True)
+    assert sorted(replaced.document["torch"]["2.13"]) == ["t.py::over", "t.py::quiet",
+                                                          "t.py::unbudgeted", "t.py::within"]
+    assert replaced.document["torch"]["2.4"] == {"t.py::gone": {"recompiles": 5}}
+    assert replaced.line("b.json") == ("nocompile: baseline b.json (torch 2.13): "
+                                       "3 tests saved, 1 dropped (not run), 1 not saved (failed)")
+    first = saved_baseline({"t.py::quiet": RESULTS["t.py::quiet"]}, "2.13.0+cpu")
+    assert first.line("b.json") == "nocompile: baseline b.json (torch 2.13): 1 test saved"
+
+
+def test_a_skipped_test_keeps_its_entry_and_one_without_gets_its_counts() -> None:
+    previous = Baseline({"2.13": {"t.py::unbudgeted": {"recompiles": 7}}})
+    for replace in (False, True):
+        saved = saved_baseline(RESULTS, "2.13.0+cpu", previous,
+                               skipped={"t.py::unbudgeted", "t.py::quiet"}, replace=replace)
+        entries = saved.document["torch"]["2.13"]
+        assert entries["t.py::unbudgeted"] == {"recompiles": 7}
+        assert entries["t.py::quiet"]["recompiles"] == 0
+        assert saved.line("b.json") == ("nocompile: baseline b.json (torch 2.13): "
+                                        "3 tests saved, 1 kept (not run)")
+
+
+def test_saving_over_a_counts_only_baseline_keeps_its_entries_as_this_torchs() -> None:
+    gone = {"compiles": 1, "recompiles": 0, "graph_breaks": 0}
+    previous = Baseline({ANY_TORCH: {"t.py::gone": gone}}, counts_only=True)
+    saved = saved_baseline(RESULTS, "2.13.0+cpu", previous)
+    assert saved.document["format"] == "pytest-nocompile-baseline/2"
+    assert list(saved.document["torch"]) == ["2.13"]
+    assert saved.document["torch"]["2.13"]["t.py::gone"] == gone
+    assert saved.line("b.json") == ("nocompile: baseline b.json (torch 2.13): "
+                                    "4 tests saved, 1 kept (not run)")
 
 
 @pytest.mark.parametrize("tests", [{"t": {"recompiles": "1"}}, {"t": {}}, {"t": {"compiles": True, "recompiles": 0}}, []])

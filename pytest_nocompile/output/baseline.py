@@ -5,8 +5,11 @@ counts (which kinds, from the budget kinds' table) and the reasons behind
 them (:mod:`..reasons`: what recompiled and which class of guard failed,
 each graph break's kind). A run compares with its own torch's entries, else
 the nearest older torch's (else the nearest newer), and says which. Saving
-replaces the entries of the torch that ran and keeps the others, so one file
-serves a suite that runs on several torch versions.
+writes the entries of the tests that ran, for the torch that ran: it keeps
+the other torch versions' entries, so one file serves a suite that runs on
+several torch versions, and this torch's entries of tests that did not run
+(a subset, a shard) or failed (unless asked), so no test loses its entry
+without the save's line saying so.
 
 A count that rose, or a reason that is new, fails the run; a reason that is
 gone, a count that fell, a new test are reported only. A baseline of format 1
@@ -19,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional
 
 from ..judge.installed_versions import major_minor
 from ..judge.reasons import call_reasons, reasons_with_events
@@ -67,11 +70,59 @@ def baseline_entry(counts: Mapping[str, Any], details: Mapping[str, list[dict[st
     return {**{key: counts.get(key) for key in GATED}, "reasons": call_reasons(details)}
 
 
-def baseline_document(results: dict[str, TestResult], torch_version: str, previous: Optional[Baseline] = None) -> dict[str, Any]:
-    """The file to write: this torch's entries from ``results``, and ``previous``'s for other torch versions."""
+@dataclass
+class SavedBaseline:
+    """What a save writes (``document``), and for the line that says so, what it did with this
+    torch's entries."""
+
+    document: dict[str, Any]
+    torch: str  # the torch major.minor whose entries it wrote
+    saved: int  # tests of the run whose entries it wrote
+    kept: int = 0  # entries of tests that did not run (skipped, deselected, not collected), kept
+    dropped: int = 0  # entries of tests not in the run, dropped (asked to replace)
+    failed: int = 0  # tests that failed, not saved (an entry they had is kept)
+
+    def line(self, path: str) -> str:
+        """``nocompile: baseline PATH (torch 2.13): 7 tests saved, 6 kept (not run)``: one line,
+        of what is not 0."""
+        parts = [f"{plural(self.saved, 'test')} saved"]
+        parts += [f"{self.kept} kept (not run)"] if self.kept else []
+        parts += [f"{self.dropped} dropped (not run)"] if self.dropped else []
+        parts += [f"{self.failed} not saved (failed)"] if self.failed else []
+        return f"nocompile: baseline {path} (torch {self.torch}): {', '.join(parts)}"
+
+
+def saved_baseline(
+    results: Mapping[str, TestResult], torch_version: str, previous: Optional[Baseline] = None,
+    failed: Collection[str] = (), skipped: Collection[str] = (), replace: bool = False,
+) -> SavedBaseline:
+    """The file a save writes: this torch's entries from ``results``, over ``previous``'s.
+
+    Of ``previous``, it keeps the other torch versions' entries, the ``failed`` tests' (which it
+    does not save), the ``skipped`` tests' (saved where they had none) and, unless ``replace``, the
+    entries of tests not in ``results`` (deselected, not collected, or gone). A counts-only
+    baseline's entries are kept as this torch's.
+    """
+    mine = torch_minor(torch_version)
     versions = {} if previous is None or previous.counts_only else dict(previous.versions)
-    versions[torch_minor(torch_version)] = {nodeid: baseline_entry(result.counts, result.details) for nodeid, result in sorted(results.items())}
-    return document_of(Baseline(versions))
+    before: Entries = {}
+    if previous is not None:
+        before = previous.versions.get(ANY_TORCH if previous.counts_only else mine, {})
+    not_saved = {nodeid for nodeid in failed if nodeid in results}
+    # A skipped test did not run either: its entry stands, where it has one.
+    skipped_kept = {nodeid for nodeid in skipped if nodeid in results and nodeid in before}
+    skipped_kept -= not_saved
+    absent = {nodeid: entry for nodeid, entry in before.items() if nodeid not in results}
+    entries = {} if replace else dict(absent)
+    held = not_saved | skipped_kept  # in the run, but their entries stand
+    entries.update((nodeid, before[nodeid]) for nodeid in held if nodeid in before)
+    written = {nodeid: result for nodeid, result in results.items() if nodeid not in held}
+    entries.update((nodeid, baseline_entry(result.counts, result.details))
+                   for nodeid, result in written.items())
+    versions[mine] = entries
+    kept, dropped = (0, len(absent)) if replace else (len(absent), 0)
+    return SavedBaseline(document_of(Baseline(versions)), mine, saved=len(written),
+                         kept=kept + len(skipped_kept), dropped=dropped, failed=len(not_saved))
 
 
 def document_of(baseline: Baseline) -> dict[str, Any]:
@@ -84,13 +135,12 @@ def document_of(baseline: Baseline) -> dict[str, Any]:
 
 
 def previous_baseline(path: str) -> Optional[Baseline]:
-    """The baseline a save is about to replace, whose other torch versions' entries it keeps; None where there is
-    none of format 2 (no file, a counts-only one, or not a baseline: the save writes it anew, as format 1 did)."""
+    """The baseline a save is about to write over, whose entries it keeps; None where there is none
+    (no file, or not a baseline: the save writes it anew)."""
     try:
-        found = load_baseline(path)
+        return load_baseline(path)
     except BaselineError:
         return None
-    return None if found.counts_only else found
 
 
 def load_baseline(path: str) -> Baseline:
@@ -313,8 +363,12 @@ def _recompile_lines(event: dict[str, Any], reason: Optional[dict[str, Any]] = N
 
 def _graph_break_lines(event: dict[str, Any]) -> list[str]:
     from ..vocabulary.events import display_path
+    from ..vocabulary.module_names import module_from_dict
 
     lines = [f"    {_process_prefix(event)}graph break at {display_path(event['filename'])}:{event['line']}: {event['reason']}"]
+    module = module_from_dict(event.get("module"))
+    if module is not None:  # as the failure names it: the module's class and method, and where
+        lines.append(f"        compiling: {module.place}")
     if event.get("user_code"):
         lines.append(f"        user code: {event['user_code']}")
     return lines

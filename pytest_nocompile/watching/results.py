@@ -11,7 +11,7 @@ from ..output.summary import summary_lines
 
 if TYPE_CHECKING:
     from ..judge.budget import RecompileBudget
-    from ..output.baseline import Comparison
+    from ..output.baseline import Comparison, SavedBaseline
     from .settings import RunSettings
 
 
@@ -22,6 +22,7 @@ class Results:
         self.settings = settings
         self.results: dict[str, TestResult] = {}
         self.comparison: Optional[Comparison] = None
+        self.saved: Optional[SavedBaseline] = None  # what --nocompile-save wrote
         self.failed_by_baseline_alone = False  # every test passed, and counts rose against the baseline
         # (when, outcome, was_xfail) of the reports that were not plain passes:
         # of the test now running, and of each finished test that had any.
@@ -101,9 +102,24 @@ class Results:
             regressions = self.comparison.regressions() if self.comparison is not None else {}
             write_json_atomically(settings.json_path, json_document(self.results, self._final_outcomes, versions, regressions))
         if settings.save_path:
-            from ..output.baseline import baseline_document, previous_baseline
+            from ..output.baseline import previous_baseline, saved_baseline
 
-            write_json_atomically(settings.save_path, baseline_document(self.results, torch_version, previous_baseline(settings.save_path)))
+            # What a failed test counted is no baseline (a failed budget's counts are the
+            # regression; a test stopped early counted only part), nor is a skipped test's 0.
+            failed = () if settings.save_failed else self._tests_whose_outcome_is("failed", "error")
+            previous = previous_baseline(settings.save_path)
+            self.saved = saved_baseline(self.results, torch_version, previous, failed=failed,
+                                        skipped=self._tests_whose_outcome_is("skipped"),
+                                        replace=settings.save_replace)
+            write_json_atomically(settings.save_path, self.saved.document)
+
+    def _tests_whose_outcome_is(self, *outcomes: str) -> set[str]:
+        """The tests whose outcome (pytest's word: ``failed``, ``error``, ``skipped`` ...) is one of
+        ``outcomes``."""
+        from ..output.json_report import outcome_of
+
+        return {nodeid for nodeid, reports in self._final_outcomes.items()
+                if outcome_of(reports) in outcomes}
 
     def _say_why_the_run_failed(self, session: pytest.Session) -> None:
         """The run's last line, when counts rose against the baseline: it fails the run, whatever the tests did."""
@@ -133,6 +149,8 @@ class Results:
             terminalreporter.write_sep("=", f"nocompile baseline {settings.compare_path}")
             for line in self.comparison.lines():
                 terminalreporter.write_line(line)
+        if self.saved is not None and settings.save_path:  # what it wrote, kept, dropped
+            terminalreporter.write_line(self.saved.line(settings.save_path))
 
 
 class ControllerReports:

@@ -142,6 +142,9 @@ class RunSettings:
         self.default_budget = _default_budget(config)
         self.json_path: Optional[str] = config.getoption("nocompile_json")
         self.save_path: Optional[str] = config.getoption("nocompile_save")
+        # Drop the entries of tests that did not run; save failed tests' counts too.
+        self.save_replace = bool(config.getoption("nocompile_save_replace"))
+        self.save_failed = bool(config.getoption("nocompile_save_failed"))
         self.compare_path: Optional[str] = config.getoption("nocompile_compare")
         self.report_requested = bool(config.getoption("nocompile_report"))
         # Where failing tests' structured traces are kept (None: off); the user's own TORCH_TRACE leaves it unused.
@@ -164,6 +167,11 @@ class RunSettings:
                 pass
 
     def _check_output_paths(self) -> None:
+        save_options = {"--nocompile-save-replace": self.save_replace,
+                        "--nocompile-save-failed": self.save_failed}
+        for option, given in save_options.items():
+            if given and not self.save_path:  # else ignored: the user would think it saved
+                raise pytest.UsageError(f"{option} needs --nocompile-save=PATH")
         for option, path in (("--nocompile-json", self.json_path), ("--nocompile-save", self.save_path)):
             if not path:
                 continue
