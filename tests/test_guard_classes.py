@@ -63,6 +63,7 @@ def test_every_recorded_guard_has_its_class_and_subject(recording: str) -> None:
     ("___check_obj_id(L['self'].training, 7685824)", "python bool self.training"),
     ("s == 'a'", "python value s"),
     ("tensor 'x' stride mismatch at index 0. expected 3, actual 1", "stride x dim 0"),
+    ("idx.stride()[0] == idx.size()[1]", "stride idx dim 0"),  # dynamic sizes' strides (torch 2.13)
     ("tensor 'x' rank mismatch. expected 1, actual 2", "tensor rank x"),
     ("tensor 'x' device mismatch. expected cpu, actual cuda:0", "device x"),
     ("tensor 'x' dispatch key set mismatch. expected DispatchKeySet(CPU), actual DispatchKeySet(CPU, AutogradCPU)", "dispatch keys x"),

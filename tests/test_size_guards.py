@@ -51,6 +51,22 @@ def test_size_guard_causes(guard: str, source: str | None, cause: str) -> None:
     assert found is not None and found.cause == cause and found.tensor == "x"
 
 
+# A (batch, seq) input at seq 0: a contiguous (3, 0) tensor has strides (1, 1), and dynamo's guard
+# of its strides by its sizes fails (2.13: "unknown source idx.stride()[0], please file a bug").
+STRIDE_GUARDS = ["idx.stride()[0] == idx.size()[1]", "L['idx'].stride()[0] == L['idx'].size()[1]"]
+
+
+@pytest.mark.parametrize("guard", STRIDE_GUARDS)
+def test_a_stride_guard_at_size_0_or_1_is_dynamos_own_0_1_specialisation(guard: str) -> None:
+    failure = GuardFailure(guard, source="(unknown source idx.stride()[0], please file a bug)")
+    for call_size in (0, 1):
+        found = size_guard(failure, call_size)
+        assert found is not None
+        assert (found.tensor, found.dim, found.cause, found.size) == ("idx", 1, ZERO_ONE, call_size)
+    # At another size, or where the size is not known, it is about the tensor's layout, not a size.
+    assert size_guard(GuardFailure(guard), 8) is None and size_guard(GuardFailure(guard)) is None
+
+
 def test_guards_on_anything_but_a_size_are_not_size_guards() -> None:
     for guard in ("n == 2", "tensor 'x' dtype mismatch. expected Float, actual Double", "___check_obj_id(self, 1)"):
         assert size_guard(GuardFailure(guard)) is None

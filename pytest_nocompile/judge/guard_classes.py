@@ -21,7 +21,8 @@ from typing import Optional
 
 # torch up to 2.6 names locals L['x'] and globals G['x']; later torch names them bare (globals still G['x']).
 _SCOPED_NAME = re.compile(r"\b[LG]\['([^'\]]+)'\]")
-_SIZE = re.compile(r"^(?P<tensor>.+?)\.size\(\)\[(?P<dim>\d+)\]$")
+# A tensor's size or stride in a symbolic guard: x.size()[0], x.stride()[0].
+_DIM_OF = re.compile(r"^(?P<tensor>.+?)\.(?:size|stride)\(\)\[(?P<dim>\d+)\]$")
 _FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*(?:e[-+]?\d+)?|\d*\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+|inf|nan)$", re.IGNORECASE)
 _INT = re.compile(r"^[-+]?\d+$")
 
@@ -85,7 +86,11 @@ GUARD_CLASSES: tuple[GuardClass, ...] = (
                                       r"^-?\d+ (?:[!=]=|<=?|>=?) (?P<size>[^ ]+?\.size\(\)\[\d+\])$",
                                       r"^(?:Eq|Ne|Lt|Le|Gt|Ge)\((?P<size>[^ ,]+?\.size\(\)\[\d+\]), -?\d+\)$"),
                SIZE_COMPARED_FIX),
-    GuardClass("stride", _rows(r"^tensor '(?P<tensor>.+?)' stride mismatch at index (?P<dim>\d+)")),
+    # A static stride's mismatch, or a stride that a dynamic-shape guard derives from sizes:
+    # x.stride()[0] == x.size()[1] (it fails at a size 0: a contiguous (3, 0) tensor has strides
+    # (1, 1)).
+    GuardClass("stride", _rows(r"^tensor '(?P<tensor>.+?)' stride mismatch at index (?P<dim>\d+)",
+                               r"^(?P<stride>[^ ]+?\.stride\(\)\[\d+\]) == ")),
     GuardClass("tensor rank", _rows(r"^tensor '(?P<subject>.+?)' rank mismatch")),
     GuardClass("dtype", _rows(r"^tensor '(?P<subject>.+?)' dtype mismatch")),
     GuardClass("device", _rows(r"^tensor '(?P<subject>.+?)' device mismatch")),
@@ -128,8 +133,8 @@ def classify(guard: str) -> ClassifiedGuard:
 
 def _classified(row: GuardClass, groups: dict[str, Optional[str]]) -> ClassifiedGuard:
     subject, tensor, dim = groups.get("subject"), groups.get("tensor"), groups.get("dim")
-    size = groups.get("size")
-    if size is not None and (parts := _SIZE.match(size)) is not None:
+    size = groups.get("size") or groups.get("stride")
+    if size is not None and (parts := _DIM_OF.match(size)) is not None:
         tensor, dim = parts["tensor"], parts["dim"]
     if tensor is not None:
         subject = f"{tensor} dim {dim}" if dim is not None else tensor

@@ -21,7 +21,16 @@ the newest first. Those on a tensor's size (:mod:`.guard_classes`: ``size``,
   torch 2.4 adds no such comment (it names a line of its own), and there the
   form alone decides. A user's own ``if
   x.shape[0] >= 2`` guards the same way and is taken for dynamo's: torch
-  attributes it to the framework too.
+  attributes it to the framework too;
+- **a stride at a size 0 or 1**, where the caller knows the call's size (a
+  sweep): dynamo's own 0/1 specialisation too. A dynamic tensor's strides
+  are guarded as its sizes give them, ``idx.stride()[0] == idx.size()[1]``
+  (torch 2.13, a ``(batch, seq)`` input), but a contiguous ``(3, 0)``
+  tensor has strides ``(1, 1)``: torch counts a size 0 as 1 there, and the
+  guard fails at seq 0 (torch names no source for it: "unknown source ...
+  please file a bug"). The dim is the size the guard names. At another
+  size, or an unknown one, a stride guard is about the tensor's layout (a
+  transposed input), not a size, and is no size guard here.
 
 One recompile may carry several of these for one dim (one per cache entry);
 the strongest says why it recompiled: the user's code, then a static dim,
@@ -42,7 +51,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Optional
 
-from .guard_classes import SIZE_COMPARED_FIX, SIZE_FIX, ZERO_ONE_FIX, classify
+from .guard_classes import SIZE_COMPARED_FIX, SIZE_FIX, ZERO_ONE_FIX, classify, plain_names
 
 if TYPE_CHECKING:
     from ..vocabulary.events import CodeLocation, GuardFailure, RecompileEvent
@@ -52,6 +61,8 @@ STATIC = "static"  # the entry was compiled for one size
 ZERO_ONE = "0/1"  # dynamo's own specialisation of sizes 0 and 1
 _STRENGTH = {CODE: 3, STATIC: 2, ZERO_ONE: 1}
 _CLASS_CAUSES = {"size compared": CODE, "size": STATIC, "size 0/1": ZERO_ONE}
+_STRIDE_CLASS = "stride"  # dynamo's own at a size 0 or 1 (see above); else not a size's guard
+_SIZES_DYNAMO_SPECIALISES = (0, 1)
 
 _ACTUAL = re.compile(r"size mismatch at index \d+\. expected \d+, actual (?P<size>\d+)")
 _NOT_EQUAL = re.compile(r"\.size\(\)\[\d+\] != (?P<after>\d+)$|^(?P<before>\d+) != |^Ne\(.*, (?P<ne>\d+)\)$")
@@ -77,10 +88,16 @@ class SizeGuard:
     size: Optional[int] = None
 
 
-def size_guard(reason: GuardFailure) -> Optional[SizeGuard]:
-    """The failed guard as a guard on a tensor dim, or None when it guards something else."""
+def size_guard(reason: GuardFailure, call_size: Optional[int] = None) -> Optional[SizeGuard]:
+    """The failed guard as a guard on a tensor dim, or None when it guards something else.
+
+    ``call_size``: the size the call had, where the caller chose it (a sweep); at 0 or 1 a failed
+    stride guard is dynamo's own 0/1 specialisation of the size it names.
+    """
     text = (reason.named or reason.guard).strip()  # a module's arguments by the user's names (module_names)
     classified = classify(text)
+    if classified.name == _STRIDE_CLASS:
+        return _stride_guard(classified.tensor, classified.dim, text, reason, call_size)
     cause = _CLASS_CAUSES.get(classified.name)
     if cause is None or classified.tensor is None or classified.dim is None:
         return None
@@ -88,6 +105,19 @@ def size_guard(reason: GuardFailure) -> Optional[SizeGuard]:
     if cause == ZERO_ONE and _BOUND.search(text) and _MADE_IN_TORCH.search(source) and not _FRAMEWORK_NOTE.search(source):
         cause = CODE  # a bound the user's code set, where torch says so
     return SizeGuard(classified.tensor, classified.dim, cause, reason, _size_in(text))
+
+
+def _stride_guard(tensor: Optional[str], stride_dim: Optional[int], text: str, reason: GuardFailure,
+                  call_size: Optional[int]) -> Optional[SizeGuard]:
+    """A failed stride guard at a size 0 or 1 as dynamo's own specialisation of the dim whose size
+    it names (``idx.stride()[0] == idx.size()[1]``: dim 1; the stride's own dim where it names
+    none)."""
+    if tensor is None or stride_dim is None or call_size not in _SIZES_DYNAMO_SPECIALISES:
+        return None
+    size_of = rf"(?<![\w.]){re.escape(tensor)}\.size\(\)\[(?P<dim>\d+)\]"  # not self.idx's
+    named = re.search(size_of, plain_names(text))
+    dim = int(named["dim"]) if named is not None else stride_dim
+    return SizeGuard(tensor, dim, ZERO_ONE, reason, call_size)
 
 
 def _size_in(guard: str) -> Optional[int]:
@@ -143,12 +173,16 @@ class DimRecompile:
         return found
 
 
-def dims_recompiled(event: RecompileEvent) -> list[DimRecompile]:
-    """Each tensor dim the recompile's size guards name, with the strongest cause among them, in the order first named."""
+def dims_recompiled(event: RecompileEvent, call_size: Optional[int] = None) -> list[DimRecompile]:
+    """Each tensor dim the recompile's size guards name, with the strongest cause among them, in the
+    order first named.
+
+    ``call_size``: the size the call had, where the caller chose it (:func:`size_guard`).
+    """
     found: dict[tuple[str, int], SizeGuard] = {}
     sizes: dict[tuple[str, int], int] = {}
     for reason in event.reasons:
-        guard = size_guard(reason)
+        guard = size_guard(reason, call_size)
         if guard is None:
             continue
         key = (guard.tensor, guard.dim)

@@ -91,6 +91,22 @@ def module_compiled(code: CodeType, frame_locals: Any) -> Optional[CompiledModul
         return None
 
 
+def compiled_name(target: Any) -> Optional[str]:
+    """What ``target`` (``torch.compile``'s result or its argument) compiles, named as reports name
+    a module's method: ``TinyLM.forward`` for a module (``OptimizedModule`` taken off) or a bound
+    method of one; None for other code."""
+    from ..vocabulary.module_names import method_name
+
+    try:
+        target = getattr(target, "_orig_mod", target)  # torch.compile(module): an OptimizedModule
+        if not hasattr(target, "__self__"):  # torch.compile(module.method): wraps the bound method
+            target = getattr(target, "__wrapped__", target)
+        module, method = _module_and_method(target)
+        return None if module is None else method_name(_class_name(type(module)), method)
+    except Exception:  # an unusual object: the name is a nicety
+        return None
+
+
 def _class_name(cls: type) -> str:
     """The class the user wrote: the first of the module's classes that is not a wrapper's (the module's own class where
     every one before ``nn.Module`` is torch.distributed's, as a checkpoint wrapper's are)."""

@@ -66,7 +66,7 @@ class CompiledModule:
     @property
     def name(self) -> str:
         """``Sequential.forward``."""
-        return f"{self.class_name}.{self.method}"
+        return method_name(self.class_name, self.method)
 
     @property
     def place(self) -> str:
@@ -112,6 +112,11 @@ class CompiledModule:
         return {"class": self.class_name, "method": self.method, "filename": self.filename, "line": self.line,
                 "positional": list(self.positional), "keywords": list(self.keywords), "wrapped": self.wrapped,
                 "compiled_at": None if self.compiled_at is None else list(self.compiled_at)}
+
+
+def method_name(class_name: str, method: str) -> str:
+    """How reports name a module's method: ``Sequential.forward``."""
+    return f"{class_name}.{method}"
 
 
 def module_from_dict(fields: Any) -> Optional[CompiledModule]:

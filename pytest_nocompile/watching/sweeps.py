@@ -37,16 +37,19 @@ def sweep_sizes(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]
     branching on a size (with the line of the branch, where torch names
     it), a dim compiled static (no ``dynamic=True``, no ``mark_dynamic``:
     automatic dynamic's first recompile), or any other guard (a Python int
-    argument). Dynamo's own specialisation of sizes 0 and 1 is listed in
-    the error, not failed. Returns each call's size and recompiles.
+    argument). Dynamo's own specialisation of sizes 0 and 1 (its guards on
+    the size, and on a stride that a size 0 or 1 changed) is listed in the
+    error, not failed. A failing size that only ``edges`` adds says how to
+    leave it out. Returns each call's size and recompiles.
 
     ``fn`` is the compiled function (``torch.compile(f, dynamic=True)``);
     its cache is left as the sweep made it. Give ``edges`` to leave out an
     edge size the function cannot take. Outside pytest it works the same.
     """
     __tracebackhide__ = True
-    order = _sizes(sizes, "sizes")
-    order += [*_sizes(edges, "edges", allow_empty=True), order[0]]
+    chosen = _sizes(sizes, "sizes")
+    edge_sizes = _sizes(edges, "edges", allow_empty=True)
+    order = [*chosen, *edge_sizes, chosen[0]]
     from .assertions import own_capture
 
     swept: list[SweptSize] = []
@@ -59,10 +62,10 @@ def sweep_sizes(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]
             start = len(record.own.recompiles)
             fn(*arguments)
             new = tuple(record.own.recompiles[start:])
-            swept.append(SweptSize(size, new, all(_by_dynamo(event) for event in new)))
+            swept.append(SweptSize(size, new, all(_by_dynamo(event, size) for event in new)))
     failed = [step for step in swept if not step.by_dynamo]
     if failed:
-        raise AssertionError(_failure(fn, swept, failed))
+        raise AssertionError(_failure(_swept_name(fn), swept, failed, chosen, edge_sizes))
     return swept
 
 
@@ -73,24 +76,33 @@ def _sizes(values: Iterable[int], what: str, allow_empty: bool = False) -> list[
     return found
 
 
-def _by_dynamo(event: RecompileEvent) -> bool:
+def _by_dynamo(event: RecompileEvent, size: int) -> bool:
     """The recompile's size guards are all of dynamo's own 0/1 rule (and it has one): the other cache entries' guards on
     something else (a dtype, a duck-sized equality) failed too, but the size 0 or 1 is what recompiled it."""
     from ..judge.size_guards import ZERO_ONE, size_guard
 
-    return {guard.cause for guard in map(size_guard, event.reasons) if guard is not None} == {ZERO_ONE}
+    guards = [size_guard(reason, size) for reason in event.reasons]
+    return {guard.cause for guard in guards if guard is not None} == {ZERO_ONE}
 
 
-def _failure(fn: Callable[..., Any], swept: list[SweptSize], failed: list[SweptSize]) -> str:
+def _swept_name(fn: Callable[..., Any]) -> str:
+    """The function as failures name it: a module's ``TinyLM.forward``, not ``OptimizedModule``."""
+    from ..observe.compiled_modules import compiled_name
+
+    return compiled_name(fn) or getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def _failure(name: str, swept: list[SweptSize], failed: list[SweptSize], chosen: list[int],
+             edge_sizes: list[int]) -> str:
     from ..vocabulary.measures import plural
 
-    name = getattr(fn, "__name__", None) or type(fn).__name__
     order = ", ".join(str(step.size) for step in swept)
     sizes = ", ".join(str(step.size) for step in failed)
     lines = [f"sweep_sizes({name}): {plural(len(failed), 'size')} recompiled, not by dynamo's own 0/1 specialisation: {sizes} "
              f"(calls in order: sizes {order})"]
     for step in failed:
         lines += _step_lines(step, failing=True)
+    lines += _edges_line(name, [step.size for step in failed], chosen, edge_sizes)
     listed = [step for step in swept if step.recompiles and step.by_dynamo]
     if listed:
         lines.append("dynamo's own 0/1 specialisation, listed, not failed:")
@@ -99,18 +111,36 @@ def _failure(fn: Callable[..., Any], swept: list[SweptSize], failed: list[SweptS
     return "\n".join(lines)
 
 
+def _edges_line(name: str, failed: list[int], chosen: list[int],
+                edge_sizes: list[int]) -> list[str]:
+    """Where failing sizes are only the sweep's edges, how to leave them out: the function may never
+    be called at them (a sequence of length 0)."""
+    edges_only = [size for size in dict.fromkeys(failed)  # an edge given twice fails twice
+                  if size in edge_sizes and size not in chosen]
+    if not edges_only:
+        return []
+    kept = tuple(size for size in edge_sizes if size not in edges_only)
+    listed = " and ".join(map(str, edges_only))
+    if len(edges_only) == 1:
+        which, where, them = f"size {listed} is one of the edges", f"size {listed}", "it"
+    else:
+        which, where, them = f"sizes {listed} are edges", "them", "them"
+    return [f"    {which} the sweep adds (edges={tuple(edge_sizes)}), not of sizes: where {name} "
+            f"is never called at {where}, leave {them} out with edges={kept}"]
+
+
 def _step_lines(step: SweptSize, failing: bool) -> list[str]:
     from ..judge.size_guards import dims_recompiled
     from ..output.report import format_event
 
     lines = []
     for event in step.recompiles:
-        dims = [dim for dim in dims_recompiled(event) if dim.by_dynamo != failing]
+        dims = [dim for dim in dims_recompiled(event, step.size) if dim.by_dynamo != failing]
         if dims:
             for dim in dims:
                 lines += dim.lines(where=f"size {step.size}: ") if failing else [f"    size {step.size}: {event.code_name} recompiled: "
                                                                                  f"{dim.describe()}"]
-        elif failing and not _by_dynamo(event):  # a guard on something other than a size
+        elif failing and not _by_dynamo(event, step.size):  # a guard on something other than a size
             first, *rest = format_event(1, 1, event)
             lines += [f"    size {step.size}: {first.removeprefix('[1/1] ')}", *(f"    {line}" for line in rest)]
     return lines
