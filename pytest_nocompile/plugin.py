@@ -38,7 +38,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds the
         # budget options, whose names do not say whose they are.
         budget = f"{kind.noun} floor (fewest allowed)" if kind.is_floor else f"{kind.noun} budget"
-        group.addoption(kind.option, dest=kind.marker, type=count_argument(kind.option, kind.measure), default=None,
+        group.addoption(kind.option, dest=kind.marker, type=count_argument(kind.measure), default=None,
                         metavar=kind.measure.symbol,
                         help=f"nocompile: default {budget} for every test (ini: {kind.marker}); a marker overrides it")
         parser.addini(kind.marker, type="string", default=None,
