@@ -29,6 +29,7 @@ import pytest
 from ..judge.result import RESULT_ATTRIBUTE, TestResult, count_properties
 from ..observe import arrival, wanted_signals
 from ..record.record import RecompileRecord
+from ..vocabulary.kinds import COUNTED_KINDS
 from .planning import Plan, plan_key, plan_test, uses_a_nocompile_fixture
 from .watch import (
     WATCHES_KEY,
@@ -131,10 +132,14 @@ class Watcher:
             record.read_children_from(watch.reports)
         watch.trace = self.traces.begin(item) if self.traces is not None else None
         dynamo_here = arrival.dynamo_imported()
-        # A torch that is imported (or missing) but unusable fails a budget that cannot be checked.
-        problem = _dynamo_state().torch_problem() if dynamo_here or arrival.torch_imported_or_missing() else None
+        # A torch that is imported but unusable (too old) fails a budget that cannot be checked. Without
+        # torch (not installed, or its import blocked) nothing can compile: every count is a true 0.
+        problem = _dynamo_state().torch_problem() if arrival.torch_imported() else None
         if problem is not None:
-            pytest.fail(f"pytest-nocompile cannot watch {nodeid}: {problem}", pytrace=False)
+            if _judged(watch):
+                pytest.fail(f"pytest-nocompile cannot watch {nodeid}: {problem}", pytrace=False)
+            watch.problem = problem  # a report's test, no budget: it runs, and its counts are no counts
+            return record
         if dynamo_here:  # else nothing can have compiled yet: dynamo_arrived attaches the record
             if watch.plan is not None and watch.plan.isolate:
                 _dynamo_state().reset_dynamo()
@@ -227,7 +232,7 @@ class Watcher:
         record = watch.record
         assert record is not None
         contracts = watch.plan.contracts if watch.plan is not None else ()
-        judged = watch.budget.budgeted or bool(contracts)
+        judged = _judged(watch)
         if watch.problem is not None and judged:
             return f"pytest-nocompile cannot watch {item.nodeid}: {watch.problem}"
         if record.empty() and not watch.budget.has_floor:
@@ -347,6 +352,8 @@ class Watcher:
         plan = watch.plan
         # Kinds not measured here (syncs without CUDA) that its result shows: no count, rather than a 0.
         unmeasured = not_measured(plan.unmeasured_shown) if plan is not None and plan.unmeasured_shown else None
+        if watch.problem is not None:  # a report's test that torch kept the plugin from watching: nothing was measured
+            unmeasured = {kind.key: watch.problem for kind in COUNTED_KINDS}
         if empty:  # nothing compiled: the same result for every such test
             idle = plan.idle if plan is not None and not unmeasured else None
             if idle is None:
@@ -382,6 +389,11 @@ class Watcher:
         if plan.watched or uses_a_nocompile_fixture(item):
             return Watch(plan.budget, RecompileRecord(), plan=plan)
         return None
+
+
+def _judged(watch: Watch) -> bool:
+    """Whether a budget or a contract judges the test (else it is watched for a report alone)."""
+    return watch.budget.budgeted or (watch.plan is not None and bool(watch.plan.contracts))
 
 
 def _settle(record: RecompileRecord) -> None:
