@@ -17,7 +17,7 @@ import pytest
 
 from .output.summary import LONG_TABLE, TABLE_CHOICES
 from .vocabulary.kinds import CONTRACT_MARKER_HELP, KINDS
-from .watching import cudagraph_tests, fixtures
+from .watching import cudagraph_tests, fixtures, run_notices
 from .watching.results import ControllerReports, Results
 from .watching.run_watching import Watching
 from .watching.settings import DROP_TRACE_LOGS, SWITCHES, RunSettings, count_argument
@@ -97,6 +97,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     settings = RunSettings(config)
     results = Results(settings)
+    # Before the results: its summary lines come after their table (pytest calls the last registered first).
+    config.pluginmanager.register(run_notices, "nocompile-notices")
     config.pluginmanager.register(results, "nocompile-results")
     config.pluginmanager.register(Watching(config, settings, results), "nocompile-watching")
     config.pluginmanager.register(fixtures, "nocompile-fixtures")
