@@ -50,7 +50,7 @@ class Watch:
     """A watched test: its budget and record from setup on, or why its marker is unusable."""
 
     __slots__ = ("budget", "record", "usage_error", "plan", "over", "broken", "strict", "strict_patch", "problem", "reports", "attached",
-                 "closed", "nodeid", "item", "trace")
+                 "closed", "nodeid", "item", "trace", "reading")
 
     def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord], usage_error: Optional[str] = None,
                  plan: Optional[Plan] = None) -> None:
@@ -69,6 +69,8 @@ class Watch:
         self.nodeid = ""  # the test's, once opened
         self.item: Optional[pytest.Item] = None  # the test, once opened
         self.trace: Optional[TestTrace] = None  # its structured trace (--nocompile-trace-dir), once opened
+        # When its call began: the health signals wanted, and whether its record heard the sources that need no dynamo.
+        self.reading: Optional[tuple[frozenset[str], bool]] = None
 
 
 def why_not_measured(kind: BudgetKind) -> Optional[str]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 from types import ModuleType
-from typing import TYPE_CHECKING, Generator, Hashable, Optional
+from typing import TYPE_CHECKING, Generator, Hashable, Mapping, Optional
 
 import pytest
 
@@ -185,6 +185,8 @@ class Watcher:
         if watch.reports is not None:
             self.child_reports.enter(watch.reports, "call")  # type: ignore[union-attr]  # only processes started from here on count
         watch.record.start_call()
+        # What its call reads (the signals wanted now, and whether the record hears now): kinds it does not read have no count.
+        watch.reading = (wanted_signals.wanted_signals(), watch.attached or _attached_early(watch.record))
         if strict and watch.attached:  # else dynamo_arrived enters it if dynamo arrives in the call
             self._enter_strict(watch)
         try:
@@ -350,10 +352,7 @@ class Watcher:
         if properties:  # an earlier attempt's (pytest-rerunfailures) are on the same list: this attempt's replace them
             properties[:] = [prop for prop in properties if not str(prop[0]).startswith("nocompile_")]
         plan = watch.plan
-        # Kinds not measured here (syncs without CUDA) that its result shows: no count, rather than a 0.
-        unmeasured = not_measured(plan.unmeasured_shown) if plan is not None and plan.unmeasured_shown else None
-        if watch.problem is not None:  # a report's test that torch kept the plugin from watching: nothing was measured
-            unmeasured = {kind.key: watch.problem for kind in COUNTED_KINDS}
+        unmeasured = self._not_measured(watch, empty)
         if empty:  # nothing compiled: the same result for every such test
             idle = plan.idle if plan is not None and not unmeasured else None
             if idle is None:
@@ -373,6 +372,22 @@ class Watcher:
         if self.settings.is_worker:  # for the xdist controller, which gathers it as JSON
             setattr(report, RESULT_ATTRIBUTE, result.to_dict())
         return result
+
+    @staticmethod
+    def _not_measured(watch: Watch, empty: bool) -> Optional[Mapping[str, str]]:
+        """Why each count the test's result has no figure for is none, by key: no count, rather than a 0 that reads
+        as measured (syncs without CUDA, compile time in a test before the first that budgets it)."""
+        if watch.problem is not None:  # a report's test that torch kept the plugin from watching: nothing was measured
+            return {kind.key: watch.problem for kind in COUNTED_KINDS}
+        plan = watch.plan
+        if empty and not watch.budget.has_floor:
+            # Nothing recorded: listed only in a JSON report, whose runs read every kind; its junit properties show
+            # only the kinds it budgets, which it reads. Those this machine cannot measure (syncs without CUDA) are said.
+            return not_measured(plan.unmeasured_shown) if plan is not None and plan.unmeasured_shown else None
+        from .measured import counts_not_measured, kinds_not_read  # here: a run whose tests never compile never loads it
+
+        reading = watch.reading or (wanted_signals.wanted_signals(), watch.attached)  # None: the call never began
+        return counts_not_measured(kinds_not_read(*reading)) or None
 
     def _plan_watch(self, item: pytest.Item) -> Optional[Watch]:
         key = plan_key(item)
@@ -394,6 +409,12 @@ class Watcher:
 def _judged(watch: Watch) -> bool:
     """Whether a budget or a contract judges the test (else it is watched for a report alone)."""
     return watch.budget.budgeted or (watch.plan is not None and bool(watch.plan.contracts))
+
+
+def _attached_early(record: RecompileRecord) -> bool:
+    """Whether the record hears the sources that need no dynamo (syncs) before dynamo arrives."""
+    capture = loaded_capture()
+    return capture is not None and capture.attached(record)
 
 
 def _settle(record: RecompileRecord) -> None:
