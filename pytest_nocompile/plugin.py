@@ -38,8 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds the
         # budget options, whose names do not say whose they are.
         budget = f"{kind.noun} floor (fewest allowed)" if kind.is_floor else f"{kind.noun} budget"
-        group.addoption(kind.option, dest=kind.marker, type=count_argument(kind.measure), default=None,
-                        metavar=kind.measure.symbol,
+        group.addoption(kind.option, dest=kind.marker, type=count_argument(kind.measure),
+                        default=None, metavar=kind.measure.symbol,
                         help=f"nocompile: default {budget} for every test (ini: {kind.marker}); a marker overrides it")
         parser.addini(kind.marker, type="string", default=None,
                       help=f"default {budget} for every test ({kind.measure.accepts}) [pytest-nocompile]")
@@ -97,7 +97,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     settings = RunSettings(config)
     results = Results(settings)
-    # Before the results: its summary lines come after their table (pytest calls the last registered first).
+    # Before the results: its summary lines come after their table (pytest calls the last
+    # registered first).
     config.pluginmanager.register(run_notices, "nocompile-notices")
     config.pluginmanager.register(results, "nocompile-results")
     config.pluginmanager.register(Watching(config, settings, results), "nocompile-watching")

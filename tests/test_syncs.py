@@ -161,7 +161,12 @@ def test_marked_after_them():
     result.stdout.fnmatch_lines(["*NotMeasuredWarning: test_blocks_cpu.py::test_fixture_block: nocompile_assert_max_syncs(0) is not checked: *"])
 
 
-# A user's training loop on a CPU runner, its sync budget meant for the GPU runner; -W error is the CI's.
+CPU_ONLY = pytest.mark.skipif(
+    torch.cuda.is_available(),
+    reason="a machine with CUDA observes syncs (tests/acceptance/test_cuda_syncs.py)")
+
+# A user's training loop on a CPU runner, its sync budget meant for the GPU runner; -W error is
+# the CI's.
 TRAINING_ON_CPU = '''
 import pytest
 import torch
@@ -194,32 +199,38 @@ def test_block():
 
 
 def _no_test_fails_for_the_not_measured_notice(result: pytest.RunResult) -> None:
-    """A not-measured gate under warnings as errors: every test passes, and the run says so once, as a summary line."""
+    """A not-measured gate under warnings as errors: every test passes, and the run says so once,
+    as a summary line."""
     result.assert_outcomes(passed=3)
     output = result.stdout.str()
-    assert "warnings summary" not in output and "NotMeasuredWarning" not in output and "Traceback" not in output
+    for unwanted in ("warnings summary", "NotMeasuredWarning", "Traceback"):
+        assert unwanted not in output
     result.stdout.fnmatch_lines([
-        "nocompile: test_train.py::test_train[[]2]: max_syncs(0) (marker on the test) is not checked: syncs were not observed: "
-        "* Tests are judged on their other budgets; said once per run (here: this run makes warnings errors)",
+        "nocompile: test_train.py::test_train[[]2]: max_syncs(0) (marker on the test) is not "
+        "checked: syncs were not observed: * Tests are judged on their other budgets; said once "
+        "per run (here: this run makes warnings errors)",
     ])
-    assert output.count("syncs were not observed") == 1  # not again for the block, nor the second case
+    # Not again for the block, nor the second case.
+    assert output.count("syncs were not observed") == 1
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA observes syncs (tests/acceptance/test_cuda_syncs.py)")
+@CPU_ONLY
 def test_under_w_error_a_gate_not_measured_fails_no_test_and_is_said_once_in_the_summary(
     pytester: pytest.Pytester, run: RunPytest
 ) -> None:
     pytester.makepyfile(test_train=TRAINING_ON_CPU)
     _no_test_fails_for_the_not_measured_notice(run("-p", "no:randomly", "-W", "error"))
     # Asked of this category alone, it is the same: the notice is about the runner, not the test.
-    _no_test_fails_for_the_not_measured_notice(run("-p", "no:randomly", "-W", "error::pytest_nocompile.NotMeasuredWarning"))
+    error = "error::pytest_nocompile.NotMeasuredWarning"
+    _no_test_fails_for_the_not_measured_notice(run("-p", "no:randomly", "-W", error))
     # The block alone, outside any watched test: said the same way.
     result = run("-p", "no:randomly", "-W", "error", "test_train.py::test_block")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["nocompile: assert_max_syncs(0) is not checked: syncs were not observed: * said once per run (here: *)"])
+    result.stdout.fnmatch_lines(["nocompile: assert_max_syncs(0) is not checked: syncs were not "
+                                 "observed: * said once per run (here: *)"])
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA observes syncs (tests/acceptance/test_cuda_syncs.py)")
+@CPU_ONLY
 def test_under_ini_filterwarnings_error_a_gate_not_measured_fails_no_test_in_xdist_workers_too(
     pytester: pytest.Pytester, run: RunPytest
 ) -> None:
@@ -227,14 +238,18 @@ def test_under_ini_filterwarnings_error_a_gate_not_measured_fails_no_test_in_xdi
     pytester.makeini("[pytest]\nfilterwarnings =\n    error\n")
     _no_test_fails_for_the_not_measured_notice(run("-p", "no:randomly"))
     pytest.importorskip("xdist")
-    result = run("-p", "no:randomly", "-p", "xdist", "-n", "1")  # a worker says it: the controller's summary shows it
+    # A worker says it: the controller's summary shows it.
+    result = run("-p", "no:randomly", "-p", "xdist", "-n", "1")
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["nocompile: test_train.py::test_train[[]2]: max_syncs(0) (marker on the test) is not checked: *"])
+    result.stdout.fnmatch_lines(["nocompile: test_train.py::test_train[[]2]: max_syncs(0) "
+                                 "(marker on the test) is not checked: *"])
     assert result.stdout.str().count("syncs were not observed") == 1
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA observes syncs (tests/acceptance/test_cuda_syncs.py)")
-def test_the_not_measured_warning_points_at_the_marker_that_asked_for_the_gate(pytester: pytest.Pytester, run: RunPytest) -> None:
+@CPU_ONLY
+def test_the_not_measured_warning_points_at_the_marker_that_asked_for_the_gate(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
     pytester.makepyfile(test_train=TRAINING_ON_CPU + '''
 
 class TestSteps:
@@ -246,12 +261,14 @@ class TestSteps:
     result = run("-p", "no:randomly", "test_train.py::test_train")
     result.assert_outcomes(passed=2)
     # Line 20: @pytest.mark.max_syncs(0), under the parametrize and max_recompiles decorators.
-    result.stdout.fnmatch_lines(["  test_train.py:20: NotMeasuredWarning: test_train.py::test_train[[]2]: max_syncs(0) *",
-                                 "    @pytest.mark.max_syncs(0)"])
+    result.stdout.fnmatch_lines([
+        "  test_train.py:20: NotMeasuredWarning: test_train.py::test_train[[]2]: max_syncs(0) *",
+        "    @pytest.mark.max_syncs(0)"])
     # A class's marker: the test's def line (the message names the class).
     result = run("-p", "no:randomly", "test_train.py::TestSteps")
-    result.stdout.fnmatch_lines(["  test_train.py:33: NotMeasuredWarning: *: max_syncs(0) (marker on class TestSteps) *",
-                                 "    def test_in_class(self):"])
+    result.stdout.fnmatch_lines([
+        "  test_train.py:33: NotMeasuredWarning: *: max_syncs(0) (marker on class TestSteps) *",
+        "    def test_in_class(self):"])
 
 
 def test_each_sync_is_counted_and_listed_by_the_users_line_and_a_fixtures_shown_not_counted(pytester: pytest.Pytester, run: RunPytest) -> None:

@@ -1,4 +1,4 @@
-"""Notices a run says once, as lines of its terminal summary, where a warning would fail a user's test.
+"""Notices a run says once, as lines of its summary, where a warning would fail a user's test.
 
 A budget that cannot be checked on this machine (syncs without CUDA) is a
 ``NotMeasuredWarning``; where warnings are errors (``-W error``, ini

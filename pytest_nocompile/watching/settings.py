@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def count_argument(measure: Measure = COUNT) -> Callable[[str], Amount]:
     """An argparse ``type=`` for a budget option. argparse names the option in its error
-    (``argument --max-recompiles: expected an int >= 0, got 'abc'``): the message names it no more."""
+    (``argument --max-recompiles: expected an int >= 0, got 'abc'``): the message does not."""
 
     def parse(text: str) -> Amount:
         try:

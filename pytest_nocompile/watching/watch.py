@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 WATCHES_KEY = pytest.StashKey["dict[str, Watch]"]()
 # The kinds this process's run has said it cannot measure (a marker's or a block assertion's budget): each said once.
 _SAID_NOT_MEASURED: set[str] = set()
-# Those said as a line of the run's terminal summary (.run_notices), by kind key: where warnings are errors (-W error,
-# filterwarnings = error), a warning would fail the user's test for a fact about the machine, not the test.
+# Those said as a line of the run's terminal summary (.run_notices), by kind key: where
+# warnings are errors (-W error, filterwarnings = error), a warning would fail the user's
+# test for a fact about the machine, not the test.
 _SAID_IN_SUMMARY: dict[str, str] = {}
 
 
@@ -69,7 +70,8 @@ class Watch:
         self.nodeid = ""  # the test's, once opened
         self.item: Optional[pytest.Item] = None  # the test, once opened
         self.trace: Optional[TestTrace] = None  # its structured trace (--nocompile-trace-dir), once opened
-        # When its call began: the health signals wanted, and whether its record heard the sources that need no dynamo.
+        # When its call began: the health signals wanted, and whether its record heard the
+        # sources that need no dynamo.
         self.reading: Optional[tuple[frozenset[str], bool]] = None
 
 
@@ -109,8 +111,8 @@ def said_not_measured_this_run() -> set[str]:
 
 
 def said_in_summary() -> dict[str, str]:
-    """The not-measured notices this process's run says in its terminal summary, by kind key (added to: an xdist
-    controller adds its workers')."""
+    """The not-measured notices this process's run says in its terminal summary, by kind key
+    (added to: an xdist controller adds its workers')."""
     return _SAID_IN_SUMMARY
 
 
@@ -125,8 +127,8 @@ def say_if_not_measured(item: pytest.Item, budget: RecompileBudget, kinds: Seque
         warning = _not_measured_warning(kind, f"{item.nodeid}: {budget.describe(kind)}", why)
         path, line = _marker_location(item, kind.marker)
         try:
-            warnings.warn_explicit(warning, None, path, line)  # as item.warn does, at the marker's line
-        except NotMeasuredWarning:  # an error filter: said in the run's summary instead, failing no test
+            warnings.warn_explicit(warning, None, path, line)  # item.warn's, at the marker's line
+        except NotMeasuredWarning:  # an error filter: said in the summary instead, failing no test
             _say_in_summary(kind, warning)
 
 
@@ -141,7 +143,7 @@ def say_if_block_not_measured(kind: BudgetKind, described: str) -> None:
     warning = _not_measured_warning(kind, where + described, why)
     try:
         warnings.warn(warning, stacklevel=3)  # the user's with-block
-    except NotMeasuredWarning:  # an error filter: said in the run's summary instead, failing no test
+    except NotMeasuredWarning:  # an error filter: said in the summary instead, failing no test
         _say_in_summary(kind, warning)
 
 
@@ -150,14 +152,15 @@ def _say_in_summary(kind: BudgetKind, warning: NotMeasuredWarning) -> None:
 
 
 def _marker_location(item: pytest.Item, marker: str) -> tuple[str, int]:
-    """Where a warning on a test's budget points (pytest's warnings summary shows that line): the test's decorator that
-    asked for it, else the test's def line (a class's or module's marker, a ``pytest.param``'s). pytest's own
-    ``item.warn`` points at the test's first line, its first decorator, whichever it is."""
+    """Where a warning on a test's budget points (pytest's warnings summary shows that line):
+    the test's decorator that asked for it, else the test's def line (a class's or module's
+    marker, a ``pytest.param``'s). pytest's own ``item.warn`` points at the test's first line,
+    its first decorator, whichever it is."""
     path, first, _ = item.location
     line = (first or 0) + 1
     function = getattr(item, "function", None)
     try:
-        source, line = inspect.getsourcelines(function)  # type: ignore[arg-type]  # None: a TypeError
+        source, line = inspect.getsourcelines(function)  # type: ignore[arg-type]  # None: TypeError
     except (TypeError, OSError):  # not a Python function, or no source: its first line
         return path, line
     on_the_test = next(item.iter_markers_with_node(marker), (None,))[0] is item

@@ -132,13 +132,13 @@ class Watcher:
             record.read_children_from(watch.reports)
         watch.trace = self.traces.begin(item) if self.traces is not None else None
         dynamo_here = arrival.dynamo_imported()
-        # A torch that is imported but unusable (too old) fails a budget that cannot be checked. Without
-        # torch (not installed, or its import blocked) nothing can compile: every count is a true 0.
+        # A torch that is imported but unusable (too old) fails a budget that cannot be checked.
+        # Without torch (not installed, or its import blocked) nothing can compile: true 0s.
         problem = _dynamo_state().torch_problem() if arrival.torch_imported() else None
         if problem is not None:
             if _judged(watch):
                 pytest.fail(f"pytest-nocompile cannot watch {nodeid}: {problem}", pytrace=False)
-            watch.problem = problem  # a report's test, no budget: it runs, and its counts are no counts
+            watch.problem = problem  # a report's test, no budget: it runs, its counts no counts
             return record
         if dynamo_here:  # else nothing can have compiled yet: dynamo_arrived attaches the record
             if watch.plan is not None and watch.plan.isolate:
@@ -185,8 +185,10 @@ class Watcher:
         if watch.reports is not None:
             self.child_reports.enter(watch.reports, "call")  # type: ignore[union-attr]  # only processes started from here on count
         watch.record.start_call()
-        # What its call reads (the signals wanted now, and whether the record hears now): kinds it does not read have no count.
-        watch.reading = (wanted_signals.wanted_signals(), watch.attached or _attached_early(watch.record))
+        # What its call reads (the signals wanted now, and whether the record hears now): the
+        # kinds it does not read have no count.
+        heard = watch.attached or _attached_early(watch.record)
+        watch.reading = (wanted_signals.wanted_signals(), heard)
         if strict and watch.attached:  # else dynamo_arrived enters it if dynamo arrives in the call
             self._enter_strict(watch)
         try:
@@ -375,18 +377,24 @@ class Watcher:
 
     @staticmethod
     def _not_measured(watch: Watch, empty: bool) -> Optional[Mapping[str, str]]:
-        """Why each count the test's result has no figure for is none, by key: no count, rather than a 0 that reads
-        as measured (syncs without CUDA, compile time in a test before the first that budgets it)."""
-        if watch.problem is not None:  # a report's test that torch kept the plugin from watching: nothing was measured
+        """Why each count the test's result has no figure for is none, by key: no count, rather
+        than a 0 that reads as measured (syncs without CUDA, compile time in a test before the
+        first that budgets it)."""
+        if watch.problem is not None:  # torch kept the plugin from watching a report's test
             return {kind.key: watch.problem for kind in COUNTED_KINDS}
         plan = watch.plan
         if empty and not watch.budget.has_floor:
-            # Nothing recorded: listed only in a JSON report, whose runs read every kind; its junit properties show
-            # only the kinds it budgets, which it reads. Those this machine cannot measure (syncs without CUDA) are said.
-            return not_measured(plan.unmeasured_shown) if plan is not None and plan.unmeasured_shown else None
-        from .measured import counts_not_measured, kinds_not_read  # here: a run whose tests never compile never loads it
+            # Nothing recorded: listed only in a JSON report, whose runs read every kind; its
+            # junit properties show only the kinds it budgets, which it reads. Those this
+            # machine cannot measure (syncs without CUDA) are said.
+            if plan is None or not plan.unmeasured_shown:
+                return None
+            return not_measured(plan.unmeasured_shown)
+        # Here: a run whose tests never compile never loads it.
+        from .measured import counts_not_measured, kinds_not_read
 
-        reading = watch.reading or (wanted_signals.wanted_signals(), watch.attached)  # None: the call never began
+        # None: the call never began (its setup failed).
+        reading = watch.reading or (wanted_signals.wanted_signals(), watch.attached)
         return counts_not_measured(kinds_not_read(*reading)) or None
 
     def _plan_watch(self, item: pytest.Item) -> Optional[Watch]:
