@@ -22,7 +22,7 @@ import pytest
 from . import off_switch
 from .output.summary import LONG_TABLE, TABLE_CHOICES
 from .vocabulary.kinds import CONTRACT_MARKER_HELP, KINDS, USER_ONLY_INI, USER_ONLY_OPTION
-from .watching import cudagraph_tests, fixtures
+from .watching import cudagraph_tests, fixtures, run_notices
 from .watching.marker_typos import MarkerTypos
 from .watching.results import ControllerReports, Results
 from .watching.run_watching import Watching
@@ -54,8 +54,8 @@ def add_options(parser: pytest.Parser) -> None:
         # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds the
         # budget options, whose names do not say whose they are.
         budget = f"{kind.noun} floor (fewest allowed)" if kind.is_floor else f"{kind.noun} budget"
-        group.addoption(kind.option, dest=kind.marker, type=count_argument(kind.option, kind.measure), default=None,
-                        metavar=kind.measure.symbol,
+        group.addoption(kind.option, dest=kind.marker, type=count_argument(kind.measure),
+                        default=None, metavar=kind.measure.symbol,
                         help=f"nocompile: default {budget} for every test (ini: {kind.marker}); a marker overrides it")
         parser.addini(kind.marker, type="string", default=None,
                       help=f"default {budget} for every test ({kind.measure.accepts}) [pytest-nocompile]")
@@ -130,6 +130,9 @@ def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
     settings = RunSettings(config)
     results = Results(settings)
+    # Before the results: its summary lines come after their table (pytest calls the last
+    # registered first).
+    config.pluginmanager.register(run_notices, "nocompile-notices")
     config.pluginmanager.register(results, "nocompile-results")
     config.pluginmanager.register(Watching(config, settings, results), "nocompile-watching")
     config.pluginmanager.register(fixtures, "nocompile-fixtures")

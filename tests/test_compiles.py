@@ -165,7 +165,7 @@ def test_compile_budget_usage_errors_and_help(pytester: pytest.Pytester, run: Ru
     result.stdout.fnmatch_lines([f"*max_compiles(0, exact=True): unknown keyword exact; {accepted}"])
     result = run("--max-compiles=-2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*argument --max-compiles: --max-compiles: expected an int >= 0, got -2"])
+    result.stderr.fnmatch_lines(["*: error: argument --max-compiles: expected an int >= 0, got -2"])
     result = run("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.max_compiles(N): fail the test when its call phase has more than N graphs compiled*"])
     result = run("--help")

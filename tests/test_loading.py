@@ -38,21 +38,38 @@ def test_header_versions_are_the_installed_distributions(name: str) -> None:
     assert distribution_version(name) == importlib.metadata.version(name)
     assert distribution_version("no-such-distribution-nocompile") == "not installed"
 
-@pytest.mark.parametrize(
-    "poison, reason",
-    [
-        ('sys.modules["torch"] = None', "torch cannot be imported (ModuleNotFoundError: import of torch halted; None in sys.modules)"),
-        ('import torch; torch.__version__ = "2.3.1"', "torch 2.3.1 is too old; pytest-nocompile needs torch>=2.4"),
-    ],
-    ids=["missing", "too-old"],
-)
-def test_without_usable_torch_budgeted_tests_error_and_the_rest_runs(pytester: pytest.Pytester, run: RunPytest, poison: str, reason: str) -> None:
-    pytester.makeconftest(f"import sys\n{poison}\n")
+def test_without_torch_every_test_runs_and_the_report_counts_nothing_compiled(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
+    # torch not installed (its import blocked here: None in sys.modules): nothing can compile,
+    # so no budget is broken.
+    pytester.makeconftest('import sys\nsys.modules["torch"] = None\n')
     pytester.makepyfile(SIMPLE)
-    result = run("--strict-markers")
+    json_report = ("--max-recompiles=0", "--nocompile-json=report.json")
+    for options in ((), ("--nocompile-report",), json_report):
+        result = run("--strict-markers", *options)
+        result.assert_outcomes(passed=2)
+        assert "cannot watch" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["no test compiled in its call phase (2 watched)"])
+    tests = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert [(test["recompiles"], test["verdict"]) for test in tests] == [(0, "within budget")] * 2
+
+
+def test_with_a_too_old_torch_budgeted_tests_error_and_a_reports_tests_run(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
+    reason = "torch 2.3.1 is too old; pytest-nocompile needs torch>=2.4"
+    pytester.makeconftest('import torch\ntorch.__version__ = "2.3.1"\n')
+    pytester.makepyfile(SIMPLE)
+    result = run("--strict-markers", "--nocompile-json=report.json")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines([f"pytest-nocompile cannot watch test_*.py::test_budgeted: {reason}"])
     assert "INTERNALERROR" not in result.stdout.str()
+    # The report's own test is not judged: it runs, and its counts are no counts (the plugin
+    # could not watch it).
+    (_, plain) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert (plain["outcome"], plain["recompiles"]) == ("passed", None)
+    assert plain["not_measured"]["recompiles"] == reason
 
 
 def test_plugin_import_does_not_import_torch(pytester: pytest.Pytester) -> None:

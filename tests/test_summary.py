@@ -1,4 +1,5 @@
-"""The summary table, JSON document and baseline comparison from typed results: pure code."""
+"""The summary table, JSON document and baseline comparison from typed results: pure code; and,
+end to end, the table and JSON report of a run for the counts it did not read."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from nocompile_testing import RunPytest
 from pytest_nocompile.judge.budget import RecompileBudget
 from pytest_nocompile.judge.result import TestResult, Verdict, idle_result
+from pytest_nocompile.observe.wanted_signals import every_kinds_signals
 from pytest_nocompile.output.baseline import (
     ANY_TORCH,
     Baseline,
@@ -19,7 +22,13 @@ from pytest_nocompile.output.baseline import (
 )
 from pytest_nocompile.output.json_report import json_document, outcome_of
 from pytest_nocompile.output.summary import LONG_TABLE, summary_lines
-from pytest_nocompile.vocabulary.kinds import KINDS
+from pytest_nocompile.vocabulary.kinds import CACHE_MISSES, COMPILE_SECONDS_KIND, KINDS, SYNCS
+from pytest_nocompile.watching.measured import (
+    HEALTH_KINDS,
+    HEARD_WITHOUT_DYNAMO,
+    NOT_READ,
+    kinds_not_read,
+)
 
 
 def result(compiles: int, recompiles: int, graph_breaks: int, budget: dict[str, int], over: tuple[str, ...] = (), cause: str | None = None) -> TestResult:
@@ -77,6 +86,117 @@ def test_recompiles_outside_the_call_are_said_when_the_table_does_not_show_the_t
         f"{LONG_TABLE + 1} tests recompiled or broke graphs only outside the call (in fixtures), not counted (--nocompile-table=all lists them)",
     ]
     assert len(summary_lines(every_test, "all")) == LONG_TABLE + 2
+
+
+def test_a_count_not_read_is_n_a_in_the_table_and_null_in_json_whatever_columns_show() -> None:
+    counts = {**{kind.key: 0 for kind in KINDS}, "compiles": 1}
+    budgeted = TestResult({**counts, "compile_seconds": 2.5, "cache_misses": 1},
+                          {"compile_seconds": 30, "cache_misses": 2}, Verdict.WITHIN,
+                          shown={"cache_misses": {"inductor.fxgraph_cache_hit": 1.0}})
+    not_read = {kind.key: NOT_READ for kind in HEALTH_KINDS}
+    unread = TestResult(counts, {"recompiles": 0}, Verdict.WITHIN, unmeasured=not_read)
+    assert summary_lines({"t.py::budgeted": budgeted, "t.py::unread": unread}) == [
+        "compiles  recompiles  graph breaks  compile s  cache misses  cache hits  "
+        "budget                    verdict        test",
+        "       1           0             0       2.50             1           1  "
+        "compile s<=30, misses<=2  within budget  t.py::budgeted",
+        "       1           0             0        n/a           n/a         n/a  "
+        "recompiles<=0             within budget  t.py::unread",
+    ]
+    entry = TestResult.from_dict(unread.to_dict()).to_dict()  # as xdist carries it
+    assert [entry[kind.key] for kind in HEALTH_KINDS] == [None] * len(HEALTH_KINDS)
+    assert (entry["compiles"], entry["not_measured"]["compile_seconds"]) == (1, NOT_READ)
+
+
+def test_which_kinds_a_test_read_follows_the_signals_wanted_when_its_call_began() -> None:
+    every = every_kinds_signals()
+    assert kinds_not_read(every, True) == {}  # --nocompile-report, the JSON report: every kind
+    # No record attached: the syncs before dynamo came were missed.
+    assert list(kinds_not_read(every, False)) == ["syncs"]
+    assert list(kinds_not_read(frozenset(), True)) == [kind.key for kind in HEALTH_KINDS]
+    assert list(kinds_not_read(frozenset(COMPILE_SECONDS_KIND.health_signals), True)) == [
+        kind.key for kind in HEALTH_KINDS if kind is not COMPILE_SECONDS_KIND]
+    from pytest_nocompile.observe.capture import DYNAMO_LOGS
+
+    # The kinds heard without dynamo are those whose sources arm without it.
+    heard_without = [kind for kind in HEALTH_KINDS if not DYNAMO_LOGS.needs_dynamo(kind.signals)]
+    assert heard_without == list(HEARD_WITHOUT_DYNAMO)
+    assert DYNAMO_LOGS.needs_dynamo(CACHE_MISSES.signals)
+    assert not DYNAMO_LOGS.needs_dynamo(SYNCS.health_signals)
+
+
+# A user's tiny decoder LM, compiled, on (batch, seq) input; one test budgets compile time, one
+# syncs, one neither, and each reads the loss at every step. On CPU, syncs are measured nowhere;
+# compile time only once a test budgets it.
+TINY_LM = '''
+import pytest
+import torch
+
+
+class TinyLM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(64, 16)
+        self.head = torch.nn.Linear(16, 64)
+
+    def forward(self, idx):
+        return self.head(self.embed(idx))
+
+
+def train(steps=3):
+    model = torch.compile(TinyLM(), backend="eager")
+    for _ in range(steps):
+        logits = model(torch.randint(0, 64, (2, 8)))
+        assert logits.mean().item() == logits.mean().item()  # a sync at every step, on a GPU
+
+
+@pytest.mark.max_recompiles(0)
+def test_plain():
+    train()
+
+
+@pytest.mark.max_compile_seconds(60)
+def test_compile_budget():
+    train()
+
+
+@pytest.mark.max_syncs(0)
+def test_sync_budget():
+    train()
+'''
+
+
+def _row(result: pytest.RunResult, test: str) -> dict[str, str]:
+    lines = result.stdout.lines
+    start = next(index for index, line in enumerate(lines) if line.startswith("compiles  "))
+    header = lines[start].replace("graph breaks", "graph_breaks").replace("compile s", "compile_s")
+    columns = header.split()
+    row = next(line for line in lines[start:] if line.endswith(f"test_lm.py::{test}")).split()
+    return dict(zip(columns[:5], row[:5]))
+
+
+def test_the_table_says_n_a_for_a_count_the_run_did_not_read_and_json_null(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
+    if pytest.importorskip("torch").cuda.is_available():
+        pytest.skip("a machine with CUDA observes syncs")
+    pytester.makepyfile(test_lm=TINY_LM)
+    result = run("-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    # Before the first test that budgets compile time, it is not read: no 0.00 for a compile that
+    # took a second.
+    assert _row(result, "test_plain") == {
+        "compiles": "1", "recompiles": "0", "graph_breaks": "0", "compile_s": "n/a", "syncs": "n/a"}
+    assert _row(result, "test_sync_budget")["syncs"] == "n/a"  # measured nowhere on CPU
+    # Read from the budgeted test on: its real figure.
+    assert float(_row(result, "test_sync_budget")["compile_s"]) > 0
+    # A JSON report reads every count: the real figures, and null.
+    result = run("-p", "no:randomly", "--nocompile-json=report.json")
+    entries = json.loads((pytester.path / "report.json").read_text())["tests"]
+    tests = {test["nodeid"]: test for test in entries}
+    plain = tests["test_lm.py::test_plain"]
+    assert (plain["compiles"], plain["syncs"], plain["compile_seconds"] > 0) == (1, None, True)
+    assert plain["not_measured"]["syncs"].startswith("syncs were not observed")
 
 
 def test_json_document_carries_outcomes_and_every_count() -> None:

@@ -159,8 +159,116 @@ def test_marked_after_them():
     # In a watched test, the test's name first, as for a marker.
     result = run("-p", "no:randomly", "test_blocks_cpu.py::test_fixture_block")
     result.stdout.fnmatch_lines(["*NotMeasuredWarning: test_blocks_cpu.py::test_fixture_block: nocompile_assert_max_syncs(0) is not checked: *"])
-    result = run("-p", "no:randomly", "-W", "error::pytest_nocompile.NotMeasuredWarning", "test_blocks_cpu.py::test_plain_block")
-    result.assert_outcomes(failed=1)  # a warning like any other: -W error makes it one
+
+
+CPU_ONLY = pytest.mark.skipif(
+    torch.cuda.is_available(),
+    reason="a machine with CUDA observes syncs (tests/acceptance/test_cuda_syncs.py)")
+
+# A user's training loop on a CPU runner, its sync budget meant for the GPU runner; -W error is
+# the CI's.
+TRAINING_ON_CPU = '''
+import pytest
+import torch
+
+from pytest_nocompile import assert_max_syncs
+
+
+def train(steps):
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(steps):
+        loss = model(torch.randn(2, 4)).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        assert loss.item() >= 0  # a sync at every step, on a GPU
+
+
+@pytest.mark.parametrize("steps", [2, 3])
+@pytest.mark.max_recompiles(0)
+@pytest.mark.max_syncs(0)
+def test_train(steps):
+    train(steps)
+
+
+def test_block():
+    with assert_max_syncs(0):
+        train(2)
+'''
+
+
+def _no_test_fails_for_the_not_measured_notice(result: pytest.RunResult) -> None:
+    """A not-measured gate under warnings as errors: every test passes, and the run says so once,
+    as a summary line."""
+    result.assert_outcomes(passed=3)
+    output = result.stdout.str()
+    for unwanted in ("warnings summary", "NotMeasuredWarning", "Traceback"):
+        assert unwanted not in output
+    result.stdout.fnmatch_lines([
+        "nocompile: test_train.py::test_train[[]2]: max_syncs(0) (marker on the test) is not "
+        "checked: syncs were not observed: * Tests are judged on their other budgets; said once "
+        "per run (here: this run makes warnings errors)",
+    ])
+    # Not again for the block, nor the second case.
+    assert output.count("syncs were not observed") == 1
+
+
+@CPU_ONLY
+def test_under_w_error_a_gate_not_measured_fails_no_test_and_is_said_once_in_the_summary(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
+    pytester.makepyfile(test_train=TRAINING_ON_CPU)
+    _no_test_fails_for_the_not_measured_notice(run("-p", "no:randomly", "-W", "error"))
+    # Asked of this category alone, it is the same: the notice is about the runner, not the test.
+    error = "error::pytest_nocompile.NotMeasuredWarning"
+    _no_test_fails_for_the_not_measured_notice(run("-p", "no:randomly", "-W", error))
+    # The block alone, outside any watched test: said the same way.
+    result = run("-p", "no:randomly", "-W", "error", "test_train.py::test_block")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["nocompile: assert_max_syncs(0) is not checked: syncs were not "
+                                 "observed: * said once per run (here: *)"])
+
+
+@CPU_ONLY
+def test_under_ini_filterwarnings_error_a_gate_not_measured_fails_no_test_in_xdist_workers_too(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
+    pytester.makepyfile(test_train=TRAINING_ON_CPU)
+    pytester.makeini("[pytest]\nfilterwarnings =\n    error\n")
+    _no_test_fails_for_the_not_measured_notice(run("-p", "no:randomly"))
+    pytest.importorskip("xdist")
+    # A worker says it: the controller's summary shows it.
+    result = run("-p", "no:randomly", "-p", "xdist", "-n", "1")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["nocompile: test_train.py::test_train[[]2]: max_syncs(0) "
+                                 "(marker on the test) is not checked: *"])
+    assert result.stdout.str().count("syncs were not observed") == 1
+
+
+@CPU_ONLY
+def test_the_not_measured_warning_points_at_the_marker_that_asked_for_the_gate(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
+    pytester.makepyfile(test_train=TRAINING_ON_CPU + '''
+
+class TestSteps:
+    pytestmark = pytest.mark.max_syncs(0)
+
+    def test_in_class(self):
+        train(1)
+''')
+    result = run("-p", "no:randomly", "test_train.py::test_train")
+    result.assert_outcomes(passed=2)
+    # Line 20: @pytest.mark.max_syncs(0), under the parametrize and max_recompiles decorators.
+    result.stdout.fnmatch_lines([
+        "  test_train.py:20: NotMeasuredWarning: test_train.py::test_train[[]2]: max_syncs(0) *",
+        "    @pytest.mark.max_syncs(0)"])
+    # A class's marker: the test's def line (the message names the class).
+    result = run("-p", "no:randomly", "test_train.py::TestSteps")
+    result.stdout.fnmatch_lines([
+        "  test_train.py:33: NotMeasuredWarning: *: max_syncs(0) (marker on class TestSteps) *",
+        "    def test_in_class(self):"])
 
 
 def test_each_sync_is_counted_and_listed_by_the_users_line_and_a_fixtures_shown_not_counted(pytester: pytest.Pytester, run: RunPytest) -> None:

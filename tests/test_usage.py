@@ -365,3 +365,18 @@ def test_near_misses_of_the_plugins_marker_names(name: str, meant: tuple[str, ..
     from pytest_nocompile.watching.marker_typos import nearest_markers
 
     assert nearest_markers(name) == meant
+
+
+def test_a_bad_budget_option_value_names_the_option_once(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
+    # argparse says "argument --max-recompiles: ..." itself: the message after it does not again.
+    from pytest_nocompile.vocabulary.kinds import KINDS
+
+    pytester.makepyfile("def test_a(): pass")
+    for kind in KINDS:
+        result = run(f"{kind.option}=abc")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        expected = f"expected {kind.measure.accepts}, got 'abc'"
+        result.stderr.fnmatch_lines([f"*: error: argument {kind.option}: {expected}"])
+        assert result.stderr.str().count(kind.option) == 1, result.stderr.str()

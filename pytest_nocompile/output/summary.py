@@ -81,14 +81,17 @@ def _columns(shown: list[tuple[str, TestResult]]) -> list[tuple[str, Callable[[T
 
 
 def _count_cell(kind: BudgetKind) -> Callable[[TestResult], str]:
-    # A kind not measured where the test ran (syncs without CUDA) has no count: never a 0 that reads as a pass.
+    # A kind not measured where the test ran (syncs without CUDA), or not read in it (compile
+    # time before the first test that budgets it), has no count: never a 0 that reads as a pass.
     # A count some of which could not be seen (syncs of torch's C++ code) is at least what it says: ">=".
     return lambda result: "n/a" if kind.key in result.unmeasured else (
         (">=" if kind.key in result.lower_bounds else "") + kind.measure.cell(result.counts.get(kind.key, 0)))
 
 
 def _shown_cell(kind: BudgetKind) -> Callable[[TestResult], str]:
-    return lambda result: kind.measure.cell(_shown_total(kind, result))
+    # What a kind shows beside its count (cache hits) is read with it: not read, no figure either.
+    return lambda result: ("n/a" if kind.key in result.unmeasured
+                           else kind.measure.cell(_shown_total(kind, result)))
 
 
 def _shown_total(kind: BudgetKind, result: TestResult) -> float:

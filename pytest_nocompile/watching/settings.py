@@ -18,13 +18,14 @@ if TYPE_CHECKING:
     from ..output.baseline import Baseline
 
 
-def count_argument(option: str, measure: Measure = COUNT) -> Callable[[str], Amount]:
-    """An argparse ``type=`` for a budget option: a usage error names the option."""
+def count_argument(measure: Measure = COUNT) -> Callable[[str], Amount]:
+    """An argparse ``type=`` for a budget option. argparse names the option in its error
+    (``argument --max-recompiles: expected an int >= 0, got 'abc'``): the message does not."""
 
     def parse(text: str) -> Amount:
         try:
-            return parse_option_count(text, option, measure)
-        except BudgetUsageError as error:
+            return measure.parse(text)
+        except ValueError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
 
     return parse

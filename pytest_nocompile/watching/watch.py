@@ -8,6 +8,7 @@ and the files its child processes write. Nothing here registers a hook.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import warnings
 from typing import TYPE_CHECKING, ContextManager, Mapping, Optional, Sequence
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
 WATCHES_KEY = pytest.StashKey["dict[str, Watch]"]()
 # The kinds this process's run has said it cannot measure (a marker's or a block assertion's budget): each said once.
 _SAID_NOT_MEASURED: set[str] = set()
+# Those said as a line of the run's terminal summary (.run_notices), by kind key: where
+# warnings are errors (-W error, filterwarnings = error), a warning would fail the user's
+# test for a fact about the machine, not the test.
+_SAID_IN_SUMMARY: dict[str, str] = {}
 
 
 class CaptureLostWarning(pytest.PytestWarning):
@@ -46,7 +51,7 @@ class Watch:
     """A watched test: its budget and record from setup on, or why its marker is unusable."""
 
     __slots__ = ("budget", "record", "usage_error", "plan", "over", "broken", "strict", "strict_patch", "problem", "reports", "attached",
-                 "closed", "nodeid", "item", "trace")
+                 "closed", "nodeid", "item", "trace", "reading")
 
     def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord], usage_error: Optional[str] = None,
                  plan: Optional[Plan] = None) -> None:
@@ -65,6 +70,9 @@ class Watch:
         self.nodeid = ""  # the test's, once opened
         self.item: Optional[pytest.Item] = None  # the test, once opened
         self.trace: Optional[TestTrace] = None  # its structured trace (--nocompile-trace-dir), once opened
+        # When its call began: the health signals wanted, and whether its record heard the
+        # sources that need no dynamo.
+        self.reading: Optional[tuple[frozenset[str], bool]] = None
 
 
 def why_not_measured(kind: BudgetKind) -> Optional[str]:
@@ -98,7 +106,14 @@ def not_measured(kinds: Sequence[BudgetKind]) -> Mapping[str, str]:
 def said_not_measured_this_run() -> set[str]:
     """A run begins: nothing said yet. The keys of the kinds said (by markers and block assertions alike), added to."""
     _SAID_NOT_MEASURED.clear()
+    _SAID_IN_SUMMARY.clear()
     return _SAID_NOT_MEASURED
+
+
+def said_in_summary() -> dict[str, str]:
+    """The not-measured notices this process's run says in its terminal summary, by kind key
+    (added to: an xdist controller adds its workers')."""
+    return _SAID_IN_SUMMARY
 
 
 def say_if_not_measured(item: pytest.Item, budget: RecompileBudget, kinds: Sequence[BudgetKind], said: set[str]) -> None:
@@ -109,7 +124,12 @@ def say_if_not_measured(item: pytest.Item, budget: RecompileBudget, kinds: Seque
         if kind.key in said or (why := why_not_measured(kind)) is None:
             continue
         said.add(kind.key)
-        item.warn(_not_measured_warning(kind, f"{item.nodeid}: {budget.describe(kind)}", why))
+        warning = _not_measured_warning(kind, f"{item.nodeid}: {budget.describe(kind)}", why)
+        path, line = _marker_location(item, kind.marker)
+        try:
+            warnings.warn_explicit(warning, None, path, line)  # item.warn's, at the marker's line
+        except NotMeasuredWarning:  # an error filter: said in the summary instead, failing no test
+            _say_in_summary(kind, warning)
 
 
 def say_if_block_not_measured(kind: BudgetKind, described: str) -> None:
@@ -120,7 +140,36 @@ def say_if_block_not_measured(kind: BudgetKind, described: str) -> None:
         return
     _SAID_NOT_MEASURED.add(kind.key)
     where = f"{_OPEN[-1].nodeid}: " if _OPEN else ""  # the watched test it is in, if any
-    warnings.warn(_not_measured_warning(kind, where + described, why), stacklevel=3)  # the user's with-block
+    warning = _not_measured_warning(kind, where + described, why)
+    try:
+        warnings.warn(warning, stacklevel=3)  # the user's with-block
+    except NotMeasuredWarning:  # an error filter: said in the summary instead, failing no test
+        _say_in_summary(kind, warning)
+
+
+def _say_in_summary(kind: BudgetKind, warning: NotMeasuredWarning) -> None:
+    _SAID_IN_SUMMARY[kind.key] = f"{warning} (here: this run makes warnings errors)"
+
+
+def _marker_location(item: pytest.Item, marker: str) -> tuple[str, int]:
+    """Where a warning on a test's budget points (pytest's warnings summary shows that line):
+    the test's decorator that asked for it, else the test's def line (a class's or module's
+    marker, a ``pytest.param``'s). pytest's own ``item.warn`` points at the test's first line,
+    its first decorator, whichever it is."""
+    path, first, _ = item.location
+    line = (first or 0) + 1
+    function = getattr(item, "function", None)
+    try:
+        source, line = inspect.getsourcelines(function)  # type: ignore[arg-type]  # None: TypeError
+    except (TypeError, OSError):  # not a Python function, or no source: its first line
+        return path, line
+    on_the_test = next(item.iter_markers_with_node(marker), (None,))[0] is item
+    for offset, text in enumerate(source):
+        if on_the_test and f".{marker}(" in text:
+            return path, line + offset
+        if text.lstrip().startswith(("def ", "async def ")):
+            return path, line + offset
+    return path, line
 
 
 def _not_measured_warning(kind: BudgetKind, budget: str, why: str) -> NotMeasuredWarning:

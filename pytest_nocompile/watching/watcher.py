@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import sys
 from types import ModuleType
-from typing import TYPE_CHECKING, Generator, Hashable, Optional
+from typing import TYPE_CHECKING, Generator, Hashable, Mapping, Optional
 
 import pytest
 
 from ..judge.result import RESULT_ATTRIBUTE, TestResult, count_properties
 from ..observe import arrival, wanted_signals
 from ..record.record import RecompileRecord
+from ..vocabulary.kinds import COUNTED_KINDS
 from .planning import Plan, plan_key, plan_test, uses_a_nocompile_fixture
 from .watch import (
     WATCHES_KEY,
@@ -131,10 +132,14 @@ class Watcher:
             record.read_children_from(watch.reports)
         watch.trace = self.traces.begin(item) if self.traces is not None else None
         dynamo_here = arrival.dynamo_imported()
-        # A torch that is imported (or missing) but unusable fails a budget that cannot be checked.
-        problem = _dynamo_state().torch_problem() if dynamo_here or arrival.torch_imported_or_missing() else None
+        # A torch that is imported but unusable (too old) fails a budget that cannot be checked.
+        # Without torch (not installed, or its import blocked) nothing can compile: true 0s.
+        problem = _dynamo_state().torch_problem() if arrival.torch_imported() else None
         if problem is not None:
-            pytest.fail(f"pytest-nocompile cannot watch {nodeid}: {problem}", pytrace=False)
+            if _judged(watch):
+                pytest.fail(f"pytest-nocompile cannot watch {nodeid}: {problem}", pytrace=False)
+            watch.problem = problem  # a report's test, no budget: it runs, its counts no counts
+            return record
         if dynamo_here:  # else nothing can have compiled yet: dynamo_arrived attaches the record
             if watch.plan is not None and watch.plan.isolate:
                 _dynamo_state().reset_dynamo()
@@ -180,6 +185,10 @@ class Watcher:
         if watch.reports is not None:
             self.child_reports.enter(watch.reports, "call")  # type: ignore[union-attr]  # only processes started from here on count
         watch.record.start_call()
+        # What its call reads (the signals wanted now, and whether the record hears now): the
+        # kinds it does not read have no count.
+        heard = watch.attached or _attached_early(watch.record)
+        watch.reading = (wanted_signals.wanted_signals(), heard)
         if strict and watch.attached:  # else dynamo_arrived enters it if dynamo arrives in the call
             self._enter_strict(watch)
         try:
@@ -227,7 +236,7 @@ class Watcher:
         record = watch.record
         assert record is not None
         contracts = watch.plan.contracts if watch.plan is not None else ()
-        judged = watch.budget.budgeted or bool(contracts)
+        judged = _judged(watch)
         if watch.problem is not None and judged:
             return f"pytest-nocompile cannot watch {item.nodeid}: {watch.problem}"
         if record.empty() and not watch.budget.has_floor:
@@ -345,8 +354,7 @@ class Watcher:
         if properties:  # an earlier attempt's (pytest-rerunfailures) are on the same list: this attempt's replace them
             properties[:] = [prop for prop in properties if not str(prop[0]).startswith("nocompile_")]
         plan = watch.plan
-        # Kinds not measured here (syncs without CUDA) that its result shows: no count, rather than a 0.
-        unmeasured = not_measured(plan.unmeasured_shown) if plan is not None and plan.unmeasured_shown else None
+        unmeasured = self._not_measured(watch, empty)
         if empty:  # nothing compiled: the same result for every such test
             idle = plan.idle if plan is not None and not unmeasured else None
             if idle is None:
@@ -367,6 +375,28 @@ class Watcher:
             setattr(report, RESULT_ATTRIBUTE, result.to_dict())
         return result
 
+    @staticmethod
+    def _not_measured(watch: Watch, empty: bool) -> Optional[Mapping[str, str]]:
+        """Why each count the test's result has no figure for is none, by key: no count, rather
+        than a 0 that reads as measured (syncs without CUDA, compile time in a test before the
+        first that budgets it)."""
+        if watch.problem is not None:  # torch kept the plugin from watching a report's test
+            return {kind.key: watch.problem for kind in COUNTED_KINDS}
+        plan = watch.plan
+        if empty and not watch.budget.has_floor:
+            # Nothing recorded: listed only in a JSON report, whose runs read every kind; its
+            # junit properties show only the kinds it budgets, which it reads. Those this
+            # machine cannot measure (syncs without CUDA) are said.
+            if plan is None or not plan.unmeasured_shown:
+                return None
+            return not_measured(plan.unmeasured_shown)
+        # Here: a run whose tests never compile never loads it.
+        from .measured import counts_not_measured, kinds_not_read
+
+        # None: the call never began (its setup failed).
+        reading = watch.reading or (wanted_signals.wanted_signals(), watch.attached)
+        return counts_not_measured(kinds_not_read(*reading)) or None
+
     def _plan_watch(self, item: pytest.Item) -> Optional[Watch]:
         key = plan_key(item)
         plan = self._plans.get(key) if key is not None else None
@@ -382,6 +412,17 @@ class Watcher:
         if plan.watched or uses_a_nocompile_fixture(item):
             return Watch(plan.budget, RecompileRecord(), plan=plan)
         return None
+
+
+def _judged(watch: Watch) -> bool:
+    """Whether a budget or a contract judges the test (else it is watched for a report alone)."""
+    return watch.budget.budgeted or (watch.plan is not None and bool(watch.plan.contracts))
+
+
+def _attached_early(record: RecompileRecord) -> bool:
+    """Whether the record hears the sources that need no dynamo (syncs) before dynamo arrives."""
+    capture = loaded_capture()
+    return capture is not None and capture.attached(record)
 
 
 def _settle(record: RecompileRecord) -> None:
