@@ -220,9 +220,14 @@ def test_under_w_error_a_gate_not_measured_fails_no_test_and_is_said_once_in_the
 ) -> None:
     pytester.makepyfile(test_train=TRAINING_ON_CPU)
     _no_test_fails_for_the_not_measured_notice(run("-p", "no:randomly", "-W", "error"))
-    # Asked of this category alone, it is the same: the notice is about the runner, not the test.
+    # A filter naming the plugin's warning asks for the failure: the first test it is said in
+    # fails, as a warning made an error does (said once per run, so not the others).
     error = "error::pytest_nocompile.NotMeasuredWarning"
-    _no_test_fails_for_the_not_measured_notice(run("-p", "no:randomly", "-W", error))
+    result = run("-p", "no:randomly", "-W", error)
+    result.assert_outcomes(failed=1, passed=2)
+    result.stdout.fnmatch_lines(["NotMeasuredWarning: test_train.py::test_train[[]2]: max_syncs(0) *"])
+    assert "Traceback" not in result.stdout.str()
+    assert "(here: this run makes warnings errors)" not in result.stdout.str()
     # The block alone, outside any watched test: said the same way.
     result = run("-p", "no:randomly", "-W", "error", "test_train.py::test_block")
     result.assert_outcomes(passed=1)

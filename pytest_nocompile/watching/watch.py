@@ -128,8 +128,8 @@ def say_if_not_measured(item: pytest.Item, budget: RecompileBudget, kinds: Seque
         path, line = _marker_location(item, kind.marker)
         try:
             warnings.warn_explicit(warning, None, path, line)  # item.warn's, at the marker's line
-        except NotMeasuredWarning:  # an error filter: said in the summary instead, failing no test
-            _say_in_summary(kind, warning)
+        except NotMeasuredWarning:
+            _say_in_summary_unless_asked_to_fail(kind, warning)
 
 
 def say_if_block_not_measured(kind: BudgetKind, described: str) -> None:
@@ -143,12 +143,31 @@ def say_if_block_not_measured(kind: BudgetKind, described: str) -> None:
     warning = _not_measured_warning(kind, where + described, why)
     try:
         warnings.warn(warning, stacklevel=3)  # the user's with-block
-    except NotMeasuredWarning:  # an error filter: said in the summary instead, failing no test
-        _say_in_summary(kind, warning)
+    except NotMeasuredWarning:
+        _say_in_summary_unless_asked_to_fail(kind, warning)
 
 
-def _say_in_summary(kind: BudgetKind, warning: NotMeasuredWarning) -> None:
+def _say_in_summary_unless_asked_to_fail(kind: BudgetKind, warning: NotMeasuredWarning) -> None:
+    """An error filter raised ``warning``: a blanket one (``-W error``, ``filterwarnings = error``)
+    fails no test for a fact about the machine, and the run's summary says it instead; one that
+    names this plugin's warning (``-W error::pytest_nocompile.NotMeasuredWarning``) is the user
+    asking for the failure, and gets it."""
+    if _error_filter_names_its_category(warning):  # its text alone: no traceback into the plugin
+        pytest.fail(f"{type(warning).__name__}: {warning}", pytrace=False)
     _SAID_IN_SUMMARY[kind.key] = f"{warning} (here: this run makes warnings errors)"
+
+
+def _error_filter_names_its_category(warning: Warning) -> bool:
+    """Whether the filter that turned ``warning`` into an error is one for this plugin's
+    warnings, not for every warning: the first filter whose category and message match it, as
+    :mod:`warnings` reads them (its module and line are not compared)."""
+    for action, message, category, _module, _line in warnings.filters:
+        if not isinstance(warning, category):
+            continue
+        if message is not None and not message.match(str(warning)):
+            continue
+        return action == "error" and issubclass(category, NotMeasuredWarning)
+    return False
 
 
 def _marker_location(item: pytest.Item, marker: str) -> tuple[str, int]:
