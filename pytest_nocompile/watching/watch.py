@@ -166,7 +166,8 @@ def _error_filter_names_its_category(warning: Warning) -> bool:
             continue
         if message is not None and not message.match(str(warning)):
             continue
-        return action == "error" and isinstance(category, type) and issubclass(category, NotMeasuredWarning)
+        ours = isinstance(category, type) and issubclass(category, NotMeasuredWarning)
+        return action == "error" and ours
     return False
 
 
