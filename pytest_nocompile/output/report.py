@@ -296,12 +296,23 @@ def fixture_processes_after_their_test(tests: list[tuple[str, RecompileRecord, d
     return lines
 
 
-def add_recompile_section(report: pytest.TestReport, snapshot: TestSnapshot, when: str) -> None:
-    """Show recompiles beside a test's own failure, or those of setup/teardown."""
+def add_recompile_section(report: pytest.TestReport, snapshot: TestSnapshot, when: str,
+                          in_failure: Sequence[object] = ()) -> None:
+    """Show recompiles beside a test's own failure, or those of setup/teardown.
+
+    ``in_failure``: the events the failure's own text lists (a block assertion's), left out here.
+    """
+    heading = "recorded"
     if when == "call":
-        events = [event for process in snapshot.processes for event in process.recompiles if event.phase != "teardown"]
-        limit_hits, suffix = [hit for process in snapshot.processes for hit in process.limit_hits], ""
+        listed = {id(event) for event in in_failure}
+        events = [event for process in snapshot.processes for event in process.recompiles
+                  if event.phase != "teardown" and id(event) not in listed]
+        limit_hits = [hit for process in snapshot.processes for hit in process.limit_hits
+                      if id(hit) not in listed]
+        suffix = ""
         shown = report.failed and bool(events or limit_hits)
+        if listed:
+            heading = "recorded besides those in the failure above"
     else:
         if not (snapshot.own.recompiles or snapshot.with_children):  # the section lists recompiles: a test that only compiled has none
             return
@@ -312,5 +323,6 @@ def add_recompile_section(report: pytest.TestReport, snapshot: TestSnapshot, whe
         limit_hits, suffix = [], f" ({phases}, not counted)"
         shown = bool(events)
     if shown:
-        lines = [f"{plural(len(events), 'recompile')} recorded", *format_events(events, with_phase=True), *format_limit_hits(limit_hits)]
+        lines = [f"{plural(len(events), 'recompile')} {heading}",
+                 *format_events(events, with_phase=True), *format_limit_hits(limit_hits)]
         report.sections.append((SECTION_TITLE + suffix, "\n".join(lines)))
