@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 from test_cache_misses import text_block_after
@@ -153,6 +153,16 @@ def _compile_fx_inner(gm, example_inputs, **graph_kwargs):
 def load_with_key(key, debug_lines, example_inputs, local, remote_cache, is_backward):
     return report()
 '''
+# AOT autograd's cache entries, which loaded graphs from the FX graph cache without is_backward.
+AOT_CACHE_ENTRIES = '''
+class CompiledForward:
+    def load(self, example_inputs):
+        return report()
+
+class CompiledBackward(CompiledForward):
+    def load(self, example_inputs):
+        return report()
+'''
 
 
 @pytest.mark.parametrize("function, flags, part", [
@@ -175,6 +185,18 @@ def test_a_graphs_part_is_read_from_inductors_compile_call(function: str, flags:
     exec(compile(INDUCTOR_FRAMES, inductor_file, "exec"), namespace)
     positional: tuple[object, ...] = () if function == "load_with_key" else (None, [])
     assert namespace[function](*positional, **flags) == part
+
+
+def test_a_graph_from_aot_autograds_cache_is_told_by_its_entry() -> None:
+    import sys
+
+    from pytest_nocompile.observe.sources.kernel_counts import graph_part
+
+    namespace: dict[str, Any] = {"report": lambda: graph_part(sys._getframe(1))}
+    aot_file = "/site-packages/torch/_functorch/_aot_autograd/autograd_cache.py"
+    exec(compile(AOT_CACHE_ENTRIES, aot_file, "exec"), namespace)
+    assert namespace["CompiledBackward"]().load([]) == "backward"
+    assert namespace["CompiledForward"]().load([]) is None
 
 
 TRAINING_STEP = '''

@@ -19,8 +19,9 @@ the backward (at the first ``backward()``, or with the forward where it
 saves sizes for the backward): a backward's count says so (its reason
 ``backward``), told by inductor's own ``is_backward`` on the call that
 compiles or loads it (``compile_fx_inner``'s argument, ``_compile_fx_inner``'s
-``graph_kwargs``, ``FxGraphCache.load_with_key``'s argument), read from the
-stack as the count passes. The failure text names the other graph of that
+``graph_kwargs``, ``FxGraphCache.load_with_key``'s argument, or the class of
+AOT autograd's cache entry, ``CompiledBackward``), read from the stack as the
+count passes. The failure text names the other graph of that
 compile id its forward (``vocabulary.health_lines.kernel_lines``).
 
 ``torch._inductor.metrics`` is imported at arming where it is not yet (some
@@ -122,12 +123,22 @@ def graph_part(frame: Any) -> Optional[str]:
         if frame is None:
             return None
         code = frame.f_code
+        backward = None
         if code.co_name in _COMPILE_FRAMES and "_inductor" in code.co_filename:
             backward = _is_backward(frame.f_locals)
-            if backward is not None:
-                return KERNELS_BACKWARD if backward else None
+        elif code.co_name == "load" and "_aot_autograd" in code.co_filename:
+            backward = _cache_entry_is_backward(frame.f_locals)
+        if backward is not None:
+            return KERNELS_BACKWARD if backward else None
         frame = frame.f_back
     return None
+
+
+def _cache_entry_is_backward(local: dict[str, Any]) -> Optional[bool]:
+    """AOT autograd's cache loading a graph (torch 2.5 on): its entry's class says which it is,
+    where the FX graph cache's lookup below it is not told (before torch 2.8 or so)."""
+    entry = type(local.get("self")).__name__
+    return True if entry == "CompiledBackward" else False if entry == "CompiledForward" else None
 
 
 def _is_backward(local: dict[str, Any]) -> Optional[bool]:
