@@ -160,3 +160,59 @@ def test_outside_pytest_captures_on_its_own_and_restores_logging(tmp_path: pytes
         "restored: True",
     ]
     assert result.stderr == ""
+
+
+SEQUENCE_LENGTHS = '''
+import pytest
+import torch
+from pytest_nocompile import assert_max_recompiles
+
+
+class TinyLM(torch.nn.Module):
+    def __init__(self, vocab=64, width=16):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.head = torch.nn.Linear(width, vocab)
+
+    def forward(self, idx):
+        return self.head(self.embed(idx))
+
+
+def batch(seq):
+    return torch.randint(0, 64, (3, seq))  # (batch, seq)
+
+
+def test_fixture_block(nocompile_assert_max_recompiles):
+    model = torch.compile(TinyLM(), backend="eager", dynamic=False)
+    model(batch(8))
+    model(batch(8).float().long()[:2])  # a smaller batch, before the block
+    with nocompile_assert_max_recompiles(0):
+        model(batch(12))  # a new sequence length
+
+
+@pytest.mark.max_recompiles(5)  # watched: the block counts from the test's record
+def test_plain_block():
+    model = torch.compile(TinyLM(), backend="eager", dynamic=False)
+    model(batch(8))
+    with assert_max_recompiles(0):
+        model(batch(12))  # a new sequence length
+'''
+
+
+def test_a_failed_blocks_recompiles_are_printed_once(pytester: pytest.Pytester,
+                                                     run: RunPytest) -> None:
+    pytester.makepyfile(test_lengths=SEQUENCE_LENGTHS)
+    result = run("-p", "no:randomly", "-p", "no:logging")
+    result.assert_outcomes(failed=2)
+    # Up to pytest's short summary: with CI set, it repeats each failure's whole message.
+    output = result.stdout.str().partition("short test summary info")[0]
+    new_length = [line for line in output.splitlines() if "# a new sequence length" in line]
+    # Each block's recompile once, in its failure: its source line, and its "triggered by" line.
+    assert len([line for line in new_length if "triggered by:" in line]) == 2, output
+    # The two blocks', and the one before a block (in the section).
+    assert output.count("recompiled TinyLM.forward") == 3, output
+    result.stdout.fnmatch_lines([
+        "*- nocompile recompiles -*",
+        "1 recompile recorded besides those in the failure above",
+        "(call) ?1/1? recompiled TinyLM.forward*",  # (fnmatch reads [] as a set)
+    ])

@@ -83,6 +83,7 @@ def test_compile_budget_counts_what_a_compile_counter_counts(pytester: pytest.Py
         "[1/1] recompiled scale (test_counted.py:4)",
         "    guard failed: 0/0: n == 2",
         "      guarded at: test_counted.py:5 in scale: return x * n",
+        "      usual fix: n is a Python int that changes*",
         "    triggered by: test_counted.py:* in test_a_recompile_is_a_compile: f(torch.ones(2), 3)",
     ])
     expect_lines(result, [

@@ -30,6 +30,22 @@ def test_python_float():  # a learning rate set by a scheduler
     f(torch.ones(2), 0.5)
     f(torch.ones(2), 0.25)
 
+def train_step(x, step):
+    return x * step
+
+def test_python_int():  # a step counter passed to the compiled step
+    f = torch.compile(train_step, backend="eager")
+    for step in range(3):
+        f(torch.ones(2), step)
+
+def forward(x, use_cache):
+    return x * 2 if use_cache else x + 1
+
+def test_python_bool():  # a flag the loop switches
+    f = torch.compile(forward, backend="eager")
+    f(torch.ones(2), True)
+    f(torch.ones(2), False)
+
 def test_size():
     f = torch.compile(double, backend="eager")
     f(torch.ones(2))
@@ -72,6 +88,8 @@ def test_deallocated_object():  # an optimizer built per step, each freed
 # The test of each row, and the subject its fix names (None: it differs between torch versions, args[0] or self).
 ROWS = {
     "python float": ("test_python_float", "n"),
+    "python int": ("test_python_int", "step"),
+    "python bool": ("test_python_bool", "use_cache"),
     "size": ("test_size", "x dim 0"),
     "size 0/1": ("test_size_zero_one", "x dim 0"),
     "size compared": ("test_size_compared", "x dim 0"),
@@ -107,6 +125,75 @@ def test_each_row_names_its_fix(pytester: pytest.Pytester, run: RunPytest) -> No
             if subject is not None:
                 assert reason["subject"] == subject
             tensor, _, dim = (reason["subject"] or "").partition(" dim ")
-            assert reason["fix"] == row.fix.format(subject=reason["subject"], tensor=tensor, dim=dim)  # type: ignore[union-attr]
+            fix = row.fix_for(held=False)  # each test's subject is an argument
+            assert fix is not None
+            assert reason["fix"] == fix.format(subject=reason["subject"], tensor=tensor, dim=dim)
             # The failure text says it once, under the guard that needs it.
             assert failures[test].count(f"      usual fix: {reason['fix']}\n") == 1
+
+
+TRAINING_LOOP = '''
+import pytest
+import torch
+
+
+class TinyLM(torch.nn.Module):
+    def __init__(self, vocab=64, width=16):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.head = torch.nn.Linear(width, vocab)
+        self.step = 0  # counted by the model itself
+
+    def forward(self, idx):
+        self.step += 1
+        return self.head(self.embed(idx)) * min(1, self.step)
+
+
+def batch():
+    return torch.randint(0, 64, (3, 8))  # (batch, seq)
+
+
+def train_step(model, idx, step):
+    logits = model(idx)
+    return logits.float().mean() * (step + 1)
+
+
+@pytest.mark.max_recompiles(0)
+def test_step_argument():
+    model = TinyLM()
+    compiled = torch.compile(train_step, backend="eager")
+    for step in range(3):
+        compiled(model, batch(), step)
+
+
+@pytest.mark.max_recompiles(0)
+def test_step_attribute():
+    model = torch.compile(TinyLM(), backend="eager")
+    for _ in range(3):
+        model(batch())
+'''
+
+
+def test_an_int_step_counter_names_its_fix_as_an_argument_and_as_an_attribute(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_loop=TRAINING_LOOP)
+    result = run("-p", "no:randomly", "-p", "no:logging")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*_ test_step_argument _*",
+        "*recompiles > max_recompiles(0)*",
+        "*recompiled train_step*",
+        "    guard failed: *step == 0",
+        "*",
+        "      usual fix: step is a Python int that changes (a step or epoch counter): "
+        "compile with dynamic=True, or pass it as a tensor, e.g. torch.tensor(step)*",
+    ])
+    result.stdout.fnmatch_lines([
+        "*_ test_step_attribute _*",
+        "*recompiles > max_recompiles(0)*",
+        "*TinyLM.forward*",
+        "    guard failed: *self.step == 0",
+        "*",
+        "      usual fix: self.step is a Python int that changes*hold it in a tensor*"
+        "torch._dynamo.config.allow_unspec_int_on_nn_module = True*",
+    ])

@@ -82,6 +82,7 @@ def test_fixtures(pytester: pytest.Pytester, run: RunPytest) -> None:
         "E       [1/1] recompiled scale (test_fixtures_user.py:4)",
         "E           guard failed: 0/0: n == 2",
         "E             guarded at: test_fixtures_user.py:5 in scale: return x * n",
+        "E             usual fix: n is a Python int that changes*",
         "E           triggered by: test_fixtures_user.py:* in test_block_over_budget: f(torch.ones(2), 3)",
     ])
     expect_lines(result, ["E       pytest_nocompile.exceptions.RecompileBudgetExceeded: 0 recompiles != nocompile_assert_max_recompiles(1, exact=True)"])

@@ -268,6 +268,7 @@ def test_a_baseline_failure_names_each_new_recompile_and_graph_break_and_counts_
         "test_subset.py::test_recompiles: compiles rose 1 -> 2, recompiles rose 0 -> 1",
         "    recompiled scale (test_subset.py:3): guard failed: 0/0: n == 2",
         "        triggered by: test_subset.py:9 in recompile_once: f(torch.ones(2), 3)",
+        "        usual fix: n is a Python int that changes*",
         "4 tests of the baseline did not run here (deselected, not collected, run by another shard, or removed): not compared",
     ])
     assert result.outlines[-1] == ("nocompile: run FAILED (exit code 1) though every test passed: "
@@ -330,6 +331,7 @@ def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -
         "test_base.py::test_stable: new reason: recompile scale (test_base.py): python int n",
         "    recompiled scale (test_base.py:2): guard failed: 0/0: n == 2",
         "        triggered by: test_base.py:7 in test_stable: f(torch.ones(2), 3)",
+        "        usual fix: n is a Python int that changes*",
         "test_base.py::test_improves: compiles fell 2 -> 1, recompiles fell 1 -> 0",
         "test_base.py::test_improves: reason gone: recompile scale (test_base.py): python int n",
         "new test (not in baseline): test_base.py::test_new",

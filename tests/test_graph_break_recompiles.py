@@ -81,6 +81,7 @@ def test_a_recompile_after_a_graph_break_names_the_function_the_break_and_the_ca
         "[1/1] recompiled train_step (resumed after the graph break at trainlib.py:5)",
         "    guard failed: 1/0: scale == 2",
         "      guarded at: trainlib.py:7 in train_step: return z * scale",
+        "      usual fix: scale is a Python int that changes*",
         "    triggered by: test_steps.py:7 in run_steps: step(x, 3)  # the new value",
     ])
     expect_lines(result, ["test_steps.py::test_after_the_break: train_step (resumed after the graph break at trainlib.py:5) "
@@ -96,6 +97,7 @@ def test_after_a_second_graph_break_the_caller_is_found_past_both_frames_of_the_
         "[1/1] recompiled two_breaks (resumed after the graph break at trainlib.py:18)",
         "    guard failed: 2/0: scale == 2",
         "      guarded at: trainlib.py:19 in two_breaks: return y * scale",
+        "      usual fix: scale is a Python int that changes*",
         "    triggered by: test_steps.py:7 in run_steps: step(x, 3)  # the new value",
     ])
 

@@ -98,7 +98,8 @@ def test_a_fix_names_the_subject() -> None:
     assert classify("self.param_groups[0]['lr'] == 0.01").fix == (
         "self.param_groups[0]['lr'] is a Python float that changes (a scheduled learning rate): hold it in a tensor, e.g. torch.tensor(0.01)")
     assert classify("___check_global_state()").fix.startswith("a global setting changed since the compile")  # type: ignore[union-attr]
-    assert classify("n == 2").fix is None
+    assert (classify("n == 2").fix or "").startswith("n is a Python int that changes")
+    assert classify("len(x) == 2").fix is None
 
 
 def test_plain_names() -> None:
@@ -160,3 +161,29 @@ def test_graph_break_reasons_name_the_function_and_file() -> None:
     assert call_reasons({"graph_break_events": [moved]}) == call_reasons({"graph_break_events": [event]})
     other = {**event, "reason": "Data-dependent branching", "graph_break_id": "GB0170"}
     assert call_reasons({"graph_break_events": [other]}) != call_reasons({"graph_break_events": [event]})
+
+
+@pytest.mark.parametrize("guard, subject, held", [
+    ("step == 0", "step", False),  # an argument of the compiled function
+    ("L['epoch'] == 2", "epoch", False),
+    ("self.step == 0", "self.step", True),  # an attribute: compiled again for every value
+    ("L['self'].global_step == 4", "self.global_step", True),
+    ("G['EPOCH'] == 1", "EPOCH", True),  # a global
+    ("state['step'] == 3", "state['step']", True),
+])
+def test_an_int_counters_fix_depends_on_where_it_is_kept(guard: str, subject: str,
+                                                         held: bool) -> None:
+    from pytest_nocompile.judge.guard_classes import INT_ARGUMENT_FIX, INT_HELD_FIX
+
+    classified = classify(guard)
+    assert (classified.name, classified.subject) == ("python int", subject)
+    assert classified.fix == (INT_HELD_FIX if held else INT_ARGUMENT_FIX).format(subject=subject)
+
+
+@pytest.mark.parametrize("guard, subject", [
+    ("use_cache == True", "use_cache"),
+    ("___check_obj_id(L['self'].training, 7685824)", "self.training"),  # torch up to 2.6
+    ("self.training == False", "self.training"),
+])
+def test_a_bool_flag_names_its_fix(guard: str, subject: str) -> None:
+    assert (classify(guard).fix or "").startswith(f"{subject} is a Python bool flag: ")

@@ -113,6 +113,7 @@ EXPECTED = {
         "[1/1] recompiled scale (test_hazards_user.py:{def scale})",
         "    guard failed: 0/0: n == 2",
         "      guarded at: test_hazards_user.py:{return x * n} in scale: return x * n",
+        "      usual fix: n is a Python int that changes*",
         "    triggered by: test_hazards_user.py:{# recompiles@test_int_argument} in test_int_argument: f(torch.ones(2), 3)  # recompiles",
     ],
     "test_module_attribute": [
@@ -120,6 +121,7 @@ EXPECTED = {
         "[1/1] recompiled Scaled.forward (compiled at test_hazards_user.py:{f = torch.compile(m@test_module_attribute})",
         "    guard failed: 0/0: self.factor == 2",
         "      guarded at: test_hazards_user.py:{return x * self.factor} in forward: return x * self.factor",
+        "      usual fix: self.factor is a Python int that changes*allow_unspec_int_on_nn_module*",
         "    triggered by: test_hazards_user.py:{# recompiles@test_module_attribute} in test_module_attribute: f(torch.ones(2))  # recompiles",
     ],
     "test_requires_grad": [
@@ -137,6 +139,7 @@ EXPECTED = {
         # self.training == True; ___check_obj_id(self.training, ...) up to torch 2.6
         "    guard failed: 0/0: *self.training*",
         "      guarded at: test_hazards_user.py:{return x + 1 if} in forward: return x + 1 if self.training else x - 1",
+        "      usual fix: self.training is a Python bool flag*",
         "    triggered by: test_hazards_user.py:{# recompiles@test_train_eval} in test_train_eval: f(torch.ones(2))  # recompiles",
     ],
     "test_grad_mode": [
@@ -161,6 +164,7 @@ EXPECTED = {
         "[1/1] recompiled scale (test_hazards_user.py:{def scale})",
         "    guard failed: 0/0: n == 2",
         "      guarded at: test_hazards_user.py:{return x * n} in scale: return x * n",
+        "      usual fix: n is a Python int that changes*",
         "    triggered by: test_hazards_user.py:{# recompiles@call_twice} in call_twice: f(torch.ones(2), 5)  # recompiles",
     ],
     "test_recompile_in_thread": [

@@ -11,8 +11,9 @@ them in the shared cache.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 from test_cache_misses import text_block_after
@@ -138,3 +139,102 @@ def test_two():
                                  "       1           0             0      n/a  kernels<=0  within budget  test_eager.py::test_*"])
     tests = json.loads((pytester.path / "report.json").read_text())["tests"]
     assert [(test["kernels"], "kernels" in test["not_measured"]) for test in tests] == [(None, True)] * 2
+
+
+# inductor's functions as they hold a graph's is_backward: an argument (torch 2.4, and the FX graph
+# cache's load), graph_kwargs (later torch).
+INDUCTOR_FRAMES = '''
+def compile_fx_inner(gm, example_inputs, is_backward=False, is_inference=False):
+    return report()
+
+def _compile_fx_inner(gm, example_inputs, **graph_kwargs):
+    return report()
+
+def load_with_key(key, debug_lines, example_inputs, local, remote_cache, is_backward):
+    return report()
+'''
+# AOT autograd's cache entries, which loaded graphs from the FX graph cache without is_backward.
+AOT_CACHE_ENTRIES = '''
+class CompiledForward:
+    def load(self, example_inputs):
+        return report()
+
+class CompiledBackward(CompiledForward):
+    def load(self, example_inputs):
+        return report()
+'''
+
+
+@pytest.mark.parametrize("function, flags, part", [
+    ("compile_fx_inner", {"is_backward": True}, "backward"),
+    ("compile_fx_inner", {"is_backward": False, "is_inference": False}, None),
+    ("_compile_fx_inner", {"is_backward": True, "is_inference": False}, "backward"),
+    ("_compile_fx_inner", {"is_backward": False}, None),
+    ("_compile_fx_inner", {}, None),  # a torch that keeps none: no part named
+    ("load_with_key", {"key": "k", "debug_lines": [], "example_inputs": [], "local": True,
+                       "remote_cache": None, "is_backward": True}, "backward"),
+])
+def test_a_graphs_part_is_read_from_inductors_compile_call(function: str, flags: dict[str, bool],
+                                                          part: str | None) -> None:
+    import sys
+
+    from pytest_nocompile.observe.sources.kernel_counts import graph_part
+
+    namespace = {"report": lambda: graph_part(sys._getframe(1))}
+    inductor_file = "/site-packages/torch/_inductor/compile_fx.py"
+    exec(compile(INDUCTOR_FRAMES, inductor_file, "exec"), namespace)
+    positional: tuple[object, ...] = () if function == "load_with_key" else (None, [])
+    assert namespace[function](*positional, **flags) == part
+
+
+def test_a_graph_from_aot_autograds_cache_is_told_by_its_entry() -> None:
+    import sys
+
+    from pytest_nocompile.observe.sources.kernel_counts import graph_part
+
+    namespace: dict[str, Any] = {"report": lambda: graph_part(sys._getframe(1))}
+    aot_file = "/site-packages/torch/_functorch/_aot_autograd/autograd_cache.py"
+    exec(compile(AOT_CACHE_ENTRIES, aot_file, "exec"), namespace)
+    assert namespace["CompiledBackward"]().load([]) == "backward"
+    assert namespace["CompiledForward"]().load([]) is None
+
+
+TRAINING_STEP = '''
+import pytest
+import torch
+
+
+class TinyLM(torch.nn.Module):
+    def __init__(self, vocab=16, width=8):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.head = torch.nn.Linear(width, vocab)
+
+    def forward(self, idx):
+        return self.head(torch.relu(self.embed(idx)))
+
+
+@pytest.mark.max_kernels(0)
+def test_training_step():
+    model = torch.compile(TinyLM())
+    idx = torch.randint(0, 16, (2, 5))  # (batch, seq)
+    torch._dynamo.mark_dynamic(idx, 1)  # variable lengths: the backward compiles with the forward
+    model(idx).sum().backward()
+'''
+
+
+def test_a_training_steps_forward_and_backward_kernels_are_told_apart(
+        pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(pytester.path / "inductor-cache"))
+    pytester.makepyfile(test_step=TRAINING_STEP)
+    result = run("-p", "no:randomly", "-W", "ignore::DeprecationWarning")
+    result.assert_outcomes(failed=1)
+    graph = "TinyLM.forward (compiled at test_step.py:17), compile 0/0: "
+    told_apart = [re.escape(graph) + r"\d+ kernels? \(forward{}\)",
+                  re.escape(graph) + r"\d+ kernels? \(backward{}\)"]
+    result.stdout.re_match_lines([line.format("") for line in told_apart], consecutive=True)
+    # A second process finds both graphs in the FX graph cache: still told apart.
+    warm = run("-p", "no:randomly", "-W", "ignore::DeprecationWarning")
+    warm.assert_outcomes(failed=1)
+    warm.stdout.re_match_lines([line.format(", from the FX graph cache") for line in told_apart],
+                               consecutive=True)

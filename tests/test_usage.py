@@ -212,6 +212,7 @@ def test_own_failure_is_kept_and_recompiles_go_in_a_section(pytester: pytest.Pyt
         "(setup) [1/1] recompiled scale (test_own.py:*)",
         "    guard failed: 0/0: n == 2",
         "      guarded at: test_own.py:* in scale: return x * n",
+        "      usual fix: n is a Python int that changes*",
         "    triggered by: test_own.py:* in warmed: f(torch.ones(2), 3)  # a setup recompile: shown, not counted",
     ])
     result.stdout.fnmatch_lines(["FAILED test_own.py::test_fails_for_its_own_reason - AssertionError*"])

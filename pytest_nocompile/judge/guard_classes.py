@@ -32,12 +32,19 @@ class GuardClass:
     """One class of guard: its name as baselines and reports write it, and the usual fix where one is known.
 
     ``fix`` may name ``{subject}``, ``{tensor}`` and ``{dim}``: the guarded
-    local or attribute, and for a size its tensor and dim.
+    local or attribute, and for a size its tensor and dim. ``held_fix``, where
+    the remedy differs, is the fix for a subject held by something else: an
+    attribute (``self.step``), an item or a global, rather than an argument.
     """
 
     name: str
     patterns: tuple[re.Pattern[str], ...]
     fix: Optional[str] = None
+    held_fix: Optional[str] = None
+
+    def fix_for(self, held: bool) -> Optional[str]:
+        """The fix template for a subject that is an argument (``held`` False) or held elsewhere."""
+        return self.held_fix if held and self.held_fix is not None else self.fix
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,25 @@ def _rows(*patterns: str) -> tuple[re.Pattern[str], ...]:
 ZERO_ONE_FIX = ("dynamo specialises sizes 0 and 1: keep {tensor} dim {dim} at 2 or more, or call "
                 "torch._dynamo.mark_unbacked({tensor}, {dim}) before the first call")
 SIZE_FIX = "compile with dynamic=True, or call torch._dynamo.mark_dynamic({tensor}, {dim}) before the first call"
+# A Python int that changes, as a training loop's step, epoch or global step. torch's docs
+# ("Dealing with Recompilations": ints are constants guarded on their exact value; wrap them in
+# tensors) and its config (allow_unspec_int_on_nn_module: integer attributes of an nn.Module are
+# static, and "step counters" recompile). An argument is made dynamic after one recompile
+# (automatic dynamic), or from the start with dynamic=True; an attribute or a global is compiled
+# again for every value it takes.
+INT_ARGUMENT_FIX = ("{subject} is a Python int that changes (a step or epoch counter): compile "
+                    "with dynamic=True, or pass it as a tensor, e.g. torch.tensor({subject}); by "
+                    "default dynamo makes an int argument dynamic after one recompile")
+INT_HELD_FIX = ("{subject} is a Python int that changes (a step or epoch counter), and dynamo "
+                "compiles again for every value it reads from an attribute or global: hold it in a "
+                "tensor (torch.tensor(0), then {subject} += 1 updates it in place) or pass it as "
+                "an argument; for an nn.Module's int attribute, "
+                "torch._dynamo.config.allow_unspec_int_on_nn_module = True makes it dynamic after "
+                "one recompile")
+# A flag (use_cache, a module's training mode): each value is a graph of its own, compiled once.
+BOOL_FIX = ("{subject} is a Python bool flag: dynamo compiles one graph for each of its values, "
+            "once each (model.train() and model.eval() are two); allow one recompile for each "
+            "value the test switches to, or keep it the same within the test")
 SIZE_COMPARED_FIX = ("your code branches on the size of {tensor} dim {dim}: move the branch out of the compiled function, or compute "
                      "both sides with torch ops")
 
@@ -98,7 +124,7 @@ GUARD_CLASSES: tuple[GuardClass, ...] = (
     GuardClass("dispatch keys", _rows(r"^tensor '(?P<subject>.+?)' dispatch key set mismatch")),
     GuardClass("type", _rows(r"^expected type of '(?P<subject>.+?)' to be", r"^___check_type_id\((?P<subject>[^,]+),")),
     # Up to torch 2.6 a module's training flag is guarded by the identity of True or False.
-    GuardClass("python bool", _rows(r"^___check_obj_id\((?P<subject>[^,]+\.training),")),
+    GuardClass("python bool", _rows(r"^___check_obj_id\((?P<subject>[^,]+\.training),"), BOOL_FIX),
     GuardClass("object id", _rows(r"^___check_obj_id\((?P<subject>[^,]+),"),
                "{subject} is a new object at each call (a module or optimizer built per call): build it once and reuse it"),
     GuardClass("length", _rows(r"^len\((?P<subject>.+)\) == \d+$")),
@@ -108,7 +134,7 @@ GUARD_CLASSES: tuple[GuardClass, ...] = (
 _VALUE_CLASS = GUARD_CLASSES[-1]
 PYTHON_FLOAT = GuardClass("python float", (), "{subject} is a Python float that changes (a scheduled learning rate): hold it in a tensor, "
                           "e.g. torch.tensor(0.01)")
-PYTHON_INT = GuardClass("python int", ())
+PYTHON_INT = GuardClass("python int", (), INT_ARGUMENT_FIX, INT_HELD_FIX)
 PYTHON_BOOL = next(row for row in GUARD_CLASSES if row.name == "python bool")
 OTHER = GuardClass("other", ())
 # Every class a guard can be given, for the docs and the tests: the table's rows, the value's classes, and "other".
@@ -127,11 +153,16 @@ def classify(guard: str) -> ClassifiedGuard:
         for pattern in row.patterns:
             found = pattern.search(text)
             if found is not None:
-                return _classified(row, found.groupdict())
+                return _classified(row, found.groupdict(), _GLOBAL.match(guard.strip()) is not None)
     return ClassifiedGuard(OTHER.name)
 
 
-def _classified(row: GuardClass, groups: dict[str, Optional[str]]) -> ClassifiedGuard:
+_GLOBAL = re.compile(r"^G\[")  # a global, as every torch names one: G['EPOCH']
+_HELD = re.compile(r"[.\[]")  # an attribute or an item: self.step, state['step']
+
+
+def _classified(row: GuardClass, groups: dict[str, Optional[str]],
+                is_global: bool = False) -> ClassifiedGuard:
     subject, tensor, dim = groups.get("subject"), groups.get("tensor"), groups.get("dim")
     size = groups.get("size") or groups.get("stride")
     if size is not None and (parts := _DIM_OF.match(size)) is not None:
@@ -140,7 +171,11 @@ def _classified(row: GuardClass, groups: dict[str, Optional[str]]) -> Classified
         subject = f"{tensor} dim {dim}" if dim is not None else tensor
     if row is _VALUE_CLASS:
         row = _value_class(groups.get("value") or "")
-    fix = row.fix.format(subject=subject or "a global setting", tensor=tensor, dim=dim) if row.fix else None
+    held = is_global or (subject is not None and _HELD.search(subject) is not None)
+    template = row.fix_for(held)
+    fix = None
+    if template is not None:
+        fix = template.format(subject=subject or "a global setting", tensor=tensor, dim=dim)
     return ClassifiedGuard(row.name, subject, fix, tensor, int(dim) if dim is not None else None)
 
 

@@ -10,6 +10,7 @@ from ..vocabulary.events import GuardFailure, HealthEvent, RecompileEvent, Recom
 from ..vocabulary.graph_break_events import GraphBreakEvent
 from ..vocabulary.kinds import KINDS, USER_ONLY, USER_ONLY_INI, USER_ONLY_OPTION, BudgetKind
 from ..vocabulary.measures import COUNT, Measure, plural
+from ..vocabulary.resume_names import resume_point
 
 if TYPE_CHECKING:
     import pytest
@@ -148,9 +149,10 @@ def _graph_break_entries(events: Sequence[GraphBreakEvent], first: int, total: i
     """One entry per graph break, numbered from ``first`` of ``total``: where, why, in what, from
     which user line."""
     lines: list[str] = []
+    advised: dict[tuple[tuple[str, ...], Optional[str]], str] = {}  # advice shown, by its entry
     for index, event in enumerate(events, start=first):
-        place = f"{display_path(event.filename)}:{event.line}"
-        lines.append(f"[{index}/{total}] graph break at {place}")
+        entry = f"[{index}/{total}]"
+        lines.append(f"{entry} graph break at {display_path(event.filename)}:{event.line}")
         lines.append(f"    reason: {event.reason}")
         if event.explanation:
             lines.append(f"    explanation: {event.explanation}")
@@ -158,6 +160,45 @@ def _graph_break_entries(events: Sequence[GraphBreakEvent], first: int, total: i
             lines.append(f"    compiling: {event.module.place}")
         if event.user_code is not None:
             lines.append(f"    user code: {event.user_code}")
+        lines += _torch_advice(event, entry, advised)
+    return lines
+
+
+def graph_breaks_resumed_after(recompiles: Sequence[RecompileEvent],
+                               graph_breaks: Sequence[GraphBreakEvent]) -> list[str]:
+    """The graph breaks that recompiled code resumes after (a resume function's), in full: what
+    broke the graph and torch's advice, beside the recompiles that the break's split brought."""
+    places = {(event.filename, point.line)
+              for event in recompiles if (point := resume_point(event.function)) is not None}
+    led = [event for event in graph_breaks if any(_broke_at(event, *place) for place in places)]
+    if not led:
+        return []
+    heading = "the graph break" if len(led) == 1 else "the graph breaks"
+    return [f"recompiled after {heading} (dynamo compiles the code after a graph break "
+            "as a function of its own):", *format_graph_breaks(led)]
+
+
+def _broke_at(event: GraphBreakEvent, filename: str, line: int) -> bool:
+    """Whether a graph break is the one that a resume function of ``filename`` resumes after at
+    ``line``: its own place, or a call on its stack there (a break in a function it called)."""
+    if (event.filename, event.line) == (filename, line):
+        return True
+    return f'File "{filename}", line {line},' in event.message
+
+
+def _torch_advice(event: GraphBreakEvent, entry: str,
+                  advised: dict[tuple[tuple[str, ...], Optional[str]], str]) -> list[str]:
+    """torch's hints and its page on this graph break, where it gave them; a later break of the same
+    kind points back at the first rather than repeating them."""
+    advice = (event.hints, event.link)
+    if not event.hints and event.link is None:
+        return []
+    if advice in advised:
+        return [f"    hints: as for {advised[advice]} above"]
+    advised[advice] = entry
+    lines = [f"    hint: {hint}" for hint in event.hints]
+    if event.link is not None:
+        lines.append(f"    details: {event.link}")
     return lines
 
 
@@ -214,6 +255,8 @@ def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent
     for source in kind.explained_by:
         if source == "recompiles":
             lines += format_events(recompiles) + format_limit_hits(limit_hits)
+            if "graph_breaks" not in kind.explained_by:  # else each graph break is listed below
+                lines += graph_breaks_resumed_after(recompiles, graph_breaks)
             if not_counted:
                 lines.append(f"not counted (outside the call phase): {plural(len(not_counted), 'recompile')}")
                 lines += format_events(not_counted, with_phase=True)
@@ -299,12 +342,23 @@ def fixture_processes_after_their_test(tests: list[tuple[str, RecompileRecord, d
     return lines
 
 
-def add_recompile_section(report: pytest.TestReport, snapshot: TestSnapshot, when: str) -> None:
-    """Show recompiles beside a test's own failure, or those of setup/teardown."""
+def add_recompile_section(report: pytest.TestReport, snapshot: TestSnapshot, when: str,
+                          in_failure: Sequence[object] = ()) -> None:
+    """Show recompiles beside a test's own failure, or those of setup/teardown.
+
+    ``in_failure``: the events the failure's own text lists (a block assertion's), left out here.
+    """
+    heading = "recorded"
     if when == "call":
-        events = [event for process in snapshot.processes for event in process.recompiles if event.phase != "teardown"]
-        limit_hits, suffix = [hit for process in snapshot.processes for hit in process.limit_hits], ""
+        listed = {id(event) for event in in_failure}
+        events = [event for process in snapshot.processes for event in process.recompiles
+                  if event.phase != "teardown" and id(event) not in listed]
+        limit_hits = [hit for process in snapshot.processes for hit in process.limit_hits
+                      if id(hit) not in listed]
+        suffix = ""
         shown = report.failed and bool(events or limit_hits)
+        if listed:
+            heading = "recorded besides those in the failure above"
     else:
         if not (snapshot.own.recompiles or snapshot.with_children):  # the section lists recompiles: a test that only compiled has none
             return
@@ -315,5 +369,6 @@ def add_recompile_section(report: pytest.TestReport, snapshot: TestSnapshot, whe
         limit_hits, suffix = [], f" ({phases}, not counted)"
         shown = bool(events)
     if shown:
-        lines = [f"{plural(len(events), 'recompile')} recorded", *format_events(events, with_phase=True), *format_limit_hits(limit_hits)]
+        lines = [f"{plural(len(events), 'recompile')} {heading}",
+                 *format_events(events, with_phase=True), *format_limit_hits(limit_hits)]
         report.sections.append((SECTION_TITLE + suffix, "\n".join(lines)))

@@ -32,7 +32,10 @@ class GraphBreakEvent:
     ``module`` the module whose method dynamo was compiling, where it was one
     (a module compiled whole: :mod:`.module_names`); ``inside_torch`` whether
     the break's place is in torch's own code (``optimizer.step()``'s), which
-    the user cannot change, rather than in theirs: set where it is recorded.
+    the user cannot change, rather than in theirs: set where it is recorded;
+    ``hints`` torch's "Hint:" lines and ``link`` the page its "For more details
+    about this graph break" line points at (both torch 2.7 on, the link 2.9
+    on), where it gives them.
     """
 
     filename: str
@@ -46,6 +49,8 @@ class GraphBreakEvent:
     graph_break_id: str | None = None
     module: CompiledModule | None = None
     inside_torch: bool = False
+    hints: tuple[str, ...] = ()
+    link: str | None = None
 
 
 # torch >= 2.6: "Graph break in user code at FILE:LINE", the reason ("Reason: ..." in 2.6,
@@ -61,6 +66,9 @@ _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<error>[A-Za-z_]\w*): (?P<
 NO_GRAPH_BREAK_REASON = "(torch gave no reason)"
 # "For more details about this graph break, please visit: https://.../compile-graph-break-site/gb/gb0059.html" (torch 2.9 on)
 _GRAPH_BREAK_ID = re.compile(r"/gb/(?P<id>gb\d+)\.html")
+# The link itself, by the words before it rather than by its address: the page has moved before.
+_DETAILS_LINK = re.compile(r"For more details about this graph break.*?:\s*(?P<link>https?://\S+)")
+_HINT_LABEL = "Hint:"
 
 
 def parse_graph_break_message(message: str, phase: Phase = "call") -> GraphBreakEvent:
@@ -100,8 +108,16 @@ def _located_graph_break(filename: str, line: int, body: list[str], message: str
     explanation = next((text[len("Explanation:"):].strip() for text in reason_lines if text.startswith("Explanation:")), None)
     user_code = innermost_frame(traceback[1:])
     graph_break_id = _GRAPH_BREAK_ID.search(message)
+    link = _DETAILS_LINK.search(message)
     return GraphBreakEvent(filename, line, reason, explanation, message, phase, user_code,
-                           graph_break_id=graph_break_id["id"].upper() if graph_break_id else None)
+                           graph_break_id=graph_break_id["id"].upper() if graph_break_id else None,
+                           hints=_hints(reason_lines), link=link["link"] if link else None)
+
+
+def _hints(reason_lines: list[str]) -> tuple[str, ...]:
+    """torch's advice, one "Hint:" line each (torch 2.7 on), as torch wrote it."""
+    return tuple(text[len(_HINT_LABEL):].strip() for text in reason_lines
+                 if text.startswith(_HINT_LABEL) and text[len(_HINT_LABEL):].strip())
 
 
 def _stack_graph_break(body: list[str], message: str, phase: Phase) -> GraphBreakEvent:

@@ -37,12 +37,34 @@ def sync_lines(events: Sequence[HealthEvent]) -> list[str]:
     return [f"{count} × {where}" + (f" (in thread {thread})" if thread else "") for (where, thread), count in counts.items()]
 
 
+# The part of a training step a graph's kernels are of (observe.sources.kernel_counts says which
+# is a backward: its event's reason starts so).
+KERNELS_BACKWARD = "backward"
+KERNELS_FORWARD = "forward"
+
+
+def _is_backward(event: HealthEvent) -> bool:
+    return (event.reason or "").startswith(KERNELS_BACKWARD)
+
+
 def kernel_lines(events: Sequence[HealthEvent]) -> list[str]:
-    """``f (test_x.py:4), compile 0/0: 2 kernels``: one line per graph, with where its code came from when not compiled anew."""
+    """``f (test_x.py:4), compile 0/0: 2 kernels``: one line per graph, with its part of a training
+    step (``forward``, ``backward``) and where its code came from when not compiled anew.
+
+    A backward compiled at the first ``backward()`` runs outside the frame of its forward: it is
+    named by the forward of its compile id."""
     lines = []
+    places: dict[Optional[str], str] = {event.compile_id: event.compiling_place for event in events
+                                        if event.compiling_place and event.compile_id}
+    with_backward = {event.compile_id for event in events
+                     if _is_backward(event) and event.compile_id}
     for event in events:
-        graph = event.compiling_place or "a graph compiled outside a frame (a backward)"
+        graph = (event.compiling_place or places.get(event.compile_id)
+                 or "a graph compiled outside a frame (a backward)")
         compile_id = f", compile {event.compile_id}" if event.compile_id else ""
-        origin = f" ({event.reason})" if event.reason else ""
+        reason = event.reason
+        if event.compile_id in with_backward and not _is_backward(event):  # the backward's forward
+            reason = ", ".join(word for word in (KERNELS_FORWARD, reason) if word)
+        origin = f" ({reason})" if reason else ""
         lines.append(f"{graph}{compile_id}: {plural(event.amount, 'kernel')}{origin}")
     return lines

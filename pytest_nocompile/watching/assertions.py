@@ -150,7 +150,11 @@ class _BudgetBlock(ContextDecorator):
                     headline = f"{record.process_label(process)}: {headline}"
                 parts.append(explain(self._kind, headline, new[process].recompiles, new[process].limit_hits, new[process].graph_breaks,
                                      health=new[process].signals(self._kind.health_signals, None) + lower_bound(record.process_of(process), self._kind)))
-            raise self._kind.exceeded("\n\n".join(parts))
+            error = self._kind.exceeded("\n\n".join(parts))
+            if "recompiles" in self._kind.explained_by:  # its text lists them: the section need not
+                listed = [(*new[process].recompiles, *new[process].limit_hits) for process in over]
+                setattr(error, _SHOWN, [event for events in listed for event in events])
+            raise error
 
     def _judge_floor(self, new: list[ProcessEvents], count: int) -> None:
         """A floor is judged on the block's processes together (see .floors); a swallowed compile error fails it too."""
@@ -161,6 +165,16 @@ class _BudgetBlock(ContextDecorator):
         if over_budget(self._kind, count, self._allowed, compile_error=errors):
             headline = self._kind.headline(count, self._allowed, self._shown)
             raise self._kind.exceeded("\n".join([headline, *why_too_few(new, count)]))
+
+
+# The recompiles (and limit hits) a block's failure lists, kept on the error it raises.
+_SHOWN = "_nocompile_events_shown"
+
+
+def events_shown_by(error: Optional[BaseException]) -> list[object]:
+    """The events a failed block's error lists in its text (none for any other error), so that a
+    report shows them once."""
+    return getattr(error, _SHOWN, [])
 
 
 def _heard_before_dynamo(record: RecompileRecord) -> None:

@@ -329,8 +329,13 @@ class Watcher:
                 record = watch.record
                 if record is not None and not record.empty():
                     from ..output.report import add_recompile_section
+                    from .assertions import events_shown_by
 
-                    add_recompile_section(report, record.snapshot(), when)
+                    # A block's failure lists its recompiles already (pytest keeps the call's error
+                    # in sys.last_value, for post-mortem debugging).
+                    error = getattr(sys, "last_value", None) if when == "call" else None
+                    shown = events_shown_by(error)
+                    add_recompile_section(report, record.snapshot(), when, shown)
             if watch.trace is not None:  # a failure says where the trace is kept; the result carries it
                 made_here = watch.trace.report(report, made_here)
         # A worker's controller gathers, from the reports it sends; a plain pass of setup or call

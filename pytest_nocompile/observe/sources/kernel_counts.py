@@ -14,6 +14,16 @@ both are wrapped on the class and each reports its graph's
 ``generated_kernel_count`` as it passes: a fresh graph and the same graph
 from a warm cache count alike. Disarming puts torch's functions back.
 
+A training step compiles two graphs under one compile id, the forward and
+the backward (at the first ``backward()``, or with the forward where it
+saves sizes for the backward): a backward's count says so (its reason
+``backward``), told by inductor's own ``is_backward`` on the call that
+compiles or loads it (``compile_fx_inner``'s argument, ``_compile_fx_inner``'s
+``graph_kwargs``, ``FxGraphCache.load_with_key``'s argument, or the class of
+AOT autograd's cache entry, ``CompiledBackward``), read from the stack as the
+count passes. The failure text names the other graph of that
+compile id its forward (``vocabulary.health_lines.kernel_lines``).
+
 ``torch._inductor.metrics`` is imported at arming where it is not yet (some
 6 ms once dynamo is there): inductor is often first imported in the middle
 of a test's first compile, after the capture armed. Only a run that reads
@@ -26,7 +36,7 @@ import importlib
 import sys
 from typing import Any, Callable, Optional
 
-from ...vocabulary.health_lines import KERNELS_SIGNAL
+from ...vocabulary.health_lines import KERNELS_BACKWARD, KERNELS_SIGNAL
 from ..dynamo_state import torch_import_warnings_silenced
 
 METRICS = "torch._inductor.metrics"
@@ -73,7 +83,9 @@ class KernelCounts:
         try:
             kernels = getattr(deltas, FIELD)
             if isinstance(kernels, int) and kernels > 0:
-                self._emit(KERNELS_SIGNAL, kernels, origin)
+                part = graph_part(sys._getframe(2))
+                reason = ", ".join(word for word in (part, origin) if word) or None
+                self._emit(KERNELS_SIGNAL, kernels, reason)
         except Exception:  # a count we cannot read is a count we lack, not an error in the user's compile
             pass
 
@@ -95,6 +107,46 @@ class KernelCounts:
             return function(deltas, *args, **kwargs)
 
         return staticmethod(apply_deltas)
+
+
+# inductor's functions that take a graph's is_backward (as an argument, or in graph_kwargs or
+# kwargs), one of them on the stack of every graph it compiles or loads from its cache.
+_COMPILE_FRAMES = frozenset(("compile_fx_inner", "_compile_fx_inner", "fx_codegen_and_compile",
+                             "load_with_key"))
+_FRAMES_LOOKED_AT = 60  # a graph's count is reported some 10 to 20 frames below them
+
+
+def graph_part(frame: Any) -> Optional[str]:
+    """``"backward"`` for a backward graph inductor compiles (or loads) below ``frame``; None for
+    any other graph, or where the stack does not say."""
+    for _ in range(_FRAMES_LOOKED_AT):
+        if frame is None:
+            return None
+        code = frame.f_code
+        backward = None
+        if code.co_name in _COMPILE_FRAMES and "_inductor" in code.co_filename:
+            backward = _is_backward(frame.f_locals)
+        elif code.co_name == "load" and "_aot_autograd" in code.co_filename:
+            backward = _cache_entry_is_backward(frame.f_locals)
+        if backward is not None:
+            return KERNELS_BACKWARD if backward else None
+        frame = frame.f_back
+    return None
+
+
+def _cache_entry_is_backward(local: dict[str, Any]) -> Optional[bool]:
+    """AOT autograd's cache loading a graph (torch 2.5 on): its entry's class says which it is,
+    where the FX graph cache's lookup below it is not told (before torch 2.8 or so)."""
+    entry = type(local.get("self")).__name__
+    return True if entry == "CompiledBackward" else False if entry == "CompiledForward" else None
+
+
+def _is_backward(local: dict[str, Any]) -> Optional[bool]:
+    """``is_backward`` as one of inductor's compile functions holds it; None where it holds none."""
+    for holder in (local, local.get("graph_kwargs"), local.get("kwargs")):
+        if isinstance(holder, dict) and isinstance(holder.get("is_backward"), bool):
+            return bool(holder["is_backward"])
+    return None
 
 
 def _metrics() -> Any:
