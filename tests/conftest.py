@@ -88,6 +88,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = dealt_slowest_first(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[TEST_START_ENVIRONMENT] = {name: value for name, value in os.environ.items() if name not in OUTER_RUN_VARIABLES}
+
+
 @pytest.fixture(scope="session")
 def session_fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
     """This process's fork server, started by the first inner run that can be forked; ended with the session."""
