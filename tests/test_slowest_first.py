@@ -1,4 +1,4 @@
-"""The suite's own order: its slowest tests first, dealt to xdist's workers (tests/conftest.py)."""
+"""The suite's own order: its slowest tests first, dealt to xdist's workers (tests/slowest_first.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import SLOWEST_FIRST, first_batch_size
+from slowest_first import SLOWEST_FIRST, first_batch_size
 
 ROOT = Path(__file__).parent.parent
 
