@@ -7,6 +7,7 @@ import os
 from typing import Iterator
 
 import pytest
+from slowest_first import dealt_slowest_first
 
 from forked_runs import SUBPROCESS_SWITCH, ForkServer, forking
 from nocompile_testing import RunPytest
@@ -16,6 +17,10 @@ OUTER_RUN_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTE
 FRESH_INTERPRETER = "fresh_interpreter"  # the marker, registered in pyproject.toml
 # The environment as each test starts, before its fixtures change it: the fork server's.
 TEST_START_ENVIRONMENT = pytest.StashKey[dict[str, str]]()
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest tests first, dealt to xdist's workers in turn (:func:`dealt_slowest_first`)."""
+    items[:] = dealt_slowest_first(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
 @pytest.hookimpl(tryfirst=True)

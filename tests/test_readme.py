@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 import pytest_nocompile
 from nocompile_testing import TORCH, RunPytest, expect_lines
@@ -293,14 +295,52 @@ def copy_of_this_checkout(destination: Path) -> None:
         subprocess.run([*git, *command], cwd=destination, check=True, capture_output=True)
 
 
+# The new venv's own: pip installs a newer setuptools there if torch needs one,
+# as it did when it installed torch.
+VENV_SEED_DISTRIBUTIONS = frozenset({"pip", "setuptools"})
+
+
+def share_installed_torch(site_packages: Path, folder: Path) -> None:
+    """Make this run's torch and what it needs installed in the venv of ``site_packages``, uncopied.
+
+    ``folder`` gets a link to each top-level entry of those distributions (packages,
+    modules, ``.dist-info``), and a ``.pth`` file in the venv puts it on ``sys.path``,
+    where pip finds the distributions installed. pip installing the same torch again,
+    about 1 GB unpacked, was most of this test's time on a busy machine (about 120 s of
+    wall time), and it is not what the test checks: the install lines are.
+    """
+    folder.mkdir()
+    for distribution in installed_requirements("torch"):
+        tops = {Path(str(file)).parts[0] for file in distribution.files or []}
+        for top in tops - {"..", "__pycache__"}:
+            (folder / top).symlink_to(Path(str(distribution.locate_file(top))))
+    (site_packages / "torch-of-this-run.pth").write_text(f"{folder}\n")
+
+
+def installed_requirements(name: str) -> list[importlib.metadata.Distribution]:
+    """The installed distribution ``name`` and those it requires, transitively, as pip reads it."""
+    found: dict[str, importlib.metadata.Distribution] = {}
+    wanted = [name]
+    while wanted:
+        key = canonicalize_name(wanted.pop())
+        if key in found or key in VENV_SEED_DISTRIBUTIONS:
+            continue
+        distribution = found[key] = importlib.metadata.distribution(key)
+        for text in distribution.requires or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                wanted.append(requirement.name)
+    return list(found.values())
+
+
 @pytest.mark.install
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs git and a git checkout")
 def test_install_lines_work_as_written_in_a_fresh_venv(tmp_path: Path) -> None:
     """Each install line, run by bash in a fresh venv from a folder holding ./pytest-nocompile, installs a working plugin.
 
-    The venv first gets this run's torch (from pip's own configuration, as
-    .ci/run gets it): the docs tell users to install their torch first, and
-    left to itself pip would fetch the newest, several GB. Then, line by
+    The venv first gets this run's torch, installed (:func:`share_installed_torch`):
+    the docs tell users to install their torch first, and left to itself pip
+    would fetch the newest, several GB. Then, line by
     line: uninstall the plugin; the line as written (a ``pip wheel`` line
     just runs: the next line installs what it built); ``pytest --nocompile-check-hook`` (the plugin
     loads, and its start-up hook is live); after the first line, the
@@ -327,9 +367,10 @@ def test_install_lines_work_as_written_in_a_fresh_venv(tmp_path: Path) -> None:
         return done.stdout
 
     try:
-        # --no-compile: byte-compiling torch's files took most of this test's time (35 s of 45); imports compile what they use.
-        shell(f"python -m pip install --quiet --no-compile torch=={importlib.metadata.version('torch')}")
         site_packages = Path(shell("python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'").strip())
+        share_installed_torch(site_packages, tmp_path / "torch-of-this-run")
+        installed = shell("python -m pip list --format=freeze")
+        assert installed.count(f"torch=={importlib.metadata.version('torch')}") == 1
         for number, line in enumerate(install_lines()):
             if line.startswith("pip wheel"):  # builds what the next line installs
                 shell(line)
