@@ -10,10 +10,8 @@ import pytest
 from slowest_first import dealt_slowest_first
 
 from forked_runs import SUBPROCESS_SWITCH, ForkServer, forking
-from nocompile_testing import RunPytest
+from nocompile_testing import OUTER_RUN_VARIABLES, RunPytest
 
-# The outer run's: an inner run sets its own per test.
-OUTER_RUN_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_NOCOMPILE_EVENTS")
 FRESH_INTERPRETER = "fresh_interpreter"  # the marker, registered in pyproject.toml
 # The environment as each test starts, before its fixtures change it: the fork server's.
 TEST_START_ENVIRONMENT = pytest.StashKey[dict[str, str]]()

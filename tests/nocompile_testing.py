@@ -16,6 +16,10 @@ from pytest_nocompile.output.report import format_budget_failure
 from pytest_nocompile.record.record import RecompileRecord
 
 DATA = Path(__file__).parent / "data"
+# The outer run's: an inner run sets its own per test (here, not in conftest.py: a test module's
+# `from conftest import` can find tests/acceptance/conftest.py first in a whole-suite run).
+OUTER_RUN_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID",
+                       "PYTEST_NOCOMPILE_EVENTS")
 DOCS = Path(__file__).parent.parent / "docs"
 
 

@@ -185,7 +185,7 @@ def test_an_int_step_counter_names_its_fix_as_an_argument_and_as_an_attribute(
         "*recompiled train_step*",
         "    guard failed: *step == 0",
         "*",
-        "      usual fix: step is a Python int that changes (a step or epoch counter): "
+        "      usual fix: step is a Python int that changes (as a step or epoch counter does): "
         "compile with dynamic=True, or pass it as a tensor, e.g. torch.tensor(step)*",
     ])
     result.stdout.fnmatch_lines([

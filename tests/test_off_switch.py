@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import OUTER_RUN_VARIABLES
 
-from nocompile_testing import RECOMPILE_ONCE, RunPytest
+from nocompile_testing import OUTER_RUN_VARIABLES, RECOMPILE_ONCE, RunPytest
 
 # A suite written for the plugin, whose budgets this code breaks.
 SUITE = RECOMPILE_ONCE + '''

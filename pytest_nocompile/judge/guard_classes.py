@@ -77,10 +77,10 @@ SIZE_FIX = "compile with dynamic=True, or call torch._dynamo.mark_dynamic({tenso
 # static, and "step counters" recompile). An argument is made dynamic after one recompile
 # (automatic dynamic), or from the start with dynamic=True; an attribute or a global is compiled
 # again for every value it takes.
-INT_ARGUMENT_FIX = ("{subject} is a Python int that changes (a step or epoch counter): compile "
+INT_ARGUMENT_FIX = ("{subject} is a Python int that changes (as a step or epoch counter does): compile "
                     "with dynamic=True, or pass it as a tensor, e.g. torch.tensor({subject}); by "
                     "default dynamo makes an int argument dynamic after one recompile")
-INT_HELD_FIX = ("{subject} is a Python int that changes (a step or epoch counter), and dynamo "
+INT_HELD_FIX = ("{subject} is a Python int that changes (as a step or epoch counter does), and dynamo "
                 "compiles again for every value it reads from an attribute or global: hold it in a "
                 "tensor (torch.tensor(0), then {subject} += 1 updates it in place) or pass it as "
                 "an argument; for an nn.Module's int attribute, "

@@ -17,7 +17,7 @@ from typing import Generator, Iterable, Iterator, Optional
 import pytest
 
 from ..vocabulary.kinds import CONTRACT_MARKERS, DYNAMIC_DIMS, KINDS_BY_MARKER, SAME_ACROSS_RANKS
-from .planning import _marked_on
+from .planning import _marked_on, each_node_once
 
 PLUGIN_MARKERS = (*KINDS_BY_MARKER, *CONTRACT_MARKERS)
 # Edits (a letter added, dropped, changed, or two neighbours swapped) that still make a typo.
@@ -40,7 +40,7 @@ class MarkerTypos:
         self._meant = dict.fromkeys(_registered_markers(self.config), ())
         # Each node's own marks once (nearly every test has none); each test's whole
         # chain of marks only in a run where some mark is a typo.
-        if not any(self._any_typo(node.own_markers) for node in _each_node_once(session.items)):
+        if not any(self._any_typo(node.own_markers) for node in each_node_once(session.items)):
             return
         for item in session.items:
             errors = []
@@ -60,23 +60,6 @@ class MarkerTypos:
         if meant is None:
             meant = self._meant[name] = nearest_markers(name)
         return meant
-
-
-def _each_node_once(items: Iterable[pytest.Item]) -> Iterator[pytest.Item | pytest.Collector]:
-    """Every test, and each of its classes, modules and packages once
-    (most tests have the previous test's parent)."""
-    seen: set[int] = set()
-    previous_parent = None
-    for item in items:
-        yield item
-        node = item.parent
-        if node is previous_parent:
-            continue
-        previous_parent = node
-        while node is not None and id(node) not in seen:
-            seen.add(id(node))
-            yield node
-            node = node.parent
 
 
 class FailTypodTests:

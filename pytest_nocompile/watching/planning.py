@@ -9,7 +9,7 @@ plan up instead of reading every marker again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Hashable, Optional, Sequence
+from typing import TYPE_CHECKING, Hashable, Iterable, Iterator, Optional, Sequence
 
 import pytest
 
@@ -34,24 +34,33 @@ def uses_a_nocompile_fixture(item: pytest.Item) -> bool:
 
 def any_asks_to_be_watched(items: Sequence[pytest.Item]) -> bool:
     """Whether a test has a budget marker or a nocompile fixture (whatever its arguments say)."""
-    # item.iter_markers() reads every parent again for every test; here each
-    # parent is read once, and a test whose parent is the previous test's
-    # (most tests) costs a few attribute reads.
-    checked: set[int] = set()  # ids of modules and classes whose own markers were read
+    for node in each_node_once(items):
+        if node.own_markers and _has_a_budget_marker(node):
+            return True
+        if isinstance(node, pytest.Item) and uses_a_nocompile_fixture(node):
+            return True
+    return False
+
+
+def each_node_once(items: Iterable[pytest.Item]) -> Iterator[pytest.Item | pytest.Collector]:
+    """Every test, and each of its classes, modules and packages once, to read their own markers.
+
+    ``item.iter_markers()`` reads every parent again for every test; here each
+    parent is read once, and a test whose parent is the previous test's (most
+    tests) costs a few attribute reads.
+    """
+    seen: set[int] = set()  # ids of the parents yielded
     previous_parent = None
     for item in items:
-        if uses_a_nocompile_fixture(item) or item.own_markers and _has_a_budget_marker(item):
-            return True
+        yield item
         node = item.parent
         if node is previous_parent:
             continue
         previous_parent = node
-        while node is not None and id(node) not in checked:
-            if _has_a_budget_marker(node):
-                return True
-            checked.add(id(node))
+        while node is not None and id(node) not in seen:
+            seen.add(id(node))
+            yield node
             node = node.parent
-    return False
 
 
 def _has_a_budget_marker(node: pytest.Item | pytest.Collector) -> bool:
