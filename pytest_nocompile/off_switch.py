@@ -19,15 +19,15 @@ OFF_SWITCH = "nocompile-off-switch"  # this module's entry point's name
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     if pluginmanager.is_blocked(PLUGIN):  # an addopts or ini key of the plugin's still parses
-        from .plugin import add_options
+        from .watching.registration import add_options
 
         add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.is_blocked(PLUGIN):
-        from .plugin import register_markers
         from .watching import switched_off
+        from .watching.registration import register_markers
 
         register_markers(config)
         config.pluginmanager.register(switched_off, "nocompile-switched-off")

@@ -166,7 +166,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
         "vocabulary.compile_cost", "vocabulary.health_lines", "vocabulary.kinds", "vocabulary.measures", "watching",
         "watching.cudagraph_tests", "watching.fixtures", "watching.marker_typos",
         "watching.planning",
-        "watching.results", "watching.run_notices", "watching.run_watching",
+        "watching.registration", "watching.results", "watching.run_notices", "watching.run_watching",
         "watching.settings", "watching.watch", "watching.watcher")]
     tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {
