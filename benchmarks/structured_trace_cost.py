@@ -8,7 +8,7 @@ and ``driven_hooks.py``; what torch itself does while a trace handler is attache
 for each step of a compile, formatted and written to the file) happens inside the test and
 only shows in wall time, which a loaded machine cannot resolve at 200 tests. This script
 compiles fresh small functions in one process, in batches that alternate between no trace
-handler and the plugin's own :class:`~pytest_nocompile.observe.structured_trace.StructuredTrace`
+handler and the plugin's own :class:`~pytest_nocompile.features.traces.structured_trace.StructuredTrace`
 attached, and prints the least time per compile of each side and their ratio.
 
 Without pytest, torch's ``torch.__trace`` logger has no handler when the trace is off, so
@@ -26,7 +26,7 @@ from itertools import count
 import torch
 import torch._dynamo  # imported before timing, as in any run that compiled
 
-from pytest_nocompile.observe.structured_trace import StructuredTrace
+from pytest_nocompile.features.traces.structured_trace import StructuredTrace
 
 _FRESH = count()
 

@@ -37,9 +37,9 @@ if TYPE_CHECKING:
         TooFewCompiles as TooFewCompiles,
         WarmStartFailed as WarmStartFailed,
     )
+    from .features.traces.folders import TraceWarning as TraceWarning
     from .judge.budget import RecompileBudget as RecompileBudget
     from .judge.result import TestResult as TestResult, Verdict as Verdict
-    from .output.trace_dir import TraceWarning as TraceWarning
     from .processes.child_lines import ChildReportWarning as ChildReportWarning
     from .processes.hook import child_env as child_env, watch_this_process as watch_this_process
     from .record.log import RecompileLog as RecompileLog
@@ -121,7 +121,7 @@ _PUBLIC_MODULES = {
     "Verdict": ".judge.result",
     "CaptureLostWarning": ".watching.watch",
     "CompileTimeWarning": ".watching.watch",
-    "TraceWarning": ".output.trace_dir",
+    "TraceWarning": ".features.traces.folders",
     "NotMeasuredWarning": ".watching.watch",
     "SwallowedCompileErrorWarning": ".watching.swallowed",
     "CompileRun": ".watching.warm_start",

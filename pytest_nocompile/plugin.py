@@ -18,15 +18,18 @@ Every budget kind (recompiles, graph breaks, compiles) comes from the table in
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
-from . import off_switch
+from . import hookspecs, off_switch
+from .features import BUILT_IN
 from .watching import cudagraph_tests, fixtures, run_notices
 from .watching.marker_typos import MarkerTypos
 from .watching.registration import add_options, register_markers
 from .watching.results import ControllerReports, Results
 from .watching.run_watching import Watching
-from .watching.settings import DROP_TRACE_LOGS, RunSettings
+from .watching.settings import SETTINGS_KEY, RunSettings
 from .watching.watch import CaptureLostWarning
 from .watching.watcher import Watcher
 
@@ -36,6 +39,15 @@ __all__ = ["CaptureLostWarning", "PER_TEST_HOOK_CLASSES"]
 # registered: a stable seam for benchmarks/overhead.py to time the plugin's
 # per-test work.
 PER_TEST_HOOK_CLASSES = (Watcher,)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The features' hooks, and the built-in features, registered as pytest registers its own plugins."""
+    pluginmanager.add_hookspecs(hookspecs)
+    for name in BUILT_IN:
+        feature = importlib.import_module(f"{__package__}.features.{name}")
+        if not pluginmanager.is_registered(feature):
+            pluginmanager.register(feature, f"nocompile-{name}")
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -59,7 +71,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
-    settings = RunSettings(config)
+    settings = config.stash[SETTINGS_KEY] = RunSettings(config)
     results = Results(settings)
     # Before the results: its summary lines come after their table (pytest calls the last
     # registered first).
@@ -76,15 +88,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ControllerReports(results), "nocompile-reports")
     else:
         config.pluginmanager.register(MarkerTypos(config), "nocompile-marker-names")
-
-
-# pytest's logging plugin makes its handlers in its own (trylast) pytest_configure.
-def pytest_sessionstart(session: pytest.Session) -> None:
-    config = session.config
-    if DROP_TRACE_LOGS.is_on(config):
-        from .output.trace_records import drop_trace_records_from_pytest_capture
-
-        drop_trace_records_from_pytest_capture(config)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

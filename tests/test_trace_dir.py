@@ -12,7 +12,7 @@ import pytest
 from test_capture import STATE_CHECK_CONFTEST
 
 from nocompile_testing import RECOMPILE_ONCE, RunPytest
-from pytest_nocompile.output.trace_dir import folder_name
+from pytest_nocompile.features.traces.folders import folder_name
 
 # What a trace file of torch's holds at each graph dynamo starts compiling.
 DYNAMO_RECORD = '"dynamo_start"'

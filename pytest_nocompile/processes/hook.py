@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from typing import Optional, Union
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"  # event_files.ENV_VAR, without importing it in every process
-TRACE_VARIABLE = "TORCH_TRACE"  # structured_trace.TRACE_VARIABLE, likewise
+TRACE_VARIABLE = "TORCH_TRACE"  # features.traces.structured_trace.TRACE_VARIABLE, likewise
 READS_SYNCS_VAR = "PYTEST_NOCOMPILE_SYNCS"  # event_files.READS_SYNCS_VAR, likewise
 RELAY_VAR = "PYTEST_NOCOMPILE_STDERR_RELAY"  # stderr_relay.RELAY_VAR, likewise
 PTH_FILE = "pytest-nocompile.pth"

@@ -142,9 +142,8 @@ class Results:
             terminalreporter.write_sep("=", "nocompile")
             for line in [*summary_lines(self.results, settings.table), *self.after_their_test]:
                 terminalreporter.write_line(line)
-        if settings.trace_dir_unused is not None:  # said once, in the process that shows the summary
-            terminalreporter.write_line(f"nocompile: {settings.trace_dir_given_by} is not used: TORCH_TRACE is set, and torch "
-                                        f"writes every process's structured trace to {settings.trace_dir_unused}")
+        terminalreporter.config.hook.pytest_nocompile_terminal_summary(terminalreporter=terminalreporter,
+                                                                       config=terminalreporter.config)
         if self.comparison is not None:
             terminalreporter.write_sep("=", f"nocompile baseline {settings.compare_path}")
             for line in self.comparison.lines():

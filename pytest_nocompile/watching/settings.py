@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import TYPE_CHECKING, Callable, Optional
 
 import pytest
@@ -75,26 +74,6 @@ def _table_choice(config: pytest.Config) -> str:
     return text
 
 
-def _trace_dir(config: pytest.Config) -> tuple[Optional[str], str, Optional[str]]:
-    """Where failing tests' structured traces are kept: the absolute folder (None: off), from the option (relative
-    to where pytest started) or else the ini key (relative to the ini file's folder), and which of them said it;
-    and the folder the user's own ``TORCH_TRACE`` names, which leaves the option unused (torch writes there)."""
-    chosen, given_by = config.getoption("nocompile_trace_dir"), "--nocompile-trace-dir"
-    base = config.invocation_params.dir
-    if not chosen:
-        chosen, given_by = str(config.getini("nocompile_trace_dir") or "").strip(), "ini key nocompile_trace_dir"
-        if config.inipath is not None:
-            base = config.inipath.parent
-    if not chosen:
-        return None, given_by, None
-    from ..observe.structured_trace import user_trace_folder
-
-    user_folder = user_trace_folder()
-    if user_folder is not None:
-        return None, given_by, user_folder
-    return os.path.abspath(os.path.join(base, os.path.expanduser(chosen))), given_by, None
-
-
 def _ini_count(config: pytest.Config, key: str, measure: Measure = COUNT) -> Optional[Amount]:
     text = config.getini(key)
     if text in (None, ""):
@@ -129,6 +108,8 @@ DROP_TRACE_LOGS = Switch("--nocompile-keep-trace-logs", "nocompile_drop_trace_lo
                          "keep torch's structured-trace records (torch.__trace) in pytest's captured logs",
                          "leave torch.__trace records out of pytest's captured logs (default: true)")
 SWITCHES = (ISOLATE, WATCH_CHILDREN, DROP_TRACE_LOGS)
+# The run's settings, in its config's stash: read by the features (pytest_nocompile.features).
+SETTINGS_KEY = pytest.StashKey["RunSettings"]()
 
 
 class RunSettings:
@@ -148,8 +129,6 @@ class RunSettings:
         self.save_failed = bool(config.getoption("nocompile_save_failed"))
         self.compare_path: Optional[str] = config.getoption("nocompile_compare")
         self.report_requested = bool(config.getoption("nocompile_report"))
-        # Where failing tests' structured traces are kept (None: off); the user's own TORCH_TRACE leaves it unused.
-        self.trace_dir, self.trace_dir_given_by, self.trace_dir_unused = _trace_dir(config)
         self.table = _table_choice(config)
         self.watch_every_test = bool(self.report_requested or self.json_path or self.save_path or self.compare_path)
         self.watch_by_default = self.watch_every_test or self.default_budget.budgeted  # a test with no marker
@@ -159,13 +138,6 @@ class RunSettings:
         self.baseline: Optional[Baseline] = None
         if not self.is_worker:
             self._check_output_paths()
-        elif self.trace_dir and self.compare_path:  # a worker keeps the traces of its tests that regress (the controller checked the file)
-            from ..output.baseline import BaselineError, load_baseline
-
-            try:
-                self.baseline = load_baseline(self.compare_path)
-            except BaselineError:
-                pass
 
     def _check_output_paths(self) -> None:
         save_options = {"--nocompile-save-replace": self.save_replace,
@@ -181,12 +153,6 @@ class RunSettings:
             problem = check_writable(path)
             if problem:
                 raise pytest.UsageError(f"{option}={path}: cannot write there: {problem}")
-        if self.trace_dir:
-            from ..output.trace_dir import check_trace_dir
-
-            problem = check_trace_dir(self.trace_dir)
-            if problem:
-                raise pytest.UsageError(f"{self.trace_dir_given_by}: cannot keep traces in {self.trace_dir}: {problem}")
         if self.compare_path:
             from ..output.baseline import BaselineError, load_baseline
 

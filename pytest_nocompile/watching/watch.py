@@ -11,19 +11,17 @@ from __future__ import annotations
 import inspect
 import sys
 import warnings
-from typing import TYPE_CHECKING, ContextManager, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import pytest
 
 if TYPE_CHECKING:
     from ..judge.budget import RecompileBudget
     from ..observe.capture import DynamoLogs
-    from ..output.trace_dir import TestTrace, TraceFolders
     from ..processes.children import TestReports
     from ..record.record import RecompileRecord
     from ..vocabulary.kinds import BudgetKind
     from .planning import Plan
-    from .settings import RunSettings
 
 # The run's open watches by node id, in its config's stash: the fixtures find their test's there.
 WATCHES_KEY = pytest.StashKey["dict[str, Watch]"]()
@@ -50,8 +48,8 @@ class CompileTimeWarning(NotMeasuredWarning):
 class Watch:
     """A watched test: its budget and record from setup on, or why its marker is unusable."""
 
-    __slots__ = ("budget", "record", "usage_error", "plan", "over", "broken", "strict", "strict_patch", "problem", "reports", "attached",
-                 "closed", "nodeid", "item", "trace", "reading")
+    __slots__ = ("budget", "record", "usage_error", "plan", "over", "broken", "problem", "reports", "attached",
+                 "closed", "nodeid", "item", "reading", "feature_state")
 
     def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord], usage_error: Optional[str] = None,
                  plan: Optional[Plan] = None) -> None:
@@ -61,18 +59,17 @@ class Watch:
         self.plan = plan  # how the run watches it (None only with a usage error)
         self.over: Optional[tuple[str, ...]] = None  # the kinds over budget, judged when the call ended
         self.broken: Optional[list[tuple[str, str]]] = None  # the contracts broken (name, failure), judged then too
-        self.strict = False  # the call raises at a recompile (dynamo's error_on_recompile)
-        self.strict_patch: Optional[ContextManager[None]] = None  # entered while the call runs with dynamo
         self.problem: Optional[str] = None  # why capture could not start when dynamo arrived
         self.reports: Optional[TestReports] = None  # where the test's child processes report
         self.attached = False  # dynamo's logs in this process reach the record
         self.closed = False
         self.nodeid = ""  # the test's, once opened
         self.item: Optional[pytest.Item] = None  # the test, once opened
-        self.trace: Optional[TestTrace] = None  # its structured trace (--nocompile-trace-dir), once opened
         # When its call began: the health signals wanted, and whether its record heard the
         # sources that need no dynamo.
         self.reading: Optional[tuple[frozenset[str], bool]] = None
+        # Each feature's own state for this test, under the feature's name (pytest_nocompile.hookspecs).
+        self.feature_state: dict[str, Any] = {}
 
 
 def why_not_measured(kind: BudgetKind) -> Optional[str]:
@@ -208,27 +205,8 @@ def opened(watch: Watch) -> None:
 
 def closed(watch: Watch) -> None:
     watch.closed = True
-    if watch.trace is not None:  # this process's trace handler off, and the variable children read as it was
-        watch.trace.process.stop()
     if watch in _OPEN:
         _OPEN.remove(watch)
-
-
-def trace_folders(config: pytest.Config, settings: RunSettings) -> Optional[TraceFolders]:
-    """The run's folders for watched tests' structured traces, closed with the run; None where none are kept."""
-    if settings.trace_dir is None:
-        return None
-    from ..output.trace_dir import TraceFolders
-
-    regressed = None
-    if settings.baseline is not None:  # a test that passed keeps its trace where it fails against the baseline
-        from ..judge.installed_versions import distribution_version
-        from ..output.baseline import regression_check
-
-        regressed = regression_check(settings.baseline, distribution_version("torch"))
-    folders = TraceFolders(settings.trace_dir, settings.is_worker, regressed)
-    config.pluginmanager.register(folders, "nocompile-trace-folders")
-    return folders
 
 
 _CAPTURE = __package__.rpartition(".")[0] + ".observe.capture"

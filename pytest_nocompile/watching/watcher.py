@@ -21,8 +21,9 @@ torch is never imported here before something else imports it.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from types import ModuleType
-from typing import TYPE_CHECKING, Generator, Hashable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Generator, Hashable, Mapping, Optional
 
 import pytest
 
@@ -42,7 +43,6 @@ from .watch import (
     opened,
     said_not_measured_this_run,
     say_if_not_measured,
-    trace_folders,
     warn_if_compiled_unwatched,
 )
 
@@ -83,7 +83,7 @@ class Watcher:
         self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
         # By planning.plan_key: the plan its tests share (parents live as long as the run).
         self._plans: dict[Hashable, Plan] = {}
-        self.traces = trace_folders(config, settings)  # None: no structured traces are kept
+        self.hook = config.hook  # the features' hooks (..hookspecs)
 
     # A wrapper: a test interrupted in its setup (KeyboardInterrupt, pytest.exit in a fixture)
     # never reaches its teardown; its watch closes here, leaving torch as the test found it.
@@ -130,7 +130,7 @@ class Watcher:
         if self.child_reports is not None:
             watch.reports = self.child_reports.begin()
             record.read_children_from(watch.reports)
-        watch.trace = self.traces.begin(item) if self.traces is not None else None
+        _call_features(self.hook.pytest_nocompile_watch_opened, watch=watch)
         dynamo_here = arrival.dynamo_imported()
         # A torch that is imported but unusable (too old) fails a budget that cannot be checked.
         # Without torch (not installed, or its import blocked) nothing can compile: true 0s.
@@ -160,28 +160,19 @@ class Watcher:
         if watch.problem is not None:
             return
         self._attach(watch, watch.record)
-        if watch.strict and watch.record.phase == "call":
-            self._enter_strict(watch)
 
     def _attach(self, watch: Watch, record: RecompileRecord) -> None:
         from ..observe.capture import DYNAMO_LOGS  # here: loaded once dynamo is, or a test reads a source that needs none
 
         DYNAMO_LOGS.attach(record)
         watch.attached = True
-        if watch.trace is not None:
-            watch.trace.process.attach()
-
-    @staticmethod
-    def _enter_strict(watch: Watch) -> None:
-        watch.strict_patch = _dynamo_state().raising_on_recompile()
-        watch.strict_patch.__enter__()
+        _call_features(self.hook.pytest_nocompile_record_attached, watch=watch)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         watch = self._running(item)
         if watch is None or watch.record is None or watch.plan is None:
             return (yield)
-        watch.strict = strict = watch.plan.strict
         if watch.reports is not None:
             self.child_reports.enter(watch.reports, "call")  # type: ignore[union-attr]  # only processes started from here on count
         watch.record.start_call()
@@ -189,20 +180,15 @@ class Watcher:
         # kinds it does not read have no count.
         heard = watch.attached or _attached_early(watch.record)
         watch.reading = (wanted_signals.wanted_signals(), heard)
-        if strict and watch.attached:  # else dynamo_arrived enters it if dynamo arrives in the call
-            self._enter_strict(watch)
+        _call_features(self.hook.pytest_nocompile_call_started, watch=watch)
         try:
             result = yield
         except BaseException as error:
-            if watch.strict:
-                from .strict_failure import cut_to_user_frames
-
-                cut_to_user_frames(error, self.config.getoption("fulltrace", False))
-            self._end_call(item, watch)
+            self._end_call(item, watch, error)
             if not isinstance(error, Exception):  # interrupted: no teardown follows
                 self.close_open_watch()
             raise
-        self._end_call(item, watch)
+        self._end_call(item, watch, None)
         if watch.problem is None and watch.record.empty() and not watch.budget.has_floor:  # nothing to judge (nearly every test)
             return result
         failure = self._judge_call(item, watch)
@@ -210,14 +196,13 @@ class Watcher:
             pytest.fail(failure, pytrace=False)
         return result
 
-    def _end_call(self, item: pytest.Item, watch: Watch) -> None:
+    def _end_call(self, item: pytest.Item, watch: Watch, error: Optional[BaseException]) -> None:
         """The call ended (its own error, if any, still on its way): fix the counts, undo what the call changed."""
         assert watch.record is not None
         if _CPP_SYNCS in sys.modules:
             _settle(watch.record)
         watch.record.end_call()
-        if watch.strict_patch is not None:
-            self._exit_strict(watch)
+        _call_features(self.hook.pytest_nocompile_call_ended, watch=watch, error=error)
         if watch.plan is not None and watch.plan.may_go_unmeasured:
             say_if_not_measured(item, watch.budget, watch.plan.may_go_unmeasured, self.said_not_measured)
         if watch.attached and not loaded_capture().check():  # type: ignore[union-attr]  # attached: loaded
@@ -225,11 +210,6 @@ class Watcher:
                 f"recompile capture was switched off during {item.nodeid} (torch's log state was replaced "
                 "without torch._logging re-initialising it); its counts may be incomplete"
             ))
-
-    @staticmethod
-    def _exit_strict(watch: Watch) -> None:
-        watch.strict_patch.__exit__(None, None, None)  # type: ignore[union-attr]  # its callers check it is set
-        watch.strict_patch = None
 
     def _judge_call(self, item: pytest.Item, watch: Watch) -> Optional[str]:
         """The failure text of a call that passed but is over budget (or could not be watched), else None."""
@@ -274,8 +254,8 @@ class Watcher:
             if watch is not None:
                 self._close(watch)
                 warnings = end_warnings(watch.record) if watch.record is not None else []
-                if watch.trace is not None:  # kept if the test failed, else removed
-                    warnings += watch.trace.end(failed)
+                for more in _call_features(self.hook.pytest_nocompile_test_ended, watch=watch, failed=failed):
+                    warnings += more
                 for warning in warnings:
                     item.warn(warning)  # after the close: as an error (-W error), it finds everything cleaned up
                 if not (watch.attached or self.dynamo_arrived_here) and arrival.DYNAMO in sys.modules:
@@ -288,11 +268,10 @@ class Watcher:
         if watch.closed:
             return
         closed(watch)
+        _call_features(self.hook.pytest_nocompile_watch_closed, watch=watch)
         self.last_closed = watch
         if self.current is watch:
             self.current = None
-        if watch.strict_patch is not None:
-            self._exit_strict(watch)
         record = watch.record
         if record is not None:
             capture = loaded_capture()  # None: nothing could be attached
@@ -336,12 +315,25 @@ class Watcher:
                     error = getattr(sys, "last_value", None) if when == "call" else None
                     shown = events_shown_by(error)
                     add_recompile_section(report, record.snapshot(), when, shown)
-            if watch.trace is not None:  # a failure says where the trace is kept; the result carries it
-                made_here = watch.trace.report(report, made_here)
+            made_here = self._features_report(watch, report, made_here)
         # A worker's controller gathers, from the reports it sends; a plain pass of setup or call
         # changes nothing there (Results.gather's first check, made here to spare the call).
         if self.gathers and (when == "teardown" or report.outcome != "passed" or "wasxfail" in report.__dict__):
             self.results.gather(report, made_here)
+
+    def _features_report(self, watch: Watch, report: pytest.TestReport,
+                         result: Optional[TestResult]) -> Optional[TestResult]:
+        """The features saw the report: the result (the teardown's) with the fields they set."""
+        fields: dict[str, Any] = {}
+        for answer in _call_features(self.hook.pytest_nocompile_test_reported, watch=watch, report=report,
+                                     result=result):
+            fields.update(answer)
+        if result is None or not fields:
+            return result
+        result = replace(result, **fields)
+        if self.settings.is_worker:  # the controller reads the result from the report
+            setattr(report, RESULT_ATTRIBUTE, result.to_dict())
+        return result
 
     def _finish(self, watch: Watch, report: pytest.TestReport) -> Optional[TestResult]:
         """The teardown report: the test's last section, its result attached (and returned)."""
@@ -417,6 +409,12 @@ class Watcher:
         if plan.watched or uses_a_nocompile_fixture(item):
             return Watch(plan.budget, RecompileRecord(), plan=plan)
         return None
+
+
+def _call_features(caller: Any, **kwargs: Any) -> list[Any]:
+    """The features' answers to a hook of :mod:`..hookspecs`, asked only where one implements it
+    (a hook call costs more than the check, on every test)."""
+    return caller(**kwargs) if caller.get_hookimpls() else []
 
 
 def _judged(watch: Watch) -> bool:

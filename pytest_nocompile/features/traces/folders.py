@@ -29,22 +29,22 @@ import hashlib
 import os
 import re
 import time
-from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Optional
 
 import pytest
 
-from ..judge.result import RESULT_ATTRIBUTE
-from ..observe.structured_trace import StructuredTrace
+from .structured_trace import StructuredTrace
 
 if TYPE_CHECKING:
-    from ..judge.result import TestResult
+    from ...judge.result import TestResult
+    from ...watching.watch import Watch
 
 SCRATCH_PREFIX = ".nocompile-"
 RUNNING = "running"  # the scratch folder's folder for the test now running
 TRACE_SUFFIX = ".log"  # torch's trace files: dedicated_log_torch_trace_*.log
 SECTION_TITLE = "nocompile trace"
+NAME = "traces"  # the key of its state in each watch's feature_state: the test's TestTrace
 TLPARSE = "tlparse"
 TLPARSE_SECONDS = 60.0  # for all of one test's trace files together
 _NAME_LIMIT = 120  # characters of a kept folder's name; a longer node id is cut and given a hash
@@ -113,8 +113,9 @@ class TestTrace:
         self.kept, problems = self.folders.keep(self.process.folder, self.item.nodeid)
         return [TraceWarning(problem) for problem in problems]
 
-    def report(self, report: pytest.TestReport, result: Optional[TestResult]) -> Optional[TestResult]:
-        """A report of the test: the first failing one says where the trace is kept; ``result`` (the teardown's) carries it."""
+    def report(self, report: pytest.TestReport, result: Optional[TestResult]) -> Optional[dict[str, str]]:
+        """A report of the test: the first failing one says where the trace is kept; ``result`` (the teardown's) carries it
+        (the field to set on it)."""
         if self.waiting and report.when == "teardown":
             self._keep_if_regressed(result)
         if report.failed:
@@ -125,12 +126,9 @@ class TestTrace:
                 if line is not None:
                     report.sections.append((SECTION_TITLE, line))
         if result is None or self.kept is None:
-            return result
-        result = replace(result, trace=self.kept)
+            return None
         report.user_properties.append(("nocompile_trace", self.kept))
-        if self.folders.is_worker:  # the controller reads the result from the report
-            setattr(report, RESULT_ATTRIBUTE, result.to_dict())
-        return result
+        return {"trace": self.kept}
 
     def _keep_if_regressed(self, result: Optional[TestResult]) -> None:
         """The passing test's result is in: its trace kept where it fails against the baseline, else removed."""
@@ -148,9 +146,8 @@ class TestTrace:
 class TraceFolders:
     """Per run, in each process that runs tests: a folder for each watched test's trace, kept when the test failed."""
 
-    def __init__(self, root: str, is_worker: bool = False, regressed: Optional[Callable[[str, TestResult], bool]] = None) -> None:
+    def __init__(self, root: str, regressed: Optional[Callable[[str, TestResult], bool]] = None) -> None:
         self.root = root
-        self.is_worker = is_worker  # an xdist worker: a kept trace goes to the controller on the test's result
         self.regressed = regressed  # with a baseline: whether a test's result fails against it (a passing test's trace is kept)
         self._scratch: Optional[str] = None  # made with the first watched test
         self.unfinished: Optional[TestTrace] = None  # the trace of a test that has not ended (its folder is in use)
@@ -176,6 +173,36 @@ class TraceFolders:
         trace = self.unfinished = TestTrace(self, item, StructuredTrace(folder))
         trace.process.start()
         return trace
+
+    # The hooks (registered as a plugin of the run only where traces are kept).
+
+    @pytest.hookimpl
+    def pytest_nocompile_watch_opened(self, watch: Watch) -> None:
+        assert watch.item is not None  # an open watch has its test
+        watch.feature_state[NAME] = self.begin(watch.item)
+
+    @pytest.hookimpl
+    def pytest_nocompile_record_attached(self, watch: Watch) -> None:
+        trace = watch.feature_state.get(NAME)
+        if trace is not None:
+            trace.process.attach()
+
+    @pytest.hookimpl
+    def pytest_nocompile_watch_closed(self, watch: Watch) -> None:
+        trace = watch.feature_state.get(NAME)
+        if trace is not None:  # this process's trace handler off, and the variable children read as it was
+            trace.process.stop()
+
+    @pytest.hookimpl
+    def pytest_nocompile_test_ended(self, watch: Watch, failed: bool) -> Optional[list[pytest.PytestWarning]]:
+        trace = watch.feature_state.get(NAME)
+        return trace.end(failed) if trace is not None else None  # kept if the test failed, else removed
+
+    @pytest.hookimpl
+    def pytest_nocompile_test_reported(self, watch: Watch, report: pytest.TestReport,
+                                       result: Optional[TestResult]) -> Optional[dict[str, str]]:
+        trace = watch.feature_state.get(NAME)
+        return trace.report(report, result) if trace is not None else None  # a failure says where the trace is kept
 
     def destination(self, nodeid: str) -> str:
         return os.path.join(self.root, folder_name(nodeid))
@@ -265,7 +292,7 @@ class TraceFolders:
 
     @staticmethod
     def _remove(path: str) -> None:
-        from ..processes.tree_removal import Budget, remove_tree
+        from ...processes.tree_removal import Budget, remove_tree
 
         remove_tree(path, Budget(5.0, 1_000_000))
 

@@ -1,11 +1,11 @@
 """A strict-mode failure as users read it: dynamo's ``RecompileError`` with a traceback of their own frames.
 
-Strict mode (:func:`~.observe.dynamo_state.raising_on_recompile`) makes
+Strict mode (:func:`~pytest_nocompile.observe.dynamo_state.raising_on_recompile`) makes
 dynamo raise at the call that recompiled. The raise happens deep inside
 dynamo: under ``--tb=long`` some 100 lines of the failure were torch's own
 source (``eval_frame``, four ``convert_frame`` frames, ``guards``) around the
 two lines that matter, the test's call and the user's function. The
-traceback keeps only frames of user code (as :mod:`.observe.user_code` tells
+traceback keeps only frames of user code (as :mod:`~pytest_nocompile.observe.user_code` tells
 them apart), and the error gets a note saying how many were left out;
 ``--fulltrace`` keeps them all.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Optional
 
-from ..observe.dynamo_state import is_recompile_error
-from ..observe.user_code import is_user_file
+from ...observe.dynamo_state import is_recompile_error
+from ...observe.user_code import is_user_file
 
 
 def cut_to_user_frames(error: BaseException, fulltrace: bool) -> None:

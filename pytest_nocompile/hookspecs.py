@@ -1,0 +1,89 @@
+"""The hooks through which the core calls the features: pytest-nocompile's one seam.
+
+The core (settings and watching, capture, events, record, verdict, failure
+text and table) calls every feature through these hooks, and imports none of
+them. Each feature under :mod:`pytest_nocompile.features` is a pytest plugin
+implementing some of them, registered by :mod:`.plugin` the way pytest
+registers its own default plugins. A project's ``conftest.py`` or plugin may
+implement them too: they are experimental until 1.0 (``docs/extending.md``).
+
+The hooks are added to pytest's plugin manager by :func:`.plugin.pytest_addhooks`.
+Every hook takes keyword arguments, as pluggy calls them; an implementation
+may take any subset of them. The ``watch`` passed is the test's
+:class:`~.watching.watch.Watch`: its ``item``, ``record``, ``plan`` and
+``budget``, and ``feature_state``, a dict where each feature keeps its own
+state for that test under its own name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+import pytest
+
+if TYPE_CHECKING:
+    from .judge.result import TestResult
+    from .watching.watch import Watch
+
+hookspec = pytest.hookspec
+
+
+@hookspec
+def pytest_nocompile_watch_opened(watch: Watch) -> None:
+    """A watched test's setup begins: its watch and record are open, nothing attached yet.
+
+    Called once per attempt of each watched test (pytest-rerunfailures runs
+    setup again), before dynamo is reset or its logs reach the record.
+    """
+
+
+@hookspec
+def pytest_nocompile_record_attached(watch: Watch) -> None:
+    """dynamo's logs in this process reach the test's record from now on.
+
+    Called at the test's setup when dynamo is already imported, else when
+    dynamo arrives during the test (``torch.compile`` imports it): possibly
+    inside the call phase, then after :func:`pytest_nocompile_call_started`.
+    """
+
+
+@hookspec
+def pytest_nocompile_call_started(watch: Watch) -> None:
+    """The test's call phase begins (its record counts from here)."""
+
+
+@hookspec
+def pytest_nocompile_call_ended(watch: Watch, error: Optional[BaseException]) -> None:
+    """The test's call phase ended, before it is judged: ``error`` is what it raised (None: it
+    returned). An implementation may change the error's traceback or notes, not replace it."""
+
+
+@hookspec
+def pytest_nocompile_watch_closed(watch: Watch) -> None:
+    """The test's watch closes, after its teardown (or when an interrupted test leaves): undo
+    what was set up for it. Called once per watch."""
+
+
+@hookspec
+def pytest_nocompile_test_ended(watch: Watch, failed: bool) -> Optional[list[pytest.PytestWarning]]:
+    """After the test's teardown and the close of its watch: ``failed`` says whether the teardown
+    raised. Return the warnings to give the test (each as ``item.warn`` gives it), or None."""
+
+
+@hookspec
+def pytest_nocompile_test_reported(
+    watch: Watch, report: pytest.TestReport, result: Optional[TestResult]
+) -> Optional[dict[str, Any]]:
+    """A report of a watched test was made (setup, call, teardown), before pytest's others read it.
+
+    ``result`` is the test's result on its teardown report, else None.
+    Return fields of :class:`~.judge.result.TestResult` to set on that
+    result (``{"trace": folder}``), or None.
+    """
+
+
+@hookspec
+def pytest_nocompile_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The run's nocompile summary: called after the summary table is written (or where none is),
+    in the process that shows it (not on an xdist worker). Write lines with
+    ``terminalreporter.write_line``."""
