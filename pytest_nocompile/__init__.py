@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         TooFewCompiles as TooFewCompiles,
         WarmStartFailed as WarmStartFailed,
     )
+    from .features.caches.warm_start import CompileRun as CompileRun, WarmStart as WarmStart, WarmStartRunner as WarmStartRunner
     from .features.traces.folders import TraceWarning as TraceWarning
     from .judge.budget import RecompileBudget as RecompileBudget
     from .judge.result import TestResult as TestResult, Verdict as Verdict
@@ -70,7 +71,6 @@ if TYPE_CHECKING:
     )
     from .watching.swallowed import SwallowedCompileErrorWarning as SwallowedCompileErrorWarning
     from .watching.sweeps import SweptSize as SweptSize, sweep_sizes as sweep_sizes
-    from .watching.warm_start import CompileRun as CompileRun, WarmStart as WarmStart, WarmStartRunner as WarmStartRunner
     from .watching.watch import CaptureLostWarning as CaptureLostWarning, CompileTimeWarning as CompileTimeWarning, NotMeasuredWarning as NotMeasuredWarning
 
 __version__ = "0.1.0"
@@ -124,9 +124,9 @@ _PUBLIC_MODULES = {
     "TraceWarning": ".features.traces.folders",
     "NotMeasuredWarning": ".watching.watch",
     "SwallowedCompileErrorWarning": ".watching.swallowed",
-    "CompileRun": ".watching.warm_start",
-    "WarmStart": ".watching.warm_start",
-    "WarmStartRunner": ".watching.warm_start",
+    "CompileRun": ".features.caches.warm_start",
+    "WarmStart": ".features.caches.warm_start",
+    "WarmStartRunner": ".features.caches.warm_start",
     "ChildReportWarning": ".processes.child_lines",
 }
 

@@ -7,7 +7,9 @@
 - :mod:`.watching.fixtures` holds the fixtures;
 - :mod:`.watching.registration` adds the options, ini keys and markers (the off switch's too);
 - :mod:`.watching.marker_typos` makes a near miss of a marker (``max_recompile``) a usage error;
-- :mod:`.processes.private_caches` gives each process that runs tests compile caches of its own, when asked.
+- :mod:`.hookspecs` declares the hooks through which the core calls the features (added by
+  ``pytest_addhooks``); ``pytest_configure`` registers the built-in features (:mod:`.features`),
+  each a plugin of its own.
 
 :mod:`.off_switch`, an entry point of its own, keeps the markers, options and
 fixtures (checking nothing) where ``-p no:nocompile`` blocks this module.
@@ -42,12 +44,8 @@ PER_TEST_HOOK_CLASSES = (Watcher,)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    """The features' hooks, and the built-in features, registered as pytest registers its own plugins."""
+    """The hooks through which the core calls the features."""
     pluginmanager.add_hookspecs(hookspecs)
-    for name in BUILT_IN:
-        feature = importlib.import_module(f"{__package__}.features.{name}")
-        if not pluginmanager.is_registered(feature):
-            pluginmanager.register(feature, f"nocompile-{name}")
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -72,6 +70,12 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
     settings = config.stash[SETTINGS_KEY] = RunSettings(config)
+    # The built-in features, as pytest registers its own plugins: here, once the settings they
+    # read are there (each one's pytest_configure runs as it is registered), and only where the
+    # plugin is on (a -p no:nocompile after -p nocompile unregisters this module before).
+    for name in BUILT_IN:
+        feature = importlib.import_module(f"{__package__}.features.{name}")
+        config.pluginmanager.register(feature, f"nocompile-{name}")
     results = Results(settings)
     # Before the results: its summary lines come after their table (pytest calls the last
     # registered first).
@@ -80,10 +84,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(Watching(config, settings, results), "nocompile-watching")
     config.pluginmanager.register(fixtures, "nocompile-fixtures")
     config.pluginmanager.register(cudagraph_tests, "nocompile-cudagraph-tests")
-    if settings.private_caches and not settings.is_xdist_controller:
-        from .processes import private_caches
-
-        config.pluginmanager.register(private_caches, "nocompile-private-caches")
     if settings.is_xdist_controller:  # never collects: gathers, from the start, what its workers send
         config.pluginmanager.register(ControllerReports(results), "nocompile-reports")
     else:

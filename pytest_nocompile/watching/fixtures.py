@@ -1,4 +1,4 @@
-"""The plugin's fixtures: ``nocompile_recompiles``, one ``nocompile_assert_max_<kind>`` per budget kind, and ``nocompile_warm_start``.
+"""The plugin's fixtures: ``nocompile_recompiles`` and one ``nocompile_assert_max_<kind>`` per budget kind.
 
 Registered with pytest by :mod:`.plugin`. The block-assertion fixtures are made
 from the budget kinds' table, so a new kind gets its fixture with no code here.
@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from ..record.log import RecompileLog
     from ..record.record import RecompileRecord
     from .assertions import AssertMaxRecompiles
-    from .warm_start import Target, WarmStart, WarmStartRunner
 
 
 @pytest.fixture
@@ -27,23 +26,6 @@ def nocompile_recompiles(request: pytest.FixtureRequest) -> RecompileLog:
     names each one's pid and rank) once they are written, as each happens.
     """
     return _record_of(request).log
-
-
-@pytest.fixture
-def nocompile_warm_start(tmp_path_factory: pytest.TempPathFactory) -> WarmStartRunner:
-    """``cold, warm = nocompile_warm_start(step)``: ``step`` run in a fresh process with an empty private compile
-    cache, then in another sharing that cache; each run's compiles, recompiles, cache hits, misses and bypasses,
-    and compile seconds. ``step``: a top-level function of an importable module, ``"module:function"``, or a script's path.
-    """
-
-    def cold_then_warm(target: Target, /, *, timeout: float | None = None) -> WarmStart:
-        __tracebackhide__ = True
-        from .warm_start import cold_then_warm
-
-        # A folder per call, under this worker's base temp: no cache is shared with another call, test or worker.
-        return cold_then_warm(target, tmp_path_factory.mktemp("nocompile-warm-start"), timeout)
-
-    return cold_then_warm
 
 
 def _block_fixture(kind: BudgetKind) -> Callable[..., Any]:

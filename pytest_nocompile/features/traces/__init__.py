@@ -45,8 +45,8 @@ def trace_dir(config: pytest.Config) -> tuple[Optional[str], str, Optional[str]]
     return os.path.abspath(os.path.join(base, os.path.expanduser(chosen))), given_by, None
 
 
-# After the plugin's own pytest_configure, which reads the run's settings (and the baseline to compare with).
-@pytest.hookimpl(trylast=True)
+# Registered by the plugin's own pytest_configure once it has read the run's settings (and the
+# baseline to compare with).
 def pytest_configure(config: pytest.Config) -> None:
     folder, given_by, unused = config.stash[_TRACE_DIR_KEY] = trace_dir(config)
     if folder is None:

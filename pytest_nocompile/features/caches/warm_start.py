@@ -1,11 +1,11 @@
 """Cold start, then warm start: a user's code in two fresh processes that share one private compile cache.
 
 What the ``nocompile_warm_start`` fixture runs. The first process starts
-with an empty cache folder of its own (:mod:`.observe.compile_caches`: every
+with an empty cache folder of its own (:mod:`.compile_caches`: every
 on-disk cache of torch's there, the temp folder too, remote caches off); the
 second starts with the same folder, as a restarted job would. Each is
 watched the way a test's child processes are (its own report folder,
-:mod:`.observe.event_files`), and its counts are what the plugin saw it
+:mod:`~pytest_nocompile.processes.event_files`), and its counts are what the plugin saw it
 compile (compile events, recompiles, graph breaks, the health events of
 cache hits, misses and bypasses, and compile seconds), summed over the
 process and any it started. Every process reports the caches' counters: the
@@ -13,7 +13,7 @@ process and any it started. Every process reports the caches' counters: the
 Nothing is read from torch's counters at the end.
 
 A run that fails, does not end in time, or could not be watched raises
-:class:`~.exceptions.WarmStartFailed`, with the end of its output: counts of
+:class:`~pytest_nocompile.exceptions.WarmStartFailed`, with the end of its output: counts of
 a run that did not happen as asked would pass a test for the wrong reason.
 """
 
@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
 
-from ..exceptions import WarmStartFailed
-from ..judge.torch_support import refuse_where_torch_lacks
-from ..processes.compile_caches import private_process_env
-from ..processes.event_files import ENV_VAR, EventDirectory
-from ..record.record import RecompileRecord
-from ..vocabulary.compile_cost import COMPILE_SECONDS
-from ..vocabulary.kinds import CACHE_MISSES, COMPILES, GRAPH_BREAKS, RECOMPILES
+from ...exceptions import WarmStartFailed
+from ...judge.torch_support import refuse_where_torch_lacks
+from ...processes.event_files import ENV_VAR, EventDirectory
+from ...record.record import RecompileRecord
+from ...vocabulary.compile_cost import COMPILE_SECONDS
+from ...vocabulary.kinds import CACHE_MISSES, COMPILES, GRAPH_BREAKS, RECOMPILES
+from .compile_caches import private_process_env
 
 Target = Union[Callable[[], Any], str, "os.PathLike[str]"]
 
@@ -99,7 +99,7 @@ def cold_then_warm(target: Target, folder: Path, timeout: Optional[float] = None
 
 
 def target_spec(target: Target) -> tuple[dict[str, Any], str]:
-    """What the child runs (:mod:`.observe.run_target`'s argument), and its name for messages."""
+    """What the child runs (:mod:`~pytest_nocompile.processes.run_target`'s argument), and its name for messages."""
     if isinstance(target, (str, os.PathLike)):
         return _spec_from_text(os.fspath(target))
     module, qualname = getattr(target, "__module__", None), getattr(target, "__qualname__", None)

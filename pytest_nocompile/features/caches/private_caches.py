@@ -10,7 +10,7 @@ basetemp is its own) for the session, from the first test's setup, and puts
 the environment back as it was when the session ends. The processes the tests
 start inherit it.
 
-Registered by :mod:`.plugin` as a plugin of its own, only when the option is
+Registered by the caches feature (:mod:`.`) as a plugin of its own, only when the option is
 on: a run without it has no fixture more per test.
 """
 
