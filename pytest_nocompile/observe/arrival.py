@@ -1,4 +1,5 @@
-"""dynamo's arrival (and torch's): a one-shot import hook that calls back once ``torch._dynamo`` has finished importing.
+"""dynamo's arrival (and torch's): a one-shot import hook that calls back once ``torch._dynamo`` has
+finished importing.
 
 Stdlib only, and light: a child process's start-up hook arms it without
 importing logging or torch. The plugin never imports dynamo (about 1 s): a
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import sys
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
+# typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from typing import Any, Callable
@@ -51,7 +53,8 @@ class _NotifyingLoader:
 
 
 class _ArrivalFinder:
-    """A meta path finder that sees only one module's import (``torch._dynamo``'s), and leaves once it has seen it."""
+    """A meta path finder that sees only one module's import (``torch._dynamo``'s), and leaves once
+    it has seen it."""
 
     def __init__(self, module: str = DYNAMO) -> None:
         self.module = module
@@ -101,7 +104,8 @@ def stop_waiting_for_dynamo(callback: Callable[[], None]) -> None:
 
 
 def when_torch_arrives(callback: Callable[[], None]) -> None:
-    """Call ``callback`` once ``torch`` has finished importing (in the importing thread); at once if it has."""
+    """Call ``callback`` once ``torch`` has finished importing (in the importing thread);
+    at once if it has."""
     if TORCH in sys.modules:  # already imported (a fork of a process that had imported it)
         callback()
         return

@@ -1,4 +1,5 @@
-"""Dynamo's logs, captured once per process and fanned out to every sink (torch's internals are touched in this folder only).
+"""Dynamo's logs, captured once per process and fanned out to every sink (torch's internals are
+touched in this folder only).
 
 :data:`DYNAMO_LOGS` is this process's one capture of dynamo's logging. Every
 sink that wants dynamo's events (a watched test's record, a block
@@ -57,7 +58,8 @@ if TYPE_CHECKING:
     from .sources.swallowed_errors import SwallowedErrors
 
     class Source(Protocol):
-        """A source of health events besides the logs: hooked into torch while the capture is armed."""
+        """A source of health events besides the logs: hooked into torch while the capture is
+        armed."""
 
         @property
         def signals(self) -> frozenset[str]:
@@ -66,7 +68,8 @@ if TYPE_CHECKING:
         def arm(self) -> None: ...
         def disarm(self) -> None: ...
 
-        # A source may say ``needs_dynamo = False``: it arms without dynamo too (read with getattr; default True).
+        # A source may say ``needs_dynamo = False``: it arms without dynamo too (read with getattr;
+        # default True).
 
 RECOMPILES_LOGGER = "torch._dynamo.guards.__recompiles"
 VERBOSE_LOGGER = "torch._dynamo.guards.__recompiles_verbose"
@@ -88,20 +91,24 @@ class DynamoLogs:
 
     def __init__(self) -> None:
         self._sinks: list[Sink] = []
-        self._limit_logger: Optional[logging.Logger] = None  # looked up once: getLogger takes logging's lock
-        self._patched: list[tuple[Any, str, Any, Any]] = []  # (module, name, torch's function, our wrapper)
-        # Our wrapper of each torch function, made once per function (functools.wraps is most of arming's cost).
+        # looked up once: getLogger takes logging's lock
+        self._limit_logger: Optional[logging.Logger] = None
+        # (module, name, torch's function, our wrapper)
+        self._patched: list[tuple[Any, str, Any, Any]] = []
+        # Our wrapper of each torch function, made once per function (functools.wraps is most of
+        # arming's cost).
         self._wrappers: dict[tuple[Any, str], Callable[..., Any]] = {}
         # torch's functions that re-initialise its logging, and what to do before each (made once).
         self._reinitialisers: tuple[tuple[str, Optional[Callable[[], None]]], ...] = (
             ("_init_logs", None), ("set_logs", self._before_set_logs))
-        # The taps, the limit handler and the sources are made when first needed (see _parts): a run that never
-        # compiles, nor reads a source that needs no dynamo, never loads their modules.
+        # The taps, the limit handler and the sources are made when first needed (see _parts): a run
+        # that never compiles, nor reads a source that needs no dynamo, never loads their modules.
         self._taps: tuple[Tap, ...] = ()
         self._limit_handler: Optional[WarningHandler] = None
         self._swallowed: Optional[SwallowedErrors] = None
         self._sources: list[Source] = []
-        self._active: list[Source] = []  # the sources some wanted signal needs, for the set of signals below
+        # the sources some wanted signal needs, for the set of signals below
+        self._active: list[Source] = []
         self._active_for: Optional[frozenset[str]] = None
         self._armed_sources: list[Source] = []
         self.armed = False
@@ -119,37 +126,51 @@ class DynamoLogs:
             from .sources.sync_warnings import SyncWarnings
 
             self._taps = (
-                Tap(("recompiles", "recompiles_verbose"), (RECOMPILES_LOGGER, VERBOSE_LOGGER), (RECOMPILES_LOGGER,), self._on_recompile),
-                Tap(("graph_breaks",), GRAPH_BREAK_LOGGERS, GRAPH_BREAK_LOGGERS, self._on_graph_break),
+                Tap(("recompiles", "recompiles_verbose"), (RECOMPILES_LOGGER, VERBOSE_LOGGER),
+                    (RECOMPILES_LOGGER,), self._on_recompile),
+                Tap(("graph_breaks",), GRAPH_BREAK_LOGGERS, GRAPH_BREAK_LOGGERS,
+                    self._on_graph_break),
                 # The level alone switches graph_code on: nothing in torch asks log_state about it.
-                Tap(("graph_code",), (GRAPH_CODE_LOGGER,), (GRAPH_CODE_LOGGER,), self._on_graph, enable_in_state=False),
+                Tap(("graph_code",), (GRAPH_CODE_LOGGER,), (GRAPH_CODE_LOGGER,), self._on_graph,
+                    enable_in_state=False),
             )
-            self._swallowed = SwallowedErrors(self.emit_health)  # read from the same warnings: one handler for both
+            # read from the same warnings: one handler for both
+            self._swallowed = SwallowedErrors(self.emit_health)
             wanted = wanted_signals.wanted_signals
-            self._sources = [CounterIncrements(self.emit_health, wanted, wanted_signals.every_kinds_signals, not_counters=(COMPILE_SECONDS,)),
-                             CompileMetricsSource(self.emit_health, wanted), CacheBypassReasons(self.emit_health, wanted),
-                             CudagraphLogs(self.emit_health), KernelCounts(self.emit_health), SyncWarnings(self.emit_health)]
+            self._sources = [CounterIncrements(self.emit_health, wanted,
+                                               wanted_signals.every_kinds_signals,
+                                               not_counters=(COMPILE_SECONDS,)),
+                             CompileMetricsSource(self.emit_health, wanted),
+                             CacheBypassReasons(self.emit_health, wanted),
+                             CudagraphLogs(self.emit_health), KernelCounts(self.emit_health),
+                             SyncWarnings(self.emit_health)]
             self._limit_handler = WarningHandler(self._on_convert_frame_warning)
         return self._sources
 
     def wanted_widened(self) -> None:
-        """More signals are wanted (:func:`.wanted_signals.want`): with sinks, arm the sources they need at once."""
+        """More signals are wanted (:func:`.wanted_signals.want`): with sinks, arm the sources they
+        need at once."""
         if self._sinks:
             self._arm_sources()
 
     def needs_dynamo(self, signals: Collection[str]) -> bool:
-        """Whether some of ``signals`` come from dynamo or a source that arms only with it (False: syncs alone)."""
-        early = {signal for source in self._parts() if not getattr(source, "needs_dynamo", True) for signal in source.signals}
+        """Whether some of ``signals`` come from dynamo or a source that arms only with it (False:
+        syncs alone)."""
+        early = {signal for source in self._parts() if not getattr(source, "needs_dynamo", True)
+                 for signal in source.signals}
         return not early.issuperset(signals)
 
     def _arm_sources(self) -> None:
-        """Arm the sources the wanted signals need (each once): a watched test that reads none arms none."""
+        """Arm the sources the wanted signals need (each once): a watched test that reads none arms
+        none."""
         wanted = wanted_signals.wanted_signals()
         if wanted is not self._active_for:
             self._active_for = wanted
-            self._active = [source for source in self._parts() if not source.signals.isdisjoint(wanted)]
+            self._active = [source for source in self._parts()
+                            if not source.signals.isdisjoint(wanted)]
         for source in self._active:
-            if source not in self._armed_sources and (self.armed or not getattr(source, "needs_dynamo", True)):
+            if source not in self._armed_sources and (self.armed
+                                                      or not getattr(source, "needs_dynamo", True)):
                 source.arm()
                 self._armed_sources.append(source)
 
@@ -159,30 +180,37 @@ class DynamoLogs:
                 source.disarm()
             self._armed_sources = []
 
-    def emit_health(self, what: str, amount: float = 1, reason: Optional[str] = None, compile_id: Optional[str] = None, of_this_moment: bool = True) -> None:
-        """A source's signal, to every sink, with the user code and thread of the moment, and the compile id (``compile_id``: the
-        source's, when it knows one the moment no longer does; ``of_this_moment=False``: none, for a signal heard late, a C++ sync)."""
+    def emit_health(self, what: str, amount: float = 1, reason: Optional[str] = None,
+                    compile_id: Optional[str] = None, of_this_moment: bool = True) -> None:
+        """A source's signal, to every sink, with the user code and thread of the moment, and the
+        compile id (``compile_id``: the source's, when it knows one the moment no longer does;
+        ``of_this_moment=False``: none, for a signal heard late, a C++ sync)."""
         sinks = self._sinks
         if not sinks:
             return
         from .compiled_modules import compiling  # here: a run that never compiles never loads it
 
         frame = sys._getframe(1) if of_this_moment else None
-        compile_id, user_code, (code, module) = compile_id or (current_compile_id() if frame else None), find_user_code(frame), compiling(frame)
+        compile_id, user_code, (code, module) = (
+            compile_id or (current_compile_id() if frame else None), find_user_code(frame),
+            compiling(frame))
         name = threading.current_thread().name if of_this_moment else "MainThread"
         thread = None if name == "MainThread" else name
         for sink in sinks:
             sink.add_health(what, amount, reason, compile_id, user_code, thread, code, module)
 
     def attach(self, sink: Sink) -> None:
-        """Send dynamo's records to ``sink`` too, from now on; arms the capture for the first sink (which hears what arming says)."""
+        """Send dynamo's records to ``sink`` too, from now on; arms the capture for the first sink
+        (which hears what arming says)."""
         if sink not in self._sinks:
-            self._sinks = [*self._sinks, sink]  # a new list: a thread logging now keeps iterating the old one
+            # a new list: a thread logging now keeps iterating the old one
+            self._sinks = [*self._sinks, sink]
         if not self.armed:
             self._arm()
 
     def attach_early(self, sink: Sink) -> None:
-        """Send ``sink`` the signals of the sources that need no dynamo, before dynamo is imported (importing nothing);
+        """Send ``sink`` the signals of the sources that need no dynamo, before dynamo is imported
+        (importing nothing);
         :meth:`attach` arms the rest once it is. Detach it as any sink."""
         if sink not in self._sinks:
             self._sinks = [*self._sinks, sink]
@@ -202,11 +230,13 @@ class DynamoLogs:
         return sink in self._sinks
 
     def check(self) -> bool:
-        """Whether capture still works; if not (torch's log state swapped behind our back), re-arm and say False."""
+        """Whether capture still works; if not (torch's log state swapped behind our back), re-arm
+        and say False."""
         if not self.armed:
             return True
         internals = logging_internals()
-        for tap in self._taps:  # a plain loop, not all() over a generator: asked at every watched call's end
+        # a plain loop, not all() over a generator: asked at every watched call's end
+        for tap in self._taps:
             if not tap.capturing(internals):
                 self._rearm()
                 return False
@@ -228,9 +258,11 @@ class DynamoLogs:
             tap.arm(internals)
         if self._limit_logger is None:
             self._limit_logger = logging.getLogger(LIMIT_LOGGER)
-        self._limit_logger.addHandler(self._limit_handler)  # type: ignore[arg-type]  # made by _parts
+        # made by _parts
+        self._limit_logger.addHandler(self._limit_handler)  # type: ignore[arg-type]
         self._wrap_reinitialisers(internals)
-        from .compiled_modules import remember_compile_sites  # where the user compiles a module, put back as the rest
+        # where the user compiles a module, put back as the rest
+        from .compiled_modules import remember_compile_sites
 
         self._patched += remember_compile_sites()
         self.armed = True
@@ -240,10 +272,12 @@ class DynamoLogs:
         self.armed = False
         self._disarm_sources()
         for module, name, original, wrapper in self._patched:
-            if getattr(module, name, None) is wrapper:  # else someone patched it after us: theirs to undo
+            # else someone patched it after us: theirs to undo
+            if getattr(module, name, None) is wrapper:
                 setattr(module, name, original)
         self._patched = []
-        self._limit_logger.removeHandler(self._limit_handler)  # type: ignore[union-attr, arg-type]  # both made by _arm
+        # both made by _arm
+        self._limit_logger.removeHandler(self._limit_handler)  # type: ignore[union-attr, arg-type]
         for tap in reversed(self._taps):
             tap.disarm()
 
@@ -259,10 +293,13 @@ class DynamoLogs:
                 tap.forget_ours()
 
     def _wrap_reinitialisers(self, internals: Any) -> None:
-        """Re-arm right after torch re-initialises its logging: ``_init_logs`` (which ``set_logs`` calls) and ``set_logs``."""
-        public = sys.modules["torch._logging"]  # internals' package, so imported with it: no import statement per test
+        """Re-arm right after torch re-initialises its logging: ``_init_logs`` (which ``set_logs``
+        calls) and ``set_logs``."""
+        # internals' package, so imported with it: no import statement per test
+        public = sys.modules["torch._logging"]
 
-        def reinitialising(original: Callable[..., Any], before: Optional[Callable[[], None]] = None) -> Callable[..., Any]:
+        def reinitialising(original: Callable[..., Any],
+                           before: Optional[Callable[[], None]] = None) -> Callable[..., Any]:
             @functools.wraps(original)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 if before is not None:
@@ -292,8 +329,10 @@ class DynamoLogs:
         from ..vocabulary.events import resumed_function
         from .compiled_modules import compiling
 
-        message, compile_id, thread, frame = record.getMessage(), current_compile_id(), _thread(record), sys._getframe(1)
-        # After a graph break, the user's line is the call that brought the new value in, not the break.
+        message, compile_id, thread, frame = (record.getMessage(), current_compile_id(),
+                                              _thread(record), sys._getframe(1))
+        # After a graph break, the user's line is the call that brought the new value in, not the
+        # break.
         user_code, module = find_user_code(frame, resumed_function(message)), compiling(frame)[1]
         for sink in self._sinks:
             sink.add_recompile(message, compile_id, user_code, thread, module)
@@ -302,7 +341,9 @@ class DynamoLogs:
         from .compiled_modules import compiling
 
         frame = sys._getframe(1)
-        compile_id, user_code, thread, (code, module) = current_compile_id(), find_user_code(frame), _thread(record), compiling(frame)
+        compile_id, user_code, thread, (code, module) = (current_compile_id(),
+                                                         find_user_code(frame), _thread(record),
+                                                         compiling(frame))
         for sink in self._sinks:
             sink.add_compile(compile_id, user_code, thread, code, module)
 
@@ -310,7 +351,8 @@ class DynamoLogs:
         message = record.getMessage()
         # torch 2.4 and 2.5 ("Graph break: from user code at:") log the reason only as the record's
         # exception: format it in after the message, as a Formatter would, so the parser finds it.
-        if record.exc_info and record.exc_info[1] is not None and "from user code at" in message.partition("\n")[0]:
+        if (record.exc_info and record.exc_info[1] is not None
+                and "from user code at" in message.partition("\n")[0]):
             message = f"{message.rstrip()}\n{logging.Formatter().formatException(record.exc_info)}"
         from .compiled_modules import compiling
 
@@ -321,7 +363,9 @@ class DynamoLogs:
     def _on_convert_frame_warning(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         if "hit config." not in message:
-            self._swallowed.read(record, message)  # type: ignore[union-attr]  # a swallowed compile error, or another warning of convert_frame (made by _parts, before arming)
+            # a swallowed compile error, or another warning of convert_frame (made by _parts, before
+            # arming)
+            self._swallowed.read(record, message)  # type: ignore[union-attr]
             return
         compile_id, thread = current_compile_id(), _thread(record)
         for sink in self._sinks:

@@ -1,8 +1,9 @@
-"""The module whose method dynamo is compiling, read from dynamo's frame, and the user's line that compiled it.
+"""The module whose method dynamo is compiling, read from dynamo's frame, and the user's line that
+compiled it.
 
 dynamo's ``torch._dynamo.convert_frame._compile(code, globals, locals, ...)``
-(every torch from 2.4 to 2.15, read in their sources; :func:`.user_code.compiling_code` finds its frame) holds
-the code it compiles and that frame's locals. Two shapes name a module:
+(every torch from 2.4 to 2.15, read in their sources; :func:`.user_code.compiling_code` finds its
+frame) holds the code it compiles and that frame's locals. Two shapes name a module:
 
 - dynamo's own wrapper, ``inner`` in ``torch/_dynamo/external_utils.py``
   (``wrap_inline``), which ``torch.compile(module)`` compiles where the
@@ -38,33 +39,40 @@ if TYPE_CHECKING:
 
 _WRAPPER_FILE = os.path.join("_dynamo", "external_utils.py")
 _WRAPPER = "inner"
-# Classes that wrap a module of the user's without being what the user wrote: FSDP2's FSDP<Name> subclasses and
-# FSDPModule, and OptimizedModule.
+# Classes that wrap a module of the user's without being what the user wrote: FSDP2's FSDP<Name>
+# subclasses and FSDPModule, and OptimizedModule.
 _WRAPPING_PACKAGES = ("torch.distributed.", "torch._dynamo.")
-# A bound method of these compiles the module's call, which runs its forward (module.compile() passes _call_impl).
+# A bound method of these compiles the module's call, which runs its forward (module.compile()
+# passes _call_impl).
 _CALLS = ("__call__", "_call_impl", "_wrapped_call_impl")
 _MODULE_BASE = "torch.nn.modules.module"  # nn.Module's
 
-# module -> {method name: (file, line) of the user's call that compiled it}; weak: a test's model dies with it.
+# module -> {method name: (file, line) of the user's call that compiled it};
+# weak: a test's model dies with it.
 _SITES: weakref.WeakKeyDictionary[Any, dict[str, tuple[str, int]]] = weakref.WeakKeyDictionary()
 _WRAPPERS: dict[Callable[..., Any], Callable[..., Any]] = {}  # dynamo's __call__ -> ours, made once
 
 
-def compiling(frame: Optional[FrameType]) -> tuple[Optional[CodeLocation], Optional[CompiledModule]]:
-    """The function dynamo is compiling (:func:`.user_code.compiling_code`) and the module whose method it is, where
-    it is one; found from ``frame`` outwards, (None, None) outside a compile."""
+def compiling(frame: Optional[FrameType]) -> tuple[Optional[CodeLocation],
+                                                   Optional[CompiledModule]]:
+    """The function dynamo is compiling (:func:`.user_code.compiling_code`) and the module whose
+    method it is, where it is one; found from ``frame`` outwards, (None, None) outside a compile."""
     code, arguments = compiling_code(frame)  # arguments: _compile's (code, globals, locals, ...)
     if code is None:
         return None, None
     from ..vocabulary.events import CodeLocation
 
-    # The frame's locals: _compile's third argument; its frame argument's, should a torch pass only that.
-    frame_locals = arguments.get("locals") or getattr(arguments.get("frame"), "f_locals", None) or {}
-    return CodeLocation(code.co_filename, code.co_firstlineno, code.co_name), module_compiled(code, frame_locals)
+    # The frame's locals: _compile's third argument; its frame argument's, should a torch pass only
+    # that.
+    frame_locals = (arguments.get("locals") or getattr(arguments.get("frame"), "f_locals", None)
+                    or {})
+    return (CodeLocation(code.co_filename, code.co_firstlineno, code.co_name),
+            module_compiled(code, frame_locals))
 
 
 def module_compiled(code: CodeType, frame_locals: Any) -> Optional[CompiledModule]:
-    """The module whose method ``code`` is (or that dynamo's wrapper calls), with where it was compiled; None for other code."""
+    """The module whose method ``code`` is (or that dynamo's wrapper calls), with where it was
+    compiled; None for other code."""
     try:
         from torch.nn import Module
 
@@ -80,14 +88,17 @@ def module_compiled(code: CodeType, frame_locals: Any) -> Optional[CompiledModul
         if not isinstance(module, Module):
             return None
         attribute = getattr(type(module), method, None)
-        function = getattr(inspect.unwrap(attribute), "__code__", None) if callable(attribute) else None
+        function = (getattr(inspect.unwrap(attribute), "__code__", None) if callable(attribute)
+                    else None)
         if not isinstance(function, CodeType) or not (wrapped or function is code):
             return None
         start = function.co_argcount
-        return CompiledModule(_class_name(type(module)), method, function.co_filename, function.co_firstlineno,
-                              function.co_varnames[1:start], function.co_varnames[start:start + function.co_kwonlyargcount],
+        return CompiledModule(_class_name(type(module)), method, function.co_filename,
+                              function.co_firstlineno, function.co_varnames[1:start],
+                              function.co_varnames[start:start + function.co_kwonlyargcount],
                               wrapped, _SITES.get(module, {}).get(method))
-    except Exception:  # an unusual object or a moved internal: the module's name is a nicety, the count is not
+    # an unusual object or a moved internal: the module's name is a nicety, the count is not
+    except Exception:
         return None
 
 
@@ -108,8 +119,9 @@ def compiled_name(target: Any) -> Optional[str]:
 
 
 def _class_name(cls: type) -> str:
-    """The class the user wrote: the first of the module's classes that is not a wrapper's (the module's own class where
-    every one before ``nn.Module`` is torch.distributed's, as a checkpoint wrapper's are)."""
+    """The class the user wrote: the first of the module's classes that is not a wrapper's (the
+    module's own class where every one before ``nn.Module`` is torch.distributed's, as a checkpoint
+    wrapper's are)."""
     for klass in cls.__mro__:
         if not klass.__module__.startswith(_WRAPPING_PACKAGES):
             return cls.__name__ if klass.__module__ == _MODULE_BASE else klass.__name__
@@ -119,12 +131,13 @@ def _class_name(cls: type) -> str:
 def remember_compile_sites() -> list[tuple[Any, str, Any, Any]]:
     """Wrap dynamo's ``_TorchDynamoContext.__call__`` to remember where user code compiles a module.
 
-    Returns ``[(class, "__call__", dynamo's function, ours)]`` for the capture to put back when it disarms; empty
-    where this torch has no such class (nothing is then remembered).
+    Returns ``[(class, "__call__", dynamo's function, ours)]`` for the capture to put back when it
+    disarms; empty where this torch has no such class (nothing is then remembered).
     """
     context = getattr(sys.modules.get("torch._dynamo.eval_frame"), "_TorchDynamoContext", None)
     original = None if context is None else context.__dict__.get("__call__")
-    if context is None or original is None or original in _WRAPPERS.values():  # none, or ours already
+    # none, or ours already
+    if context is None or original is None or original in _WRAPPERS.values():
         return []
     wrapper = _WRAPPERS.get(original)
     if wrapper is None:
@@ -150,8 +163,9 @@ def _remembering(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _module_and_method(target: Any) -> tuple[Any, str]:
-    """The module and the method that compiling ``target`` compiles: a module's forward, a bound method of a module
-    (its call, ``module.compile()``'s ``_call_impl``, runs the forward), else (None, "")."""
+    """The module and the method that compiling ``target`` compiles: a module's forward, a bound
+    method of a module (its call, ``module.compile()``'s ``_call_impl``, runs the forward), else
+    (None, "")."""
     from torch.nn import Module
 
     if isinstance(target, Module):

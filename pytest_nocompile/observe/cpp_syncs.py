@@ -1,4 +1,5 @@
-"""Syncs torch warns of outside Python's warning machinery: counted from the lines c10 writes to stderr, never printed.
+"""Syncs torch warns of outside Python's warning machinery: counted from the lines c10 writes to
+stderr, never printed.
 
 torch's sync debug mode warns with c10's ``TORCH_WARN``. Where Python called the operation, torch's
 warning handler makes that a Python warning (:mod:`.sync_warnings` counts it, with the user's line).
@@ -9,8 +10,8 @@ threads), c10's logger writes it to the process's stderr::
 
 While the sync source is armed in a process that has initialised CUDA (no sync can come before),
 fd 2 goes through the stderr relay (:mod:`.stderr_relay`): each such line of this process's is one
-``sync`` event, listed as :data:`~..health_lines.CPP_SYNC_PLACE` (it has no line of the user's), and is
-shown only where the user set the mode to "warn" themselves. A line that names another rank than
+``sync`` event, listed as :data:`~..health_lines.CPP_SYNC_PLACE` (it has no line of the user's), and
+is shown only where the user set the mode to "warn" themselves. A line that names another rank than
 this process's is a child's that has no relay of its own: not counted here, and not shown either.
 
 Where such lines cannot be seen (``TORCH_CPP_LOG_LEVEL`` above WARNING makes c10 drop them; a
@@ -33,18 +34,22 @@ from ..vocabulary.health_lines import CPP_SYNC_PLACE, SYNC_SIGNAL, SYNCS_UNSEEN_
 if TYPE_CHECKING:
     from .stderr_relay import StderrRelay
 
-_QUIET_LEVELS = frozenset({"ERROR", "FATAL", "2", "3"})  # c10's TORCH_CPP_LOG_LEVEL values above WARNING
+# c10's TORCH_CPP_LOG_LEVEL values above WARNING
+_QUIET_LEVELS = frozenset({"ERROR", "FATAL", "2", "3"})
 
 
 class CppSyncs:
-    """The sync source's part for syncs in torch's C++ code: the relay on while armed, its lines made events."""
+    """The sync source's part for syncs in torch's C++ code: the relay on while armed, its lines
+    made events."""
 
     def __init__(self, emit: Callable[..., None]) -> None:
         self._emit = emit  # DynamoLogs.emit_health
         self._armed = False
         self._show = False  # sync lines passed on: the user's own "warn" mode
-        self._unseen: Optional[str] = None  # why such syncs are not seen while armed (the count a lower bound)
-        self._queued_in: Any = None  # torch.cuda, while a call back of ours waits in its queue for CUDA's initialisation
+        # why such syncs are not seen while armed (the count a lower bound)
+        self._unseen: Optional[str] = None
+        # torch.cuda, while a call back of ours waits in its queue for CUDA's initialisation
+        self._queued_in: Any = None
         self._rank: Optional[int] = None  # this process's, as last seen
 
     def arm(self, show: bool) -> None:
@@ -67,7 +72,8 @@ class CppSyncs:
         _relay().show(on)
 
     def _start_with_cuda(self) -> None:
-        """The relay on now where CUDA is initialised, else as CUDA initialises (a process that never uses it pays nothing)."""
+        """The relay on now where CUDA is initialised, else as CUDA initialises (a process that
+        never uses it pays nothing)."""
         cuda: Any = getattr(sys.modules.get("torch"), "cuda", None)
         if cuda is None:
             return
@@ -81,17 +87,22 @@ class CppSyncs:
         if initialised or lazy_call is None:
             self._start()
         else:
-            lazy_call(self._start_if_armed)  # run by torch.cuda._lazy_init, in the thread that initialises CUDA
+            # run by torch.cuda._lazy_init, in the thread that initialises CUDA
+            lazy_call(self._start_if_armed)
             self._queued_in = cuda
 
     def _withdraw(self) -> None:
-        """Our call back out of torch's queue again (run or not): torch's state as the test found it."""
+        """Our call back out of torch's queue again (run or not): torch's state as the test found
+        it."""
         cuda, self._queued_in = self._queued_in, None
-        queued, lock = getattr(cuda, "_queued_calls", None), getattr(cuda, "_initialization_lock", None)
-        # Under the lock _lazy_init runs the queue under; never waiting long (a fork may have copied it held).
+        queued, lock = (getattr(cuda, "_queued_calls", None),
+                        getattr(cuda, "_initialization_lock", None))
+        # Under the lock _lazy_init runs the queue under; never waiting long (a fork may have copied
+        # it held).
         if isinstance(queued, list) and lock is not None and lock.acquire(timeout=5):
             try:
-                queued[:] = [entry for entry in queued if not (isinstance(entry, tuple) and entry[0] == self._start_if_armed)]
+                queued[:] = [entry for entry in queued
+                             if not (isinstance(entry, tuple) and entry[0] == self._start_if_armed)]
             finally:
                 lock.release()
 
@@ -111,13 +122,16 @@ class CppSyncs:
             relay.show(True)
 
     def _broken(self, why: str) -> None:
-        """The relay cannot be used (any more): the count is a lower bound from now on, said to every sink at once."""
+        """The relay cannot be used (any more): the count is a lower bound from now on, said to
+        every sink at once."""
         if self._armed and self._unseen is None:
-            self._unseen = f"syncs in torch's C++ code (DDP's reducer, communication hooks) are not seen here: {why}"
+            self._unseen = (f"syncs in torch's C++ code (DDP's reducer, communication hooks) "
+                            f"are not seen here: {why}")
             self._emit(SYNCS_UNSEEN_SIGNAL, 1, self._unseen, of_this_moment=False)
 
     def _heard(self, rank: Optional[int]) -> None:
-        """A sync line the relay took out of fd 2 (in the relay's thread): this process's, unless it names another rank."""
+        """A sync line the relay took out of fd 2 (in the relay's thread): this process's, unless it
+        names another rank."""
         if rank is not None and rank != self._own_rank():
             return
         self._emit(SYNC_SIGNAL, 1, CPP_SYNC_PLACE, of_this_moment=False)
@@ -135,13 +149,15 @@ class CppSyncs:
 
 
 def settle() -> None:
-    """Every sync of torch's C++ code made so far reported, where the relay is on (else nothing to wait for)."""
+    """Every sync of torch's C++ code made so far reported, where the relay is on (else nothing to
+    wait for)."""
     relay = sys.modules.get(__package__ + ".stderr_relay")
     if relay is not None:  # else no relay was ever started here
         relay.RELAY.flush()
 
 
 def _relay() -> StderrRelay:
-    from .stderr_relay import RELAY  # here: a run that reads no syncs on CUDA never loads it (nor socket, subprocess)
+    # here: a run that reads no syncs on CUDA never loads it (nor socket, subprocess)
+    from .stderr_relay import RELAY
 
     return RELAY

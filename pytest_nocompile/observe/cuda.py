@@ -1,4 +1,5 @@
-"""Whether this process can record CUDA graphs: torch's word on its GPU, asked only when a test needs it."""
+"""Whether this process can record CUDA graphs: torch's word on its GPU, asked only when a test
+needs it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from typing import Optional
 
 
 def why_no_cuda_graphs() -> Optional[str]:
-    """Why CUDA graphs cannot be recorded here (e.g. ``torch.cuda.is_available() is False``), or None when they can."""
+    """Why CUDA graphs cannot be recorded here (e.g. ``torch.cuda.is_available() is False``), or
+    None when they can."""
     try:
         import torch
     except ImportError:

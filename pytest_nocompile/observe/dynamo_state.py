@@ -1,4 +1,5 @@
-"""dynamo's state, as the plugin reads and resets it: whether torch is usable, compiled frames, reset, strict mode, rank.
+"""dynamo's state, as the plugin reads and resets it: whether torch is usable, compiled frames,
+reset, strict mode, rank.
 
 With :mod:`.capture`, the only place that touches torch internals.
 """
@@ -26,7 +27,8 @@ def torch_problem() -> str | None:
     major, _, rest = torch.__version__.partition(".")
     minor = "".join(ch for ch in rest.partition(".")[0] if ch.isdigit())
     if (int(major), int(minor or 0)) < MIN_TORCH:
-        return f"torch {torch.__version__} is too old; pytest-nocompile needs torch>={'.'.join(map(str, MIN_TORCH))}"
+        return (f"torch {torch.__version__} is too old; "
+                f"pytest-nocompile needs torch>={'.'.join(map(str, MIN_TORCH))}")
     return None
 
 
@@ -44,7 +46,8 @@ def torch_import_warnings_silenced() -> Iterator[None]:
 
 
 def compiled_anything() -> bool:
-    """Whether dynamo compiled a frame since its last reset (or ever); never imports torch or dynamo.
+    """Whether dynamo compiled a frame since its last reset (or ever);
+    never imports torch or dynamo.
 
     Read from dynamo's frame counters, which only ``torch._dynamo.reset()``
     clears; where a torch lacks them, assume it did.
@@ -84,13 +87,15 @@ def raising_on_recompile() -> Iterator[None]:
 
 
 def is_recompile_error(error: BaseException) -> bool:
-    """Whether ``error`` is the ``RecompileError`` strict mode makes dynamo raise (told by name: never imports torch)."""
+    """Whether ``error`` is the ``RecompileError`` strict mode makes dynamo raise (told by name:
+    never imports torch)."""
     kind = type(error)
     return kind.__name__ == "RecompileError" and kind.__module__.startswith("torch._dynamo")
 
 
 def process_rank() -> int | None:
-    """This process's rank: ``torch.distributed``'s once initialised, else ``RANK``, else ``LOCAL_RANK``, else None.
+    """This process's rank: ``torch.distributed``'s once initialised, else ``RANK``, else
+    ``LOCAL_RANK``, else None.
 
     Never imports torch.distributed: a process that has not imported it has no process group.
     """
@@ -98,7 +103,8 @@ def process_rank() -> int | None:
 
 
 def process_world_size() -> int | None:
-    """How many ranks this process's job has: ``torch.distributed``'s world size once initialised, else ``WORLD_SIZE``, else None."""
+    """How many ranks this process's job has: ``torch.distributed``'s world size once initialised,
+    else ``WORLD_SIZE``, else None."""
     return _from_group("get_world_size", "WORLD_SIZE")
 
 
@@ -118,6 +124,8 @@ def _from_group(ask: str, *variables: str) -> int | None:
 
 
 def compile_stance() -> str | None:
-    """torch.compiler's stance now (``set_stance``, torch >= 2.6), when not the default; never imports dynamo."""
-    stance = getattr(getattr(sys.modules.get("torch._dynamo.eval_frame"), "_stance", None), "stance", None)
+    """torch.compiler's stance now (``set_stance``, torch >= 2.6), when not the default;
+    never imports dynamo."""
+    stance = getattr(getattr(sys.modules.get("torch._dynamo.eval_frame"), "_stance", None),
+                     "stance", None)
     return stance if isinstance(stance, str) and stance != "default" else None

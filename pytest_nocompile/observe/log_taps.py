@@ -1,4 +1,5 @@
-"""Taps on torch's artifact loggers: each record to the capture, and on to torch's handlers only where the user asked.
+"""Taps on torch's artifact loggers: each record to the capture, and on to torch's handlers only
+where the user asked.
 
 Why not ``torch._logging.set_logs``: it clears all of torch's log state and is
 ignored when ``TORCH_LOGS`` is set. Instead a :class:`Tap` adds the artifact
@@ -60,7 +61,8 @@ def logging_internals():  # type: ignore[no-untyped-def]
 
 
 class Fanout(logging.Filter):
-    """The one filter a tap puts first on each of its loggers: every record to the hub, then on only if the user asked.
+    """The one filter a tap puts first on each of its loggers: every record to the hub, then on only
+    if the user asked.
 
     A filter rather than a handler: pytest (>= 9.1) attaches its log-capture
     handler to every non-propagating logger, so only a filter that runs
@@ -71,7 +73,8 @@ class Fanout(logging.Filter):
     def __init__(self, emit: Callable[[logging.LogRecord], None]) -> None:
         super().__init__()
         self._emit = emit
-        self.passes = False  # the user switched this artifact on: the record goes on to their handlers
+        # the user switched this artifact on: the record goes on to their handlers
+        self.passes = False
 
     def filter(self, record: logging.LogRecord) -> bool:
         self._emit(record)
@@ -79,29 +82,37 @@ class Fanout(logging.Filter):
 
 
 class Tap:
-    """One artifact's loggers, switched on silently (unless the user switched them on) and restored."""
+    """One artifact's loggers, switched on silently (unless the user switched them on) and
+    restored."""
 
-    def __init__(self, artifacts: tuple[str, ...], loggers: tuple[str, ...], silenced: tuple[str, ...],
-                 emit: Callable[[logging.LogRecord], None], enable_in_state: bool = True) -> None:
-        self._artifacts = artifacts  # the first is the one we enable; any of them enabled by the user makes it theirs
+    def __init__(self, artifacts: tuple[str, ...], loggers: tuple[str, ...],
+                 silenced: tuple[str, ...], emit: Callable[[logging.LogRecord], None],
+                 enable_in_state: bool = True) -> None:
+        # the first is the one we enable; any of them enabled by the user makes it theirs
+        self._artifacts = artifacts
         self._logger_names = loggers
         self._silenced_names = silenced  # those we set to DEBUG; the others only carry the filter
-        self._enable_in_state = enable_in_state  # dynamo builds the message only when enabled (recompiles)
-        self._loggers: tuple[logging.Logger, ...] = ()  # looked up once: getLogger takes logging's lock
+        # dynamo builds the message only when enabled (recompiles)
+        self._enable_in_state = enable_in_state
+        # looked up once: getLogger takes logging's lock
+        self._loggers: tuple[logging.Logger, ...] = ()
         self._silenced: tuple[logging.Logger, ...] = ()
         self.filter = Fanout(emit)
-        self._saved: dict[logging.Logger, tuple[int, bool]] = {}  # what to put back: (level, propagate)
+        # what to put back: (level, propagate)
+        self._saved: dict[logging.Logger, tuple[int, bool]] = {}
         self._ours: list[Any] = []  # the log states we enabled the artifact in
 
     def arm(self, internals: Any, after_reinit: bool = False) -> None:
         if not self._loggers:
             self._loggers = tuple(map(logging.getLogger, self._logger_names))
-            self._silenced = tuple(logger for logger in self._loggers if logger.name in self._silenced_names)
+            self._silenced = tuple(logger for logger in self._loggers
+                                   if logger.name in self._silenced_names)
         state = internals.log_state  # read each time: torch rebinds it
         ours_filter = self.filter
         for logger in self._loggers:
             filters = logger.filters
-            if not filters or filters[0] is not ours_filter:  # first, so that no other filter hides a record from us
+            # first, so that no other filter hides a record from us
+            if not filters or filters[0] is not ours_filter:
                 if ours_filter in filters:
                     logger.removeFilter(ours_filter)
                 filters.insert(0, ours_filter)
@@ -122,20 +133,24 @@ class Tap:
             if after_reinit:
                 # torch just configured this logger, and configured it as switched on where the
                 # artifact it saw enabled was ours: put back what torch does without us.
-                self._saved[logger] = _torch_default(internals, self._artifacts[0]) if ours else (logger.level, logger.propagate)
+                self._saved[logger] = (_torch_default(internals, self._artifacts[0]) if ours
+                                       else (logger.level, logger.propagate))
             else:
                 self._saved.setdefault(logger, (logger.level, logger.propagate))
             set_level(logger, logging.DEBUG)
 
     def _switched_on(self, state: Any) -> bool:
-        """Whether any of the tap's artifacts is on in torch's log state (the user's, where it is not ours)."""
-        for name in self._artifacts:  # a plain loop, not any() over a generator: asked at every arming and check
+        """Whether any of the tap's artifacts is on in torch's log state (the user's, where it is
+        not ours)."""
+        # a plain loop, not any() over a generator: asked at every arming and check
+        for name in self._artifacts:
             if state.is_artifact_enabled(name):
                 return True
         return False
 
     def forget_ours(self) -> None:
-        """``set_logs`` is about to clear the log state: whatever is enabled after it is the user's."""
+        """``set_logs`` is about to clear the log state: whatever is enabled after it is the
+        user's."""
         for state in self._ours:
             state.artifact_names.discard(self._artifacts[0])
         self._ours.clear()
@@ -169,7 +184,8 @@ class Tap:
 
 
 def _torch_default(internals: Any, artifact: str) -> tuple[int, bool]:
-    """An artifact logger's (level, propagate) as torch's ``_init_logs`` leaves it when the artifact is off."""
+    """An artifact logger's (level, propagate) as torch's ``_init_logs`` leaves it when the artifact
+    is off."""
     try:
         off_by_default = bool(internals.log_registry.is_off_by_default(artifact))
     except Exception:  # an older registry: torch let such loggers propagate
@@ -178,7 +194,8 @@ def _torch_default(internals: Any, artifact: str) -> tuple[int, bool]:
 
 
 class WarningHandler(logging.Handler):
-    """Hands each warning (and worse) of the logger it is added to on to ``emit``: the recompile-limit warnings."""
+    """Hands each warning (and worse) of the logger it is added to on to ``emit``: the
+    recompile-limit warnings."""
 
     def __init__(self, emit: Callable[[logging.LogRecord], None]) -> None:
         super().__init__(logging.WARNING)
@@ -189,7 +206,8 @@ class WarningHandler(logging.Handler):
 
 
 def current_compile_id() -> str | None:
-    """The id of the compile under way in this thread (``2/0``), or None; read at every record dynamo logs."""
+    """The id of the compile under way in this thread (``2/0``), or None;
+    read at every record dynamo logs."""
     try:
         compile_id = _compile_id_reader()()
     except Exception:  # the API moved: the id is a nicety, the count is not
@@ -199,7 +217,8 @@ def current_compile_id() -> str | None:
 
 @cache
 def _compile_id_reader() -> Callable[[], Any]:
-    """torch's ``CompileContext.current_compile_id``, looked up once: read at every record dynamo logs."""
+    """torch's ``CompileContext.current_compile_id``, looked up once: read at every record dynamo
+    logs."""
     from torch._guards import CompileContext
 
     return CompileContext.current_compile_id

@@ -1,13 +1,15 @@
-"""pytest's capture of fd 2, stepped around while the stderr relay is on: pytest never sees the relay's pipe.
+"""pytest's capture of fd 2, stepped around while the stderr relay is on: pytest never sees the
+relay's pipe.
 
-pytest's fd capture (``--capture=fd``, its default, and the ``capfd`` fixture) moves fd 2 between its
-own files at every phase of a test, around ``capsys.disabled()``, live logs and the debugger: an
+pytest's fd capture (``--capture=fd``, its default, and the ``capfd`` fixture) moves fd 2 between
+its own files at every phase of a test, around ``capsys.disabled()``, live logs and the debugger: an
 ``FDCapture`` saves fd 2 with ``os.dup`` as it is made, and puts its file, or what it saved, on fd 2
-with ``os.dup2``. While the relay is on (:mod:`.stderr_relay`), each of these steps runs with fd 2 as
-pytest left it (:meth:`~.stderr_relay.StderrRelay.aside`: what was written before is passed on to the
-file it was meant for), and the relay takes the new fd 2 as where to pass on to afterwards. Before
-pytest reads its file (``snap``: the end of a phase, ``capfd.readouterr()``), everything written so far
-is passed on. Only captures of fd 2 are stepped around; with no fd capture there is nothing to do.
+with ``os.dup2``. While the relay is on (:mod:`.stderr_relay`), each of these steps runs with fd 2
+as pytest left it (:meth:`~.stderr_relay.StderrRelay.aside`: what was written before is passed on to
+the file it was meant for), and the relay takes the new fd 2 as where to pass on to afterwards.
+Before pytest reads its file (``snap``: the end of a phase, ``capfd.readouterr()``), everything
+written so far is passed on. Only captures of fd 2 are stepped around;
+with no fd capture there is nothing to do.
 """
 
 from __future__ import annotations
@@ -27,14 +29,17 @@ class StderrRelay(Protocol):
 
     def flush(self) -> None: ...
 
-_MOVES_FD = ("__init__", "start", "done", "suspend", "resume")  # FDCapture's methods that dup or dup2 its target fd
+# FDCapture's methods that dup or dup2 its target fd
+_MOVES_FD = ("__init__", "start", "done", "suspend", "resume")
 _READS = ("snap",)
-_CLASSES = ("FDCaptureBase", "FDCaptureBinary", "FDCapture")  # each method is patched on the class that defines it
+# each method is patched on the class that defines it
+_CLASSES = ("FDCaptureBase", "FDCaptureBinary", "FDCapture")
 _patched: list[tuple[type, str, Any, Any]] = []  # (class, name, pytest's, ours)
 
 
 def step_around(relay: StderrRelay) -> None:
-    """While ``relay`` is on: patch pytest's fd captures, if pytest's capture module is loaded (once)."""
+    """While ``relay`` is on: patch pytest's fd captures, if pytest's capture module is loaded
+    (once)."""
     capture = sys.modules.get("_pytest.capture")
     if capture is None or _patched:
         return
@@ -45,7 +50,8 @@ def step_around(relay: StderrRelay) -> None:
         for name in (*_MOVES_FD, *_READS):
             original = vars(cls).get(name)
             if original is not None:
-                ours = _aside(original, relay) if name in _MOVES_FD else _flushed_first(original, relay)
+                ours = (_aside(original, relay) if name in _MOVES_FD
+                        else _flushed_first(original, relay))
                 setattr(cls, name, ours)
                 _patched.append((cls, name, original, ours))
 

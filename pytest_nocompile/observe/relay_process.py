@@ -1,23 +1,26 @@
-"""The stderr relay's own program: a process that passes another process's stderr on, but for torch's C++ sync warnings.
+"""The stderr relay's own program: a process that passes another process's stderr on, but for
+torch's C++ sync warnings.
 
-:mod:`.stderr_relay` runs it as ``python -I -S relay_process.py CONTROL_FD TOKEN UPSTREAM`` (stdlib only,
-importing nothing of the plugin, seen by no start-up hook). Its stdin is the read end of a pipe that is
-the watched process's fd 2 while a test reads syncs; it writes everything it reads to its *target* (the
-process's stderr as found, handed over the control socket), unchanged and in order, except:
+:mod:`.stderr_relay` runs it as ``python -I -S relay_process.py CONTROL_FD TOKEN UPSTREAM`` (stdlib
+only, importing nothing of the plugin, seen by no start-up hook).
+Its stdin is the read end of a pipe that is the watched process's fd 2 while a test reads syncs;
+it writes everything it reads to its *target* (the process's stderr as found, handed over the
+control socket), unchanged and in order, except:
 
-- each line c10's logger writes for a synchronizing CUDA operation that torch's sync debug mode warns of
-  outside Python's warning machinery (:data:`SYNC_LINE`): told to the process over the control socket
-  (``sync 0``, or ``sync -`` for a line without a rank), and passed on only in "show" mode (the user set
-  the mode to warn themselves);
-- the process's own commands, ``\\0nocompile-relay-TOKEN:flush N`` (answered ``flushed N`` once everything
-  before it is passed on) and ``...:show 1``, which come through the pipe so that they keep its order;
-- a line a relay downstream (a child process's) passes on, behind ``\\0nocompile-pass-TOKEN\\0``: its
-  child showed it, this relay passes it on as it is and counts nothing.
+- each line c10's logger writes for a synchronizing CUDA operation that torch's sync debug mode
+  warns of outside Python's warning machinery (:data:`SYNC_LINE`): told to the process over the
+  control socket (``sync 0``, or ``sync -`` for a line without a rank), and passed on only in "show"
+  mode (the user set the mode to warn themselves);
+- the process's own commands, ``\\0nocompile-relay-TOKEN:flush N`` (answered ``flushed N`` once
+  everything before it is passed on) and ``...:show 1``, which come through the pipe so that they
+  keep its order;
+- a line a relay downstream (a child process's) passes on, behind ``\\0nocompile-pass-TOKEN\\0``:
+  its child showed it, this relay passes it on as it is and counts nothing.
 
-It reads until every write end of the pipe is closed, then exits: a process that dies with output in the
-pipe (a crash, ``os._exit``) loses none of it. So it ignores SIGINT, SIGTERM and SIGHUP, and runs in a
-session of its own. A partial line is passed on at once, except from where it could start a sync line or
-a command: that part waits for the rest of its line, at most :data:`HOLD_SECONDS`.
+It reads until every write end of the pipe is closed, then exits: a process that dies with output in
+the pipe (a crash, ``os._exit``) loses none of it. So it ignores SIGINT, SIGTERM and SIGHUP, and
+runs in a session of its own. A partial line is passed on at once, except from where it could start
+a sync line or a command: that part waits for the rest of its line, at most :data:`HOLD_SECONDS`.
 """
 
 from __future__ import annotations
@@ -26,18 +29,24 @@ import os
 import re
 import sys
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the relay starts as fast as it can
+# typing.TYPE_CHECKING without importing typing: the relay starts as fast as it can
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     import socket
 
-READY, FLUSHED, TARGET, SYNC = b"ready", b"flushed", b"target", b"sync"  # what the relay tells the process, a line each
+# what the relay tells the process, a line each
+READY, FLUSHED, TARGET, SYNC = b"ready", b"flushed", b"target", b"sync"
 HOLD_SECONDS = 0.05
-_LONGEST_HELD = 1024  # bytes: a sync line or a command is far shorter; a longer partial line is none
-_NONE = b"-"  # a message's field that has no value: a line without a rank, a target that is no relay
-# c10's logger, as its base warning handler writes a TORCH_WARN: "[W<date> <time> <file>:<line>] Warning: <msg> (function <f>)",
-# behind "[rank<N>]:" once the process has a global rank (torch.distributed).
-SYNC_LINE = (rb"(?:\[rank(?P<rank>\d+)\]:)?\[W[^\]\n]*\] Warning: called a synchronizing CUDA operation"
+# bytes: a sync line or a command is far shorter; a longer partial line is none
+_LONGEST_HELD = 1024
+# a message's field that has no value: a line without a rank, a target that is no relay
+_NONE = b"-"
+# c10's logger, as its base warning handler writes a TORCH_WARN: "[W<date> <time> <file>:<line>]
+# Warning: <msg> (function <f>)", behind "[rank<N>]:" once the process has a global rank
+# (torch.distributed).
+SYNC_LINE = (rb"(?:\[rank(?P<rank>\d+)\]:)?\[W[^\]\n]*\] Warning: "
+             rb"called a synchronizing CUDA operation"
              rb" \(function [^)\n]*\)\r?\n")
 
 
@@ -50,24 +59,32 @@ def pass_mark(token: str) -> bytes:
 
 
 class Relay:
-    """The relay's state: what it holds back, its target, and what it has still to tell the process."""
+    """The relay's state: what it holds back, its target, and what it has still to tell the
+    process."""
 
     def __init__(self, control: socket.socket, token: str, upstream: str) -> None:
         self.control: socket.socket | None = control
-        self.target = 1  # its stdout (the process's stderr as it started the relay) until the process hands over another
-        self.upstream_pass = b"" if upstream == "-" else pass_mark(upstream)  # the target is a relay upstream
+        # its stdout (the process's stderr as it started the relay) until the process hands over
+        # another
+        self.target = 1
+        # the target is a relay upstream
+        self.upstream_pass = b"" if upstream == "-" else pass_mark(upstream)
         self.show = False
-        self.pending = bytearray()  # read, not yet passed on: a partial line that may be a sync line or a command
-        self.outbox = bytearray()  # for the process, sent as the socket takes it: the relay never waits on it
+        # read, not yet passed on: a partial line that may be a sync line or a command
+        self.pending = bytearray()
+        # for the process, sent as the socket takes it: the relay never waits on it
+        self.outbox = bytearray()
         self.inbox = bytearray()
         self.fds: list[int] = []  # received with a message not read whole yet
         self.mark = command_mark(token)
-        self.special = re.compile(re.escape(self.mark) + rb"(?P<command>[^\n]*)\n|" + re.escape(pass_mark(token))
+        self.special = re.compile(re.escape(self.mark) + rb"(?P<command>[^\n]*)\n|"
+                                  + re.escape(pass_mark(token))
                                   + rb"(?P<passed>[^\n]*\n)|(?P<sync>" + SYNC_LINE + rb")")
         self.starts = (self.mark, pass_mark(token), b"[rank", b"[W")
 
     def feed(self, data: bytes, final: bool = False) -> None:
-        """Pass on what can be passed on now; hold back a tail that may become a sync line or a command."""
+        """Pass on what can be passed on now; hold back a tail that may become a sync line or a
+        command."""
         self.pending += data
         end = len(self.pending) if final else self.pending.rfind(b"\n") + 1
         at = 0
@@ -80,10 +97,12 @@ class Relay:
         del self.pending[:held]
 
     def _hold_from(self, start: int) -> int:
-        """Where the tail after ``start`` (no newline in it) may start a sync line or a command: held from there."""
+        """Where the tail after ``start`` (no newline in it) may start a sync line or a command:
+        held from there."""
         tail = self.pending
         for index in range(max(start, len(tail) - _LONGEST_HELD), len(tail)):
-            if tail[index] in b"[\0" and any(_prefix_of(tail, index, start_of) for start_of in self.starts):
+            if tail[index] in b"[\0" and any(_prefix_of(tail, index, start_of)
+                                             for start_of in self.starts):
                 return index
         return len(tail)
 
@@ -111,7 +130,9 @@ class Relay:
                 view = view[os.write(self.target, view):]
             except InterruptedError:
                 continue
-            except OSError:  # the target is gone (a closed pipe): what was meant for it goes nowhere, as it would have
+            # the target is gone (a closed pipe): what was meant for it goes nowhere, as it would
+            # have
+            except OSError:
                 return
 
     def tell(self, message: bytes) -> None:
@@ -131,7 +152,8 @@ class Relay:
         del self.outbox[:sent]
 
     def receive(self) -> None:
-        """The process's messages: a new target (with its fd), or the end of the socket (the process is gone)."""
+        """The process's messages: a new target (with its fd), or the end of the socket (the process
+        is gone)."""
         import socket
 
         assert self.control is not None
@@ -142,7 +164,8 @@ class Relay:
         except OSError:
             data, fds = b"", []
         if not data:
-            self.control, self.outbox = None, bytearray()  # keep relaying until the pipe ends, telling no one
+            # keep relaying until the pipe ends, telling no one
+            self.control, self.outbox = None, bytearray()
             return
         self.inbox += data
         self.fds += fds
@@ -153,7 +176,8 @@ class Relay:
             if word == TARGET and self.fds:
                 os.close(self.target)
                 self.target = self.fds.pop(0)
-                self.upstream_pass = b"" if upstream in (b"", _NONE) else pass_mark(upstream.decode())
+                self.upstream_pass = (b"" if upstream in (b"", _NONE)
+                                      else pass_mark(upstream.decode()))
                 self.tell(TARGET)
 
 
@@ -174,14 +198,16 @@ def main(control_fd: int, token: str, upstream: str) -> None:
     assert relay.control is not None
     relay.control.setblocking(False)
     relay.tell(READY)
-    # Whatever a read must answer (data, the end, an error: as good as the end); poll, not select: the socket's fd may be past FD_SETSIZE.
+    # Whatever a read must answer (data, the end, an error: as good as the end);
+    # poll, not select: the socket's fd may be past FD_SETSIZE.
     ready = select.POLLIN | select.POLLHUP | select.POLLERR | select.POLLNVAL
     while True:
         control = relay.control
         poller = select.poll()
         poller.register(0, select.POLLIN)
         if control is not None:
-            poller.register(control.fileno(), select.POLLIN | (select.POLLOUT if relay.outbox else 0))
+            poller.register(control.fileno(),
+                            select.POLLIN | (select.POLLOUT if relay.outbox else 0))
         try:
             events = dict(poller.poll(HOLD_SECONDS * 1000 if relay.pending else None))
         except InterruptedError:
@@ -199,11 +225,13 @@ def main(control_fd: int, token: str, upstream: str) -> None:
                 relay.feed(b"", final=True)
                 break
             relay.feed(data)
-        elif not events and relay.pending:  # nothing came to finish the held tail: it was no sync line
+        # nothing came to finish the held tail: it was no sync line
+        elif not events and relay.pending:
             relay.feed(b"", final=True)
         if relay.outbox:
             relay.send()
-    if relay.control is not None and relay.outbox:  # the pipe ended: what is left to tell, if the process still listens
+    # the pipe ended: what is left to tell, if the process still listens
+    if relay.control is not None and relay.outbox:
         relay.control.setblocking(True)
         relay.control.settimeout(1)
         try:

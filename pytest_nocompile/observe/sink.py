@@ -1,4 +1,5 @@
-"""What the capture hands its sinks (a test's record, a block assertion's, a child's reporter): one call per record.
+"""What the capture hands its sinks (a test's record, a block assertion's, a child's reporter): one
+call per record.
 
 Typing only: the capture imports it under ``TYPE_CHECKING``.
 """
@@ -20,11 +21,16 @@ class Sink(Protocol):
     (:mod:`.compiled_modules`).
     """
 
-    def add_recompile(self, message: str, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],
+    def add_recompile(self, message: str, compile_id: Optional[str],
+                      user_code: Optional[CodeLocation], thread: Optional[str],
                       module: Optional[CompiledModule] = None) -> None: ...
-    def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],
-                    compiling: Optional[CodeLocation] = None, module: Optional[CompiledModule] = None) -> None: ...
-    def add_limit_warning(self, message: str, compile_id: Optional[str], thread: Optional[str]) -> None: ...
+    def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation],
+                    thread: Optional[str], compiling: Optional[CodeLocation] = None,
+                    module: Optional[CompiledModule] = None) -> None: ...
+    def add_limit_warning(self, message: str, compile_id: Optional[str],
+                          thread: Optional[str]) -> None: ...
     def add_graph_break(self, message: str, module: Optional[CompiledModule] = None) -> None: ...
-    def add_health(self, what: str, amount: float, reason: Optional[str], compile_id: Optional[str], user_code: Optional[CodeLocation],
-                   thread: Optional[str], compiling: Optional[CodeLocation] = None, module: Optional[CompiledModule] = None) -> None: ...
+    def add_health(self, what: str, amount: float, reason: Optional[str],
+                   compile_id: Optional[str], user_code: Optional[CodeLocation],
+                   thread: Optional[str], compiling: Optional[CodeLocation] = None,
+                   module: Optional[CompiledModule] = None) -> None: ...

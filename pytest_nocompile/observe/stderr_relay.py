@@ -1,21 +1,23 @@
-"""This process's stderr, passed through a relay process while a test reads syncs: torch's C++ sync warnings are counted, not printed.
+"""This process's stderr, passed through a relay process while a test reads syncs: torch's C++ sync
+warnings are counted, not printed.
 
-:data:`RELAY` is this process's one relay. :meth:`StderrRelay.start` makes fd 2 the write end of a pipe
-whose reader is a process of its own (:mod:`.relay_process`, started the first time, kept for the
-process's life), which passes every byte on to the stderr found, but for the lines c10's logger writes
-at a sync outside Python's warning machinery: those it tells this process of, one ``sync`` message
-each, which a thread here hands to the callback given. :meth:`StderrRelay.stop` passes on what is in
-the pipe and puts fd 2 back as found.
+:data:`RELAY` is this process's one relay. :meth:`StderrRelay.start` makes fd 2 the write end of a
+pipe whose reader is a process of its own (:mod:`.relay_process`, started the first time, kept for
+the process's life), which passes every byte on to the stderr found, but for the lines c10's logger
+writes at a sync outside Python's warning machinery: those it tells this process of, one ``sync``
+message each, which a thread here hands to the callback given.
+:meth:`StderrRelay.stop` passes on what is in the pipe and puts fd 2 back as found.
 
-Why a process, not a thread: a process that crashes (an abort in a C++ thread, ``os._exit``) would lose
-what a thread of its own still held; the relay reads the pipe to its end whatever happens here. It
-never waits on this process, and this process waits on it only with a time limit
-(:data:`ANSWER_SECONDS`): one that stops answering is given up, fd 2 put back, and :attr:`broken` says why.
+Why a process, not a thread: a process that crashes (an abort in a C++ thread, ``os._exit``) would
+lose what a thread of its own still held; the relay reads the pipe to its end whatever happens here.
+It never waits on this process, and this process waits on it only with a time limit
+(:data:`ANSWER_SECONDS`): one that stops answering is given up, fd 2 put back, and :attr:`broken`
+says why.
 
-What may move fd 2 meanwhile is stepped around: pytest's capture (:mod:`.pytest_stderr`), and a fork,
-whose child puts fd 2 back at its first call here and never talks to its parent's relay. A child
-process started while fd 2 is the pipe inherits it; :data:`RELAY_VAR` tells the child's own relay so,
-and the lines its user asked to see are passed through this one uncounted.
+What may move fd 2 meanwhile is stepped around: pytest's capture (:mod:`.pytest_stderr`), and a
+fork, whose child puts fd 2 back at its first call here and never talks to its parent's relay.
+A child process started while fd 2 is the pipe inherits it; :data:`RELAY_VAR` tells the child's own
+relay so, and the lines its user asked to see are passed through this one uncounted.
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ if TYPE_CHECKING:
     import subprocess
 
 ANSWER_SECONDS = 30.0  # the most a start, a flush or a new target waits for the relay
-# "<st_dev>:<st_ino>:<token>" of the pipe that is fd 2 while a relay is on: a child whose stderr is that pipe
-# passes on the sync lines its user asked to see behind the token, so that this relay neither counts nor hides them.
+# "<st_dev>:<st_ino>:<token>" of the pipe that is fd 2 while a relay is on: a child whose stderr is
+# that pipe passes on the sync lines its user asked to see behind the token, so that this relay
+# neither counts nor hides them.
 RELAY_VAR = "PYTEST_NOCOMPILE_STDERR_RELAY"
-_OWN_VARIABLES = ("PYTEST_NOCOMPILE_EVENTS", "PYTEST_NOCOMPILE_SYNCS", RELAY_VAR)  # the relay is no watched child
+# the relay is no watched child
+_OWN_VARIABLES = ("PYTEST_NOCOMPILE_EVENTS", "PYTEST_NOCOMPILE_SYNCS", RELAY_VAR)
 
 
 class StderrRelay:
@@ -59,7 +63,8 @@ class StderrRelay:
         self._saved = -1  # fd 2 as found, while on
         self._found_variable: Optional[str] = None  # RELAY_VAR as found, while on
         self.on = False  # fd 2 is the pipe
-        self.broken: Optional[str] = None  # why the relay cannot be used in this process, once it cannot
+        # why the relay cannot be used in this process, once it cannot
+        self.broken: Optional[str] = None
         self._ready = False
         self._dead = False
         self._asked = self._flushed = self._targets_sent = self._targets_taken = 0
@@ -68,11 +73,12 @@ class StderrRelay:
 
     # -- what the sync source calls ---------------------------------------------
 
-    def start(self, on_sync: Callable[[Optional[int]], None], on_broken: Callable[[str], None]) -> Optional[str]:
+    def start(self, on_sync: Callable[[Optional[int]], None],
+              on_broken: Callable[[str], None]) -> Optional[str]:
         """Put fd 2 through the relay (started the first time); None, or why it cannot be.
 
-        ``on_sync(rank)`` runs in a thread of the relay's for each sync line (``rank``: the line's, None
-        without); ``on_broken(why)`` if the relay stops working while on.
+        ``on_sync(rank)`` runs in a thread of the relay's for each sync line (``rank``: the line's,
+        None without); ``on_broken(why)`` if the relay stops working while on.
         """
         self._after_fork()
         with self._lock:
@@ -109,14 +115,16 @@ class StderrRelay:
             self._on_sync = self._on_broken = None
 
     def flush(self) -> None:
-        """Wait until everything written to fd 2 so far is passed on, and each sync line in it reported."""
+        """Wait until everything written to fd 2 so far is passed on, and each sync line in it
+        reported."""
         self._after_fork()
         with self._lock:
             if self.on:
                 self._flush()
 
     def show(self, on: bool) -> None:
-        """Pass sync lines on (the user's own "warn" mode) or not, from this point of the stream on."""
+        """Pass sync lines on (the user's own "warn" mode) or not, from this point of the stream
+        on."""
         self._after_fork()
         with self._lock:
             if self.on:
@@ -124,7 +132,8 @@ class StderrRelay:
 
     @contextmanager
     def aside(self) -> Iterator[None]:
-        """fd 2 as found for the block (everything before it passed on); afterwards the relay takes fd 2 as it is then."""
+        """fd 2 as found for the block (everything before it passed on);
+        afterwards the relay takes fd 2 as it is then."""
         self._after_fork()
         with self._lock:
             stepped = self.on and self._step_out()
@@ -137,12 +146,14 @@ class StderrRelay:
                         self._step_in()
 
     def _flush_at_exit(self) -> None:
-        """A process that ends while on reports its last syncs first: as Python shuts its threads down, which a
-        multiprocessing child does too before its ``os._exit`` (past ``atexit``); else at ``atexit``."""
+        """A process that ends while on reports its last syncs first: as Python shuts its threads
+        down, which a multiprocessing child does too before its ``os._exit`` (past ``atexit``);
+        else at ``atexit``."""
         if self._flushes_at_exit:
             return
         self._flushes_at_exit = True
-        at_shutdown = getattr(threading, "_register_atexit", None)  # what concurrent.futures uses, from Python 3.9
+        # what concurrent.futures uses, from Python 3.9
+        at_shutdown = getattr(threading, "_register_atexit", None)
         if at_shutdown is not None:
             try:
                 at_shutdown(self.flush)
@@ -177,9 +188,11 @@ class StderrRelay:
         return True
 
     def _give_up(self, why: str) -> None:
-        """The relay does not answer or has ended: fd 2 back as found, never the pipe again in this process.
+        """The relay does not answer or has ended: fd 2 back as found, never the pipe again in this
+        process.
 
-        A relay that is only slow is left to pass on what the pipe holds, and to end with the pipe: nothing is lost.
+        A relay that is only slow is left to pass on what the pipe holds, and to end with the pipe:
+        nothing is lost.
         """
         if self.broken is None:
             self.broken = why
@@ -192,7 +205,8 @@ class StderrRelay:
             self._write_end = -1
         if self._control is not None:
             try:
-                self._control.shutdown(2)  # SHUT_RDWR: the relay tells nobody any more; our listener ends
+                # SHUT_RDWR: the relay tells nobody any more; our listener ends
+                self._control.shutdown(2)
             except OSError:
                 pass
         callback = self._on_broken
@@ -217,9 +231,10 @@ class StderrRelay:
         env = {name: value for name, value in os.environ.items() if name not in _OWN_VARIABLES}
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-I", "-S", relay_process.__file__, str(theirs.fileno()), self._token, "-"],
-                stdin=read_end, stdout=2, stderr=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), env=env,
-                start_new_session=True)
+                [sys.executable, "-I", "-S", relay_process.__file__, str(theirs.fileno()),
+                 self._token, "-"],
+                stdin=read_end, stdout=2, stderr=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
+                env=env, start_new_session=True)
         except OSError as error:
             os.close(write_end)
             mine.close()
@@ -228,10 +243,12 @@ class StderrRelay:
             os.close(read_end)
             theirs.close()
         self._control, self._write_end = mine, write_end
-        os.register_at_fork(after_in_child=self._after_fork)  # a fork puts fd 2 back at once, whether or not it is watched
+        # a fork puts fd 2 back at once, whether or not it is watched
+        os.register_at_fork(after_in_child=self._after_fork)
         stat = os.fstat(write_end)
         self._identity = f"{stat.st_dev}:{stat.st_ino}:{self._token}"
-        threading.Thread(target=self._listen, args=(mine,), name="pytest-nocompile stderr relay", daemon=True).start()
+        threading.Thread(target=self._listen, args=(mine,), name="pytest-nocompile stderr relay",
+                         daemon=True).start()
         return None if self._wait(lambda: self._ready) else "the stderr relay did not start"
 
     def _send_target(self, fd: int) -> bool:
@@ -266,9 +283,11 @@ class StderrRelay:
 
     def _wait(self, done: Callable[[], bool]) -> bool:
         with self._answers:
-            answered = self._answers.wait_for(lambda: done() or self._dead, ANSWER_SECONDS) and not self._dead
+            answered = (self._answers.wait_for(lambda: done() or self._dead, ANSWER_SECONDS)
+                        and not self._dead)
         if not answered:
-            self._give_up("the stderr relay ended" if self._dead else "the stderr relay did not answer")
+            self._give_up("the stderr relay ended" if self._dead
+                          else "the stderr relay did not answer")
         return answered
 
     def _listen(self, control: socket.socket) -> None:
@@ -311,7 +330,8 @@ class StderrRelay:
             self._answers.notify_all()
 
     def _after_fork(self) -> None:
-        """In a forked child: fd 2 back as the parent found it, and the parent's relay left alone (never told anything)."""
+        """In a forked child: fd 2 back as the parent found it, and the parent's relay left alone
+        (never told anything)."""
         if self._pid == os.getpid():
             return
         on, saved, write_end, control = self.on, self._saved, self._write_end, self._control
@@ -321,7 +341,8 @@ class StderrRelay:
             if fd >= 0:
                 os.close(fd)
         if control is not None:
-            os.close(control.detach())  # the parent's socket, closed here without a word (no shutdown)
+            # the parent's socket, closed here without a word (no shutdown)
+            os.close(control.detach())
         found = self._found_variable
         self._reset()
         if on:

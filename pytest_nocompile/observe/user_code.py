@@ -1,5 +1,5 @@
-"""Where code is on the stack: the user's (the innermost frame outside torch, pytest, pluggy, the stdlib and this
-plugin), and the function dynamo is compiling at this moment.
+"""Where code is on the stack: the user's (the innermost frame outside torch, pytest, pluggy, the
+stdlib and this plugin), and the function dynamo is compiling at this moment.
 
 Called by capture while dynamo logs, to name the user's line that brought a
 compile, a recompile or a graph break, and the function a health signal (a
@@ -29,8 +29,9 @@ _PLUGIN_FOLDER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__
 
 @cache
 def _library_roots() -> _Roots:
-    """(packages, stdlib, sites): torch's, pytest's, pluggy's and this plugin's folders (never user code), the stdlib's,
-    and the site folders (they may sit inside the stdlib's; installed user packages live there)."""
+    """(packages, stdlib, sites): torch's, pytest's, pluggy's and this plugin's folders (never user
+    code), the stdlib's, and the site folders (they may sit inside the stdlib's;
+    installed user packages live there)."""
     import importlib
     import sysconfig
 
@@ -45,25 +46,30 @@ def _library_roots() -> _Roots:
             pass
     paths = sysconfig.get_paths()
     return (
-        tuple(folder(module.__file__ or "") for module in modules if module.__file__) + (_PLUGIN_FOLDER,),
+        tuple(folder(module.__file__ or "") for module in modules if module.__file__)
+        + (_PLUGIN_FOLDER,),
         tuple(os.path.join(paths[key], "") for key in ("stdlib", "platstdlib")),
         tuple(os.path.join(paths[key], "") for key in ("purelib", "platlib")),
     )
 
 
 def _generated_by_inductor(filename: str) -> bool:
-    """Whether inductor wrote this file (its code cache): what it runs at each call, e.g. a CUDA graph's replay, is torch's.
+    """Whether inductor wrote this file (its code cache): what it runs at each call, e.g.
+    a CUDA graph's replay, is torch's.
 
     Asked once per file name. The folder is worked out as inductor's ``cache_dir()``
     does, without calling it: that sets ``TORCHINDUCTOR_CACHE_DIR`` and makes the
     folder. Without inductor imported, no file of it can be running.
     """
-    for name in ("torch._inductor.runtime.cache_dir_utils", "torch._inductor.runtime.runtime_utils"):  # newer, older torch
+    # newer, older torch
+    for name in ("torch._inductor.runtime.cache_dir_utils",
+                 "torch._inductor.runtime.runtime_utils"):
         default_cache_dir = getattr(sys.modules.get(name), "default_cache_dir", None)
         if default_cache_dir is None:
             continue
         try:
-            folder = os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir())
+            folder = os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+                                     or default_cache_dir())
         except Exception:  # inductor could not say: the file is judged by the other rules
             return False
         return any(path.startswith(os.path.join(root, "")) for path, root in
@@ -76,7 +82,8 @@ _USER_FILES: dict[str, bool] = {}
 
 
 def is_user_file(filename: str) -> bool:
-    """Whether a file is user code: not torch's, pytest's, pluggy's, the stdlib's or this plugin's."""
+    """Whether a file is user code: not torch's, pytest's, pluggy's, the stdlib's or this
+    plugin's."""
     return _is_user_file(filename, _library_roots())
 
 
@@ -125,7 +132,8 @@ def _torch_folder() -> tuple[str, ...]:
     return (os.path.join(os.path.dirname(os.path.abspath(torch_file)), ""),) if torch_file else ()
 
 
-def find_user_code(frame, resumed: Optional[tuple[str, str]] = None) -> CodeLocation | None:  # type: ignore[no-untyped-def]
+def find_user_code(frame,  # type: ignore[no-untyped-def]
+                   resumed: Optional[tuple[str, str]] = None) -> CodeLocation | None:
     """The innermost frame outside torch, pytest, pluggy, the stdlib and this plugin.
 
     ``resumed``: ``(filename, function)`` when dynamo recompiles the code it
@@ -144,7 +152,8 @@ def find_user_code(frame, resumed: Optional[tuple[str, str]] = None) -> CodeLoca
         code = frame.f_code
         filename = code.co_filename
         if _is_user_file(filename, roots):
-            location = CodeLocation(filename, frame.f_lineno, code.co_name, linecache.getline(filename, frame.f_lineno).strip() or None)
+            location = CodeLocation(filename, frame.f_lineno, code.co_name,
+                                    linecache.getline(filename, frame.f_lineno).strip() or None)
             if resumed is None or not _runs(code, resumed):
                 return location
             passed_over = passed_over or location
@@ -153,7 +162,8 @@ def find_user_code(frame, resumed: Optional[tuple[str, str]] = None) -> CodeLoca
 
 
 def _runs(code: CodeType, resumed: tuple[str, str]) -> bool:
-    """Whether ``code`` is the resumed function's (its original or one of dynamo's resume functions of it)."""
+    """Whether ``code`` is the resumed function's (its original or one of dynamo's resume functions
+    of it)."""
     from ..vocabulary.resume_names import user_function
 
     filename, function = resumed
@@ -164,8 +174,8 @@ _CONVERT_FRAME = os.path.join("_dynamo", "convert_frame.py")
 
 
 def compiling_code(frame: Optional[FrameType]) -> tuple[Optional[CodeType], Any]:
-    """The code of the function whose frame dynamo is compiling, and the locals of dynamo's ``_compile`` frame (its
-    arguments), found from ``frame`` outwards; (None, {}) outside a compile.
+    """The code of the function whose frame dynamo is compiling, and the locals of dynamo's
+    ``_compile`` frame (its arguments), found from ``frame`` outwards; (None, {}) outside a compile.
 
     A health signal comes from deep inside a compile: the user's code on the
     stack is the call that brought the compile, not the function compiled,

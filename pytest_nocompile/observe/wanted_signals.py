@@ -1,4 +1,5 @@
-"""Which health signals this process's sources report: every kind's, unless a pytest run narrowed them to what it reads.
+"""Which health signals this process's sources report: every kind's, unless a pytest run narrowed
+them to what it reads.
 
 Apart from :mod:`.capture`, which loads only once something is captured: a run
 narrows the set when collection ends and widens it as its tests and block
@@ -25,26 +26,30 @@ def wanted_signals() -> frozenset[str]:
 
 
 def narrow(signals: Optional[frozenset[str]]) -> Optional[frozenset[str]]:
-    """From the next arming on, sources report only ``signals`` (None: every kind's); returns what was wanted before."""
+    """From the next arming on, sources report only ``signals`` (None: every kind's);
+    returns what was wanted before."""
     global _wanted
     before, _wanted = _wanted, signals
     return before
 
 
 def want(signals: Collection[str]) -> None:
-    """Report ``signals`` too from now on; a capture with sinks arms the sources they need at once."""
+    """Report ``signals`` too from now on; a capture with sinks arms the sources they need at
+    once."""
     global _wanted
     if _wanted is None or _wanted.issuperset(signals):
         return
     _wanted = _wanted.union(signals)
-    capture = sys.modules.get(_CAPTURE)  # not loaded: nothing is armed yet, and it reads the set when it arms
+    # not loaded: nothing is armed yet, and it reads the set when it arms
+    capture = sys.modules.get(_CAPTURE)
     if capture is not None:
         capture.DYNAMO_LOGS.wanted_widened()
 
 
 @cache
 def every_kinds_signals() -> frozenset[str]:
-    """The signals the kinds name (counted or shown): the cache kind's include every cache outcome a warm start reads."""
+    """The signals the kinds name (counted or shown): the cache kind's include every cache outcome a
+    warm start reads."""
     from ..vocabulary.kinds import KINDS
 
     return frozenset(signal for kind in KINDS for signal in kind.health_signals)

@@ -1,4 +1,5 @@
-"""What a compile cost, as health signals: seconds (with their breakdown) and instructions. Pure code.
+"""What a compile cost, as health signals: seconds (with their breakdown) and instructions.
+Pure code.
 
 :mod:`..observe.sources.compile_metrics` emits, for each entry torch records in its
 compilation metrics (a frame compiled, a backward compiled lazily, an
@@ -24,17 +25,20 @@ PARTS: tuple[tuple[str, str], ...] = (
     (f"{COMPILE_SECONDS}.aot_autograd", "AOT autograd"),
     (f"{COMPILE_SECONDS}.inductor", "inductor"),  # lowering, code generation, compiling kernels
     (f"{COMPILE_SECONDS}.autotune", "autotuning"),  # inductor's, at compile time and at run time
-    (f"{COMPILE_SECONDS}.backward", "backward"),  # a backward graph compiled at its first backward()
+    # a backward graph compiled at its first backward()
+    (f"{COMPILE_SECONDS}.backward", "backward"),
 )
 PART_SIGNALS = tuple(signal for signal, _ in PARTS)
 PART_LABELS = dict(PARTS)
 
-# The first torch whose dynamo counts compile instructions (torch._dynamo.utils.CompileTimeInstructionCounter).
+# The first torch whose dynamo counts compile instructions
+# (torch._dynamo.utils.CompileTimeInstructionCounter).
 INSTRUCTIONS_SINCE = (2, 5)
 
 
 def format_seconds(seconds: float) -> str:
-    """``38.0 s``, ``0.10 s``, ``4.6 ms``, ``0 s``: three significant figures at most, the unit always."""
+    """``38.0 s``, ``0.10 s``, ``4.6 ms``, ``0 s``: three significant figures at most, the unit
+    always."""
     if seconds <= 0:
         return "0 s"
     if seconds >= 10:
@@ -45,9 +49,10 @@ def format_seconds(seconds: float) -> str:
 
 
 def breakdown_text(parts: Mapping[str, float]) -> str:
-    """``dynamo 0.12 s, AOT autograd 1.50 s, inductor 36.4 s`` from ``{part signal: seconds}``, in :data:`PARTS` order."""
-    return ", ".join(f"{PART_LABELS[signal]} {format_seconds(parts[signal])}" for signal in PART_SIGNALS
-                     if parts.get(signal, 0) > 0)
+    """``dynamo 0.12 s, AOT autograd 1.50 s, inductor 36.4 s`` from ``{part signal: seconds}``, in
+    :data:`PARTS` order."""
+    return ", ".join(f"{PART_LABELS[signal]} {format_seconds(parts[signal])}"
+                     for signal in PART_SIGNALS if parts.get(signal, 0) > 0)
 
 
 def sum_by_signal(amounts: Iterable[tuple[str, float]]) -> dict[str, float]:

@@ -40,25 +40,35 @@ SKIP = "cudagraph_skip"
 _SKIP = re.compile(r"^(?:skipping|disabling) cudagraphs?\b(?: due to)?\s*(?P<reason>.*)", re.DOTALL)
 _FOUND_FROM = re.compile(r"\.? ?Found from ?:\s*", re.IGNORECASE)
 _RECORDING = re.compile(
-    r"^(?:\[(?P<compile_id>[^\]]*)\] )?Recording function=(?P<function>[^,]+), (?:mode=(?P<mode>\w+), )?cuda_graph_id=(?P<graph>\d+)"
-    r"|^Recording function (?P<function_id>\d+)(?: \([^)]*\))? of graph recording id (?P<old_graph>\d+)")
+    r"^(?:\[(?P<compile_id>[^\]]*)\] )?Recording function=(?P<function>[^,]+), "
+    r"(?:mode=(?P<mode>\w+), )?cuda_graph_id=(?P<graph>\d+)"
+    r"|^Recording function (?P<function_id>\d+)(?: \([^)]*\))? "
+    r"of graph recording id (?P<old_graph>\d+)")
 _RERECORD_REASON = re.compile(
-    r"^(?:\[(?P<compile_id>[^\]]*)\] )?Re-recording function=(?P<function>[^,]+), (?:mode=\w+, )?reason=(?P<reason>.*)", re.DOTALL)
-_WARMUP = re.compile(r"^\[(?P<compile_id>[^\]]*)\] Running warmup function=(?P<function>[^,]+)(?:, mode=(?P<mode>\w+))?")
-_NEW_TREE = re.compile(r"^(?:\[[^\]]*\] )?[Rr]ecording cudagraph tree for (?:symint key (?P<key>.+)|graph without symints)")
-_INPUT = re.compile(r"input name: (?P<name>[^\s.]+)\. data pointer changed from \S+ to \S+\. input stack trace: (?P<trace>.*?)(?=\ninput name: |\Z)",
+    r"^(?:\[(?P<compile_id>[^\]]*)\] )?Re-recording function=(?P<function>[^,]+), "
+    r"(?:mode=\w+, )?reason=(?P<reason>.*)", re.DOTALL)
+_WARMUP = re.compile(r"^\[(?P<compile_id>[^\]]*)\] Running warmup function=(?P<function>[^,]+)"
+                     r"(?:, mode=(?P<mode>\w+))?")
+_NEW_TREE = re.compile(r"^(?:\[[^\]]*\] )?[Rr]ecording cudagraph tree for "
+                       r"(?:symint key (?P<key>.+)|graph without symints)")
+_INPUT = re.compile(r"input name: (?P<name>[^\s.]+)\. data pointer changed from \S+ to \S+\. "
+                    r"input stack trace: (?P<trace>.*?)(?=\ninput name: |\Z)",
                     re.DOTALL)
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)\n(?P<code>[^\n]*)')
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)\n'
+                    r'(?P<code>[^\n]*)')
 
 
 def parse_skip(message: str) -> Optional[str]:
-    """A skip's reason as users read it (``mutated inputs (1 instances)`` and where), or None for any other message."""
+    """A skip's reason as users read it (``mutated inputs (1 instances)`` and where), or None for
+    any other message."""
     match = _SKIP.match(message)
     if match is None:
         return None
-    reason, *stack = _FOUND_FROM.split(match["reason"], maxsplit=1)  # the stack torch quotes after "Found from", if any
+    # the stack torch quotes after "Found from", if any
+    reason, *stack = _FOUND_FROM.split(match["reason"], maxsplit=1)
     # Only the first line: a re-record limit's reason goes on with every input's data pointers.
-    return _with_place(reason.strip().partition("\n")[0].rstrip(".") or "no reason given", stack[0] if stack else "")
+    return _with_place(reason.strip().partition("\n")[0].rstrip(".") or "no reason given",
+                       stack[0] if stack else "")
 
 
 def _with_place(reason: str, stack: str) -> str:
@@ -67,18 +77,21 @@ def _with_place(reason: str, stack: str) -> str:
 
 
 def last_frame(stack: str) -> Optional[CodeLocation]:
-    """The innermost ``File "x", line N, in f`` frame of a stack torch quotes, with its code line."""
+    """The innermost ``File "x", line N, in f`` frame of a stack torch quotes, with its code
+    line."""
     frames = list(_FRAME.finditer(stack or ""))
     if not frames:
         return None
     from .events import CodeLocation  # the events' module loads with the first event, as elsewhere
 
     frame = frames[-1]
-    return CodeLocation(frame["file"], int(frame["line"]), frame["function"], frame["code"].strip() or None)
+    return CodeLocation(frame["file"], int(frame["line"]), frame["function"],
+                        frame["code"].strip() or None)
 
 
 def rerecord_reason(reason: str) -> str:
-    """torch's ``Re-recording`` reason, shortened: the mismatch, the inputs it names and the first one's user line."""
+    """torch's ``Re-recording`` reason, shortened: the mismatch, the inputs it names and the first
+    one's user line."""
     first_line, _, details = reason.partition("\n")
     inputs = list(_INPUT.finditer(details))
     text = first_line.strip().rstrip(".")
@@ -91,15 +104,21 @@ def rerecord_reason(reason: str) -> str:
 
 @dataclass
 class _ThreadState:
-    recorded: set[tuple[str, ...]] = field(default_factory=set)  # (compile id, function, mode) recorded in this tree manager
-    warmed: dict[tuple[str, ...], int] = field(default_factory=dict)  # warm-ups of a new function id with that key, not yet recorded
-    reasons: dict[tuple[str, str], str] = field(default_factory=dict)  # (compile id, function): the last Re-recording reason
-    sizes: dict[int, set[str]] = field(default_factory=dict)  # the symint keys of new trees, by how many ints they have
-    new_size: Optional[str] = None  # a new tree's symint key not seen before among keys of as many ints
+    # (compile id, function, mode) recorded in this tree manager
+    recorded: set[tuple[str, ...]] = field(default_factory=set)
+    # warm-ups of a new function id with that key, not yet recorded
+    warmed: dict[tuple[str, ...], int] = field(default_factory=dict)
+    # (compile id, function): the last Re-recording reason
+    reasons: dict[tuple[str, str], str] = field(default_factory=dict)
+    # the symint keys of new trees, by how many ints they have
+    sizes: dict[int, set[str]] = field(default_factory=dict)
+    # a new tree's symint key not seen before among keys of as many ints
+    new_size: Optional[str] = None
 
 
 class CudagraphTracker:
-    """Reads one process's CUDA-graph messages, in order, per thread; says which are skips and re-records.
+    """Reads one process's CUDA-graph messages, in order, per thread;
+    says which are skips and re-records.
 
     A re-record is a recording of a (compile id, function, mode) recorded
     before in the same tree manager. Two cases look alike and are not one:
@@ -138,7 +157,8 @@ class CudagraphTracker:
             return None
         reason = _RERECORD_REASON.match(message)
         if reason is not None:
-            state.reasons[(reason["compile_id"] or "", reason["function"])] = rerecord_reason(reason["reason"])
+            state.reasons[(reason["compile_id"] or "", reason["function"])] = rerecord_reason(
+                reason["reason"])
             return None
         tree = _NEW_TREE.match(message)
         if tree is not None and tree["key"] is not None:
@@ -146,10 +166,13 @@ class CudagraphTracker:
         return None
 
     def _recorded(self, state: _ThreadState, recording: re.Match[str]) -> Optional[tuple[str, str]]:
-        if recording["function_id"] is not None:  # older torch's wording: a function id, unique in its tree manager
-            graph, function, compile_id = recording["old_graph"], f"function {recording['function_id']}", ""
+        # older torch's wording: a function id, unique in its tree manager
+        if recording["function_id"] is not None:
+            graph, function, compile_id = (recording["old_graph"],
+                                           f"function {recording['function_id']}", "")
         else:
-            graph, function, compile_id = recording["graph"], recording["function"], recording["compile_id"] or ""
+            graph, function, compile_id = (recording["graph"], recording["function"],
+                                           recording["compile_id"] or "")
         if graph == "0":
             state.recorded.clear()
         key = (compile_id, function, recording["mode"] or "")
@@ -163,15 +186,19 @@ class CudagraphTracker:
             return None
         if warmed:  # a new function id under a recorded key
             if state.new_size is None:
-                return None  # another function by the same name: a backward where torch logs no mode
+                # another function by the same name: a backward where torch logs no mode
+                return None
             reason, state.new_size = f"a new size (symint key {state.new_size})", None
         of_compile = f" of compile {compile_id}" if compile_id else ""
-        return RERECORD, f"{function}{of_compile} recorded again: {reason or 'torch gave no reason'}"
+        return RERECORD, (f"{function}{of_compile} recorded again: "
+                          f"{reason or 'torch gave no reason'}")
 
 
 def _new_tree(state: _ThreadState, size: str) -> None:
-    """A new tree for a symint key: a new size when keys of as many ints were seen, and not this one."""
+    """A new tree for a symint key: a new size when keys of as many ints were seen, and not this
+    one."""
     seen = state.sizes.setdefault(size.count(",") + 1, set())
-    if seen and size not in seen and state.new_size is None:  # the first of a step's new trees (its forward's) names the size
+    # the first of a step's new trees (its forward's) names the size
+    if seen and size not in seen and state.new_size is None:
         state.new_size = size
     seen.add(size)

@@ -44,13 +44,16 @@ if TYPE_CHECKING:
 
 Phase = Literal["setup", "call", "teardown"]
 
-_HEADER = re.compile(r"^Recompiling function (?P<function>\S+) in (?P<filename>.+):(?P<line>\d+)\s*$")
+_HEADER = re.compile(r"^Recompiling function (?P<function>\S+) in "
+                     r"(?P<filename>.+):(?P<line>\d+)\s*$")
 _COMPILE_ID = re.compile(r"^(?P<compile_id>\d+/\d+(?:_\d+)?):\s*(?P<rest>.*)$")
 _STACK_FILE = re.compile(r'^\s*File "(?P<filename>.+)", line (?P<line>\d+), in (?P<function>.+)$')
 _SOURCE_SEPARATOR = re.compile(r"\s{2,}# ")
 _HINT = re.compile(r"^(?P<rest>.*?)\s+\(HINT: (?P<hint>.*)\)\s*$")
-# A size guard's comment ends in the place inside torch that made it: "(_dynamo/variables/tensor.py:2606 in evaluate_expr)".
-_SOURCE_PLACE = re.compile(r"^(?P<code>.*?)\s{2,}# (?P<path>\S+):(?P<line>\d+) in (?P<function>\S+)(?: \([^()]*:\d+ in \S+\))?$")
+# A size guard's comment ends in the place inside torch that made it:
+# "(_dynamo/variables/tensor.py:2606 in evaluate_expr)".
+_SOURCE_PLACE = re.compile(r"^(?P<code>.*?)\s{2,}# (?P<path>\S+):(?P<line>\d+) in (?P<function>\S+)"
+                           r"(?: \([^()]*:\d+ in \S+\))?$")
 
 
 @dataclass(frozen=True)
@@ -87,12 +90,14 @@ class ProcessInfo:
     def __str__(self) -> str:
         pid = f"pid {self.pid}" if self.nth == 1 else f"pid {self.pid} #{self.nth}"
         if self.rank is not None:
-            return f"rank {self.rank} ({pid}, {self.command})" if self.command else f"rank {self.rank} ({pid})"
+            return (f"rank {self.rank} ({pid}, {self.command})" if self.command
+                    else f"rank {self.rank} ({pid})")
         return f"{pid} ({self.command})" if self.command else pid
 
 
 def process_label(process: ProcessInfo | None, test_pid: int) -> str:
-    """How reports name a process: ``rank 1 (pid 4242, python train.py)``, ``pid 4242``, or ``test process (pid 4241)`` for None."""
+    """How reports name a process: ``rank 1 (pid 4242, python train.py)``, ``pid 4242``, or ``test
+    process (pid 4241)`` for None."""
     return f"test process (pid {test_pid})" if process is None else str(process)
 
 
@@ -105,8 +110,9 @@ class GuardFailure:
     description of it, ``source`` torch's trailing source comment,
     ``location`` the last frame of torch's "User stack trace" (or of the
     source comment), and ``hint`` torch's "(HINT: ...)" advice after the
-    guard (torch 2.8) or its source comment (2.10), each if given; ``named``: the guard in the user's names, which
-    reports show, where torch named a module's arguments after its own wrapper (:mod:`.module_names`).
+    guard (torch 2.8) or its source comment (2.10), each if given;
+    ``named``: the guard in the user's names, which reports show, where torch named a module's
+    arguments after its own wrapper (:mod:`.module_names`).
     """
 
     guard: str
@@ -131,7 +137,8 @@ class RecompileEvent:
     ``user_code`` is the innermost frame outside torch, pytest and this plugin
     that was running when dynamo recompiled (the user's line that triggered it);
     ``thread`` names the thread that recompiled when it was not the main thread;
-    ``process`` the child process it happened in (None: the test's own); ``module`` the module whose method it is.
+    ``process`` the child process it happened in (None: the test's own);
+    ``module`` the module whose method it is.
     """
 
     function: str
@@ -153,20 +160,26 @@ class RecompileEvent:
 
     @property
     def code_name(self) -> str:
-        """The recompiled code as users know it: ``scale``, a module's ``Sequential.forward``, or for the code dynamo
-        runs after a graph break ``train_step (resumed after the graph break at trainlib.py:23)``."""
+        """The recompiled code as users know it: ``scale``, a module's ``Sequential.forward``, or
+        for the code dynamo runs after a graph break ``train_step (resumed after the graph break at
+        trainlib.py:23)``."""
         point = resume_point(self.function)
-        return self.module.name if self.module is not None else self.function if point is None else resumed_after(point.function, self.filename, point.line)
+        return (self.module.name if self.module is not None
+                else self.function if point is None
+                else resumed_after(point.function, self.filename, point.line))
 
     @property
     def code_place(self) -> str:
-        """:attr:`code_name` with the place of the code: ``scale (test_x.py:4)``; a resume function's name has its place."""
+        """:attr:`code_name` with the place of the code: ``scale (test_x.py:4)``;
+        a resume function's name has its place."""
         return code_place(self.function, self.filename, self.line, self.module)
 
 
-def code_place(function: str, filename: str, line: int, module: CompiledModule | None = None) -> str:
-    """Recompiled code as reports name it: ``scale (test_x.py:4)``, for the code dynamo runs after a graph break ``train_step (resumed
-    after the graph break at trainlib.py:23)``, a module's method ``Sequential.forward (compiled at test_x.py:18)`` (else its place)."""
+def code_place(function: str, filename: str, line: int,
+               module: CompiledModule | None = None) -> str:
+    """Recompiled code as reports name it: ``scale (test_x.py:4)``, for the code dynamo runs after a
+    graph break ``train_step (resumed after the graph break at trainlib.py:23)``, a module's method
+    ``Sequential.forward (compiled at test_x.py:18)`` (else its place)."""
     if module is not None:
         return module.place
     point = resume_point(function)
@@ -176,12 +189,14 @@ def code_place(function: str, filename: str, line: int, module: CompiledModule |
 
 
 def resumed_after(function: str, filename: str, line: int) -> str:
-    """``train_step (resumed after the graph break at trainlib.py:23)``: how reports name a resume function."""
+    """``train_step (resumed after the graph break at trainlib.py:23)``: how reports name a resume
+    function."""
     return f"{function} (resumed after the graph break at {display_path(filename)}:{line})"
 
 
 def resumed_function(message: str) -> Optional[tuple[str, str]]:
-    """``(filename, function)`` of the user's function when a recompile message names a resume function, else None.
+    """``(filename, function)`` of the user's function when a recompile message names a resume
+    function, else None.
 
     Cheap for every other message: it looks no further than the header.
     """
@@ -203,16 +218,21 @@ def parse_recompile_message(message: str) -> tuple[str, str, int, tuple[GuardFai
     header = _HEADER.match(lines[0].strip()) if lines else None
     if header is None:
         raise UnrecognisedMessage(f"not a recompile message: {message[:80]!r}")
-    return header["function"], header["filename"], int(header["line"]), tuple(_parse_reasons(lines[1:], header["filename"]))
+    return (header["function"], header["filename"], int(header["line"]),
+            tuple(_parse_reasons(lines[1:], header["filename"])))
 
 
-def event_from_message(message: str, phase: Phase = "call", compile_id: str | None = None, user_code: CodeLocation | None = None,
-                       thread: str | None = None, module: CompiledModule | None = None) -> RecompileEvent:
-    """Build a :class:`RecompileEvent` from one dynamo recompile message (``module``: the module whose method it recompiled)."""
+def event_from_message(message: str, phase: Phase = "call", compile_id: str | None = None,
+                       user_code: CodeLocation | None = None, thread: str | None = None,
+                       module: CompiledModule | None = None) -> RecompileEvent:
+    """Build a :class:`RecompileEvent` from one dynamo recompile message (``module``: the module
+    whose method it recompiled)."""
     function, filename, line, reasons = parse_recompile_message(message)
     if module is not None:  # its guards in the user's names, where dynamo's wrapper renamed them
-        reasons = tuple(replace(reason, named=module.named_guard(reason.guard)) for reason in reasons)
-    return RecompileEvent(function, filename, line, reasons, message, phase, compile_id, user_code, thread, module=module)
+        reasons = tuple(replace(reason, named=module.named_guard(reason.guard))
+                        for reason in reasons)
+    return RecompileEvent(function, filename, line, reasons, message, phase, compile_id, user_code,
+                          thread, module=module)
 
 
 @dataclass(frozen=True)
@@ -236,9 +256,11 @@ class RecompileLimitHit:
 
     @property
     def function_name(self) -> str:
-        """:attr:`function` as reports show it: a resume function's ``'f' (file:line)`` as ``f (resumed after the
-        graph break at file:line)``, a module's method as ``Sequential.forward (compiled at test_x.py:18)``, anything else as torch wrote it."""
-        module = None if self.refused is None else self.refused.module  # the attempt dynamo refused knows it
+        """:attr:`function` as reports show it: a resume function's ``'f' (file:line)`` as ``f
+        (resumed after the graph break at file:line)``, a module's method as ``Sequential.forward
+        (compiled at test_x.py:18)``, anything else as torch wrote it."""
+        # the attempt dynamo refused knows it
+        module = None if self.refused is None else self.refused.module
         if module is not None:
             return module.place
         quoted = _QUOTED_FUNCTION.match(self.function)
@@ -250,7 +272,8 @@ class RecompileLimitHit:
 
 _LIMIT_HEADER = re.compile(r"hit config\.(?P<name>\w+) \((?P<limit>\d+)\)")
 _LIMIT_FUNCTION = re.compile(r"function: (?P<function>.+)")
-_QUOTED_FUNCTION = re.compile(r"^'(?P<function>[^']+)' \((?P<filename>.+):(?P<line>\d+)\)$")  # 'f' (file:line)
+# 'f' (file:line)
+_QUOTED_FUNCTION = re.compile(r"^'(?P<function>[^']+)' \((?P<filename>.+):(?P<line>\d+)\)$")
 
 
 @dataclass(frozen=True)
@@ -261,7 +284,8 @@ class CompileEvent:
     produced the graph (None where torch gives none); ``user_code`` the
     innermost frame outside torch, pytest and this plugin that was running
     (the user's call that brought the compile); ``compiling`` the function
-    whose frame dynamo compiled (its first line), where it was compiling one; ``module`` the module whose method that is.
+    whose frame dynamo compiled (its first line), where it was compiling one;
+    ``module`` the module whose method that is.
     """
 
     compile_id: str | None = None
@@ -275,7 +299,8 @@ class CompileEvent:
 
 @dataclass(frozen=True)
 class HealthEvent:
-    """One compile-health signal: a cache miss, a CUDA-graph re-record, a compile's seconds, a swallowed error.
+    """One compile-health signal: a cache miss, a CUDA-graph re-record, a compile's seconds, a
+    swallowed error.
 
     ``what`` names the signal: a counter of torch's as ``"group.name"``
     (``"inductor.fxgraph_cache_miss"``: one event per increment, ``amount`` the
@@ -283,7 +308,8 @@ class HealthEvent:
     torch's word on why, where it gives one. Budget kinds count them by name
     (:attr:`~.kinds.BudgetKind.signals`), summing ``amount``. ``compiling`` is
     the function dynamo was compiling when the signal came (its first line),
-    where it was compiling one: the function whose graph missed the cache; ``module`` the module whose method that is.
+    where it was compiling one: the function whose graph missed the cache;
+    ``module`` the module whose method that is.
     """
 
     what: str
@@ -299,9 +325,11 @@ class HealthEvent:
 
     @property
     def compiling_place(self) -> str | None:
-        """:attr:`compiling` as reports name it, ``scale (test_x.py:4)``; None when no frame was being compiled."""
+        """:attr:`compiling` as reports name it, ``scale (test_x.py:4)``;
+        None when no frame was being compiled."""
         code = self.compiling
-        return None if code is None else code_place(code.function, code.filename, code.line, self.module)
+        return None if code is None else code_place(code.function, code.filename, code.line,
+                                                    self.module)
 
 
 def parse_limit_warning(message: str, phase: Phase = "call") -> RecompileLimitHit | None:
@@ -354,9 +382,11 @@ def _parse_reason(guard_lines: list[str], stack: list[str], function_file: str) 
         last = hinted["rest"]
     guard_tail, *sources = _SOURCE_SEPARATOR.split(last, maxsplit=1)
     source = sources[0].strip() if sources else None
-    # Where the guard came from: the innermost frame of torch's user stack trace, else its source comment.
+    # Where the guard came from: the innermost frame of torch's user stack trace, else its source
+    # comment.
     location = innermost_frame(stack) or _source_location(source, function_file)
-    return GuardFailure("\n".join([*body, guard_tail.rstrip()]), compile_id, source, location, hinted["hint"] if hinted else None)
+    return GuardFailure("\n".join([*body, guard_tail.rstrip()]), compile_id, source, location,
+                        hinted["hint"] if hinted else None)
 
 
 def _source_location(source: str | None, function_file: str) -> CodeLocation | None:

@@ -1,4 +1,5 @@
-"""Graph-break events as plain data, and the parser for dynamo's ``graph_breaks`` records. Never imports torch.
+"""Graph-break events as plain data, and the parser for dynamo's ``graph_breaks`` records.
+Never imports torch.
 
 What differs between versions (each recorded in tests/data): torch 2.4 and
 2.5 log ``Graph break: from user code at:`` and the user stack, the reason
@@ -56,7 +57,8 @@ class GraphBreakEvent:
 # torch >= 2.6: "Graph break in user code at FILE:LINE", the reason ("Reason: ..." in 2.6,
 # "Graph Break Reason: ..." since 2.7) and a "User code traceback:" follow. Duplicates may read
 # "Graph break (user stack suppressed due to duplicate graph break) in user code at FILE:LINE".
-_GRAPH_BREAK_HEADER = re.compile(r"^Graph break\b.*? in user code at (?P<filename>.+):(?P<line>\d+)\s*$")
+_GRAPH_BREAK_HEADER = re.compile(r"^Graph break\b.*? in user code at "
+                                 r"(?P<filename>.+):(?P<line>\d+)\s*$")
 # torch 2.4 and 2.5: "Graph break: from user code at:" and the user stack, innermost frame last; the
 # reason is the exception dynamo logged with it (the record's exc_info), not part of the message.
 _GRAPH_BREAK_STACK_HEADER = re.compile(r"^Graph break\b[^:]*:? from user code at:?\s*$")
@@ -64,7 +66,8 @@ _REASON_LABELS = ("Graph Break Reason:", "Reason:")
 _TRACEBACK_START = "Traceback (most recent call last):"
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<error>[A-Za-z_]\w*): (?P<text>.+)$")
 NO_GRAPH_BREAK_REASON = "(torch gave no reason)"
-# "For more details about this graph break, please visit: https://.../compile-graph-break-site/gb/gb0059.html" (torch 2.9 on)
+# "For more details about this graph break, please visit:
+# https://.../compile-graph-break-site/gb/gb0059.html" (torch 2.9 on)
 _GRAPH_BREAK_ID = re.compile(r"/gb/(?P<id>gb\d+)\.html")
 # The link itself, by the words before it rather than by its address: the page has moved before.
 _DETAILS_LINK = re.compile(r"For more details about this graph break.*?:\s*(?P<link>https?://\S+)")
@@ -82,13 +85,15 @@ def parse_graph_break_message(message: str, phase: Phase = "call") -> GraphBreak
     first = lines[0].strip() if lines else ""
     header = _GRAPH_BREAK_HEADER.match(first)
     if header is not None:
-        return _located_graph_break(header["filename"], int(header["line"]), lines[1:], message, phase)
+        return _located_graph_break(header["filename"], int(header["line"]), lines[1:], message,
+                                    phase)
     if _GRAPH_BREAK_STACK_HEADER.match(first):
         return _stack_graph_break(lines[1:], message, phase)
     raise UnrecognisedMessage(f"not a graph break message: {message[:80]!r}")
 
 
-def _located_graph_break(filename: str, line: int, body: list[str], message: str, phase: Phase) -> GraphBreakEvent:
+def _located_graph_break(filename: str, line: int, body: list[str], message: str,
+                         phase: Phase) -> GraphBreakEvent:
     """torch >= 2.6: the header names the place; reason lines, then a user code traceback."""
     reason_lines: list[str] = []
     traceback: list[str] = []
@@ -101,11 +106,13 @@ def _located_graph_break(filename: str, line: int, body: list[str], message: str
             text = text[len(label):]
         if text.strip():
             reason_lines.append(text.strip())
-    # Recent torch opens with "Encountered graph break when attempting to trace X:"; the cause follows.
+    # Recent torch opens with "Encountered graph break when attempting to trace X:";
+    # the cause follows.
     if len(reason_lines) > 1 and reason_lines[0].startswith("Encountered graph break"):
         reason_lines = reason_lines[1:]
     reason = reason_lines[0] if reason_lines else NO_GRAPH_BREAK_REASON
-    explanation = next((text[len("Explanation:"):].strip() for text in reason_lines if text.startswith("Explanation:")), None)
+    explanation = next((text[len("Explanation:"):].strip() for text in reason_lines
+                        if text.startswith("Explanation:")), None)
     user_code = innermost_frame(traceback[1:])
     graph_break_id = _GRAPH_BREAK_ID.search(message)
     link = _DETAILS_LINK.search(message)
@@ -121,17 +128,21 @@ def _hints(reason_lines: list[str]) -> tuple[str, ...]:
 
 
 def _stack_graph_break(body: list[str], message: str, phase: Phase) -> GraphBreakEvent:
-    """torch 2.4 and 2.5: the user stack is the place; a reason only where the record's traceback was formatted in."""
+    """torch 2.4 and 2.5: the user stack is the place; a reason only where the record's traceback
+    was formatted in."""
     stack = body
     reason = NO_GRAPH_BREAK_REASON
     stripped = [text.strip() for text in body]
-    if _TRACEBACK_START in stripped:  # a Formatter's text: the message, then the exception logged with it
+    # a Formatter's text: the message, then the exception logged with it
+    if _TRACEBACK_START in stripped:
         at = stripped.index(_TRACEBACK_START)
         stack, exception = body[:at], body[at + 1:]
-        raised = [match for text in exception if not text.startswith(" ") and (match := _EXCEPTION_LINE.match(text.strip()))]
+        raised = [match for text in exception
+                  if not text.startswith(" ") and (match := _EXCEPTION_LINE.match(text.strip()))]
         if raised:
             reason = f"{raised[-1]['error']}: {raised[-1]['text'].strip()}"
     user_code = innermost_frame(stack)
     if user_code is None:
         raise UnrecognisedMessage(f"graph break message without a user frame: {message[:80]!r}")
-    return GraphBreakEvent(user_code.filename, user_code.line, reason, None, message, phase, user_code)
+    return GraphBreakEvent(user_code.filename, user_code.line, reason, None, message, phase,
+                           user_code)

@@ -1,4 +1,5 @@
-"""The kinds of budget: what each counts, and how its marker, option, failure and report read. Pure code.
+"""The kinds of budget: what each counts, and how its marker, option, failure and report read.
+Pure code.
 
 Every kind of budget (recompiles, graph breaks, compiles, a floor on
 compiles, the compile-health kinds) is one entry of :data:`KINDS`. Markers,
@@ -29,7 +30,14 @@ from ..exceptions import (
     TooFewCompiles,
 )
 from .compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
-from .health_lines import COMPILE_SYNC_SIGNAL, KERNELS_SIGNAL, SYNC_SIGNAL, SYNCS_UNSEEN_SIGNAL, kernel_lines, sync_lines
+from .health_lines import (
+    COMPILE_SYNC_SIGNAL,
+    KERNELS_SIGNAL,
+    SYNC_SIGNAL,
+    SYNCS_UNSEEN_SIGNAL,
+    kernel_lines,
+    sync_lines,
+)
 from .measures import COUNT, INSTRUCTIONS, SECONDS, Amount, Measure
 
 if TYPE_CHECKING:
@@ -66,32 +74,44 @@ class BudgetKind:
     # "recompiles" (with limit hits), "graph_breaks", or both.
     explained_by: tuple[str, ...] = ()
     exceeded: type[BudgetExceeded] = BudgetExceeded  # what a block assertion of this kind raises
-    # For events="health": the signals counted (a torch counter as "group.name", or a source's own name),
-    # and those only shown beside them (cache hits beside misses). Sources report only signals some kind names.
+    # For events="health": the signals counted (a torch counter as "group.name", or a source's own
+    # name), and those only shown beside them (cache hits beside misses).
+    # Sources report only signals some kind names.
     signals: tuple[str, ...] = ()
     shown_signals: tuple[str, ...] = ()
-    # How the shown signals' call-phase totals read in a failure, after its headline (default: "name total, ...").
+    # How the shown signals' call-phase totals read in a failure, after its headline (default: "name
+    # total, ...").
     describe_shown: Optional[Callable[[Mapping[str, float]], str]] = None
-    # The lines a failure lists for the events it counts (default: one entry per event). A kind with its own lines
-    # also shows its events outside the call phase (in fixtures), not counted.
+    # The lines a failure lists for the events it counts (default: one entry per event).
+    # A kind with its own lines also shows its events outside the call phase (in fixtures), not
+    # counted.
     describe_events: Optional[Callable[[Sequence[HealthEvent]], list[str]]] = None
-    # Every compile has some (seconds, instructions): its table column and junit properties only where a test budgets it.
+    # Every compile has some (seconds, instructions): its table column and junit properties only
+    # where a test budgets it.
     shown_only_where_budgeted: bool = False
     shown_label: str = "shown"  # the word before the shown signals' totals, e.g. "breakdown"
-    shown_key: str = ""  # the JSON report's key for those totals by signal (none without), e.g. "compile_seconds_breakdown"
-    shown_column: str = ""  # a summary table column for the shown signals' total (from the totals under shown_key), where a listed test has any
+    # the JSON report's key for those totals by signal (none without), e.g.
+    # "compile_seconds_breakdown"
+    shown_key: str = ""
+    # a summary table column for the shown signals' total (from the totals under shown_key), where a
+    # listed test has any
+    shown_column: str = ""
     measure: Measure = COUNT  # how N is given and amounts are shown: whole counts, or seconds
-    # The first torch whose dynamo gives what this kind counts; an older torch makes its marker a usage error.
+    # The first torch whose dynamo gives what this kind counts;
+    # an older torch makes its marker a usage error.
     since_torch: Optional[tuple[int, int]] = None
-    since_torch_has: str = ""  # what that torch was the first to have, for the usage error ("with the ... counters")
-    # "max": N is the most allowed; "min": N is the fewest (min_compiles, "this really ran compiled").
+    # what that torch was the first to have, for the usage error ("with the ... counters")
+    since_torch_has: str = ""
+    # "max": N is the most allowed; "min": N is the fewest (min_compiles, "this really ran
+    # compiled").
     bound: Literal["max", "min"] = "max"
-    # The key of the kind whose count this one judges, when it has none of its own (min_compiles judges
-    # "compiles"): no column, JSON count or junit property of its own, and no baseline entry.
+    # The key of the kind whose count this one judges, when it has none of its own (min_compiles
+    # judges "compiles"): no column, JSON count or junit property of its own, and no baseline entry.
     same_count_as: str = ""
-    compile_error_fails: bool = False  # a compile error dynamo swallowed (suppress_errors) fails it, whatever its count
-    # A signal whose event says its process's count is a lower bound (its reason: why some were not seen); the failure, the
-    # table (">=") and the JSON report (lower_bound) say so.
+    # a compile error dynamo swallowed (suppress_errors) fails it, whatever its count
+    compile_error_fails: bool = False
+    # A signal whose event says its process's count is a lower bound (its reason: why some were not
+    # seen); the failure, the table (">=") and the JSON report (lower_bound) say so.
     lower_bound_signal: str = ""
 
     @property
@@ -106,8 +126,9 @@ class BudgetKind:
     def budget_cell(self, allowed: Amount) -> str:
         """The summary table's budget cell, e.g. ``recompiles<=0`` or ``compiles>=1``."""
         return f"{self.short}{'>=' if self.is_floor else '<='}{allowed}"
-    # The option's name where the marker's is too long for it: past 20 characters with "=N", pytest's --help
-    # (80 columns) moves the help, and the "nocompile" in it, to the next line, out of `pytest --help | grep nocompile`.
+    # The option's name where the marker's is too long for it: past 20 characters with "=N",
+    # pytest's --help (80 columns) moves the help, and the "nocompile" in it, to the next line, out
+    # of `pytest --help | grep nocompile`.
     short_option: Optional[str] = None
 
     @property
@@ -115,20 +136,26 @@ class BudgetKind:
         options = "".join(f" and {word}=True/False" for word in self.keywords[1:])
         extra = f", with optional {self.keywords[0]}=True/False{options}" if self.keywords else ""
         symbol = self.measure.symbol
-        return f"@pytest.mark.{self.marker}({symbol}), {symbol} {self.measure.accepts} or None{extra}"
+        return (f"@pytest.mark.{self.marker}({symbol}), {symbol} {self.measure.accepts} "
+                f"or None{extra}")
 
     @property
     def marker_help(self) -> str:
-        signature = "".join(f", {word}={'True' if word == 'isolate' else 'False'}" for word in self.keywords)
+        signature = "".join(f", {word}={'True' if word == 'isolate' else 'False'}"
+                            for word in self.keywords)
         symbol = self.measure.symbol
-        return (f"{self.marker}({symbol}{signature}): fail the test when its call phase has {'fewer' if self.is_floor else 'more'} "
-                f"than {symbol} {self.counts} ({symbol} {self.measure.accepts}; None: no budget).{self.keyword_help} "
-                f'torch={{"<X.Y": {symbol}}} gives another {symbol} on those torch versions. {PLUGIN}')
+        return (f"{self.marker}({symbol}{signature}): fail the test when its call phase has "
+                f"{'fewer' if self.is_floor else 'more'} than {symbol} {self.counts} "
+                f"({symbol} {self.measure.accepts}; None: no budget).{self.keyword_help} "
+                f'torch={{"<X.Y": {symbol}}} gives another {symbol} on those torch versions. '
+                f'{PLUGIN}')
 
     @property
     def health_signals(self) -> tuple[str, ...]:
-        """The health events a failure of this kind lists (its signals), sums up (its shown signals) or reads as a lower bound."""
-        return (*self.signals, *self.shown_signals, *((self.lower_bound_signal,) if self.lower_bound_signal else ()))
+        """The health events a failure of this kind lists (its signals), sums up (its shown signals)
+        or reads as a lower bound."""
+        return (*self.signals, *self.shown_signals,
+                *((self.lower_bound_signal,) if self.lower_bound_signal else ()))
 
     @property
     def option(self) -> str:
@@ -140,7 +167,8 @@ class BudgetKind:
         return f"nocompile_assert_{self.marker}"
 
     def headline(self, count: Amount, allowed: Amount, budget: str, exact: bool = False) -> str:
-        """First line of a failure, e.g. ``3 recompiles > max_recompiles(0)``, for a count already judged over."""
+        """First line of a failure, e.g. ``3 recompiles > max_recompiles(0)``, for a count already
+        judged over."""
         counted = self.measure.amount(count, self.noun)
         if self.is_floor:
             if count < allowed:
@@ -193,20 +221,23 @@ COMPILES = BudgetKind(
     marker="max_compiles",
     events="compiles",
     noun="compile",
-    counts="graphs compiled by TorchDynamo (first compiles, recompiles and each piece a graph break makes)",
+    counts="graphs compiled by TorchDynamo (first compiles, recompiles and each piece a graph "
+    "break makes)",
     column="compiles",
     short="compiles",
     explained_by=("recompiles", "graph_breaks"),  # the graphs beyond one per compiled frame
     exceeded=CompileBudgetExceeded,
 )
 
-# A lower bound: the test for "this really ran compiled" (a compile=True test that ran eager passes every max_).
+# A lower bound: the test for "this really ran compiled" (a compile=True test that ran eager passes
+# every max_).
 MIN_COMPILES = BudgetKind(
     key="min_compiles",
     marker="min_compiles",
     events="compiles",
     noun="compile",
-    counts="graphs compiled by TorchDynamo; a compile error dynamo swallowed (suppress_errors) fails it too",
+    counts="graphs compiled by TorchDynamo; a compile error dynamo swallowed (suppress_errors) "
+    "fails it too",
     column="",
     short="compiles",
     # A fall in compiles is as often a fix (fewer graph breaks, a recompile gone) as a loss: the
@@ -223,11 +254,12 @@ COMPILE_SECONDS_KIND = BudgetKind(
     marker="max_compile_seconds",
     events="health",
     noun="compile time",
-    counts="seconds of compile time (each frame dynamo compiled: dynamo, AOT autograd, inductor, autotuning; "
-    "and backward graphs compiled at their first backward())",
+    counts="seconds of compile time (each frame dynamo compiled: dynamo, AOT autograd, inductor, "
+    "autotuning; and backward graphs compiled at their first backward())",
     column="compile s",
     short="compile s",
-    gated_by_baseline=False,  # seconds vary from run to run: max_compile_instructions is the steady one
+    # seconds vary from run to run: max_compile_instructions is the steady one
+    gated_by_baseline=False,
     exceeded=CompileTimeBudgetExceeded,
     signals=(COMPILE_SECONDS,),
     shown_signals=PART_SIGNALS,
@@ -242,7 +274,8 @@ COMPILE_INSTRUCTIONS_KIND = BudgetKind(
     marker="max_compile_instructions",
     events="health",
     noun="compile instruction",
-    counts="CPU instructions dynamo counted compiling frames (torch's own counter; Linux with perf events only)",
+    counts="CPU instructions dynamo counted compiling frames (torch's own counter; Linux with perf "
+    "events only)",
     column="compile instr",
     short="instructions",
     gated_by_baseline=False,
@@ -258,7 +291,8 @@ CACHE_MISSES = BudgetKind(
     marker="max_cache_misses",
     events="health",
     noun="cache miss",
-    counts="compile-cache misses (inductor's FX graph cache and the AOTAutograd cache, each miss and bypass)",
+    counts="compile-cache misses (inductor's FX graph cache and the AOTAutograd cache, each miss "
+    "and bypass)",
     column="cache misses",
     short="misses",
     # A bypass pays a cold compile as a miss does: it counts, and shows torch's reason.
@@ -267,7 +301,8 @@ CACHE_MISSES = BudgetKind(
     shown_signals=("aot_autograd.autograd_cache_hit", "inductor.fxgraph_cache_hit"),
     shown_column="cache hits",
     exceeded=CacheMissBudgetExceeded,
-    # Misses depend on what the cache held before the run (another machine, an earlier run), not on the code alone.
+    # Misses depend on what the cache held before the run (another machine, an earlier run), not on
+    # the code alone.
     gated_by_baseline=False,
     shown_label="not counted",
     shown_key="cache_hits",
@@ -280,8 +315,8 @@ CUDAGRAPH_RERECORDS = BudgetKind(
     marker="max_cudagraph_rerecords",
     events="health",
     noun="CUDA-graph re-record",
-    counts="CUDA-graph re-recordings (mode='reduce-overhead': a function's graph recorded again after its first recording; "
-    "needs CUDA)",
+    counts="CUDA-graph re-recordings (mode='reduce-overhead': a function's graph recorded again "
+    "after its first recording; needs CUDA)",
     column="cg rerecords",
     short="cg rerecords",
     signals=("cudagraph_rerecord",),  # cudagraph_messages.RERECORD
@@ -293,8 +328,8 @@ CUDAGRAPH_SKIPS = BudgetKind(
     marker="max_cudagraph_skips",
     events="health",
     noun="CUDA-graph skip",
-    counts="graphs that inductor ran without CUDA graphs under mode='reduce-overhead' (mutated inputs, CPU tensors, ...; "
-    "needs CUDA)",
+    counts="graphs that inductor ran without CUDA graphs under mode='reduce-overhead' (mutated "
+    "inputs, CPU tensors, ...; needs CUDA)",
     column="cg skips",
     short="cg skips",
     signals=("cudagraph_skip",),  # cudagraph_messages.SKIP
@@ -307,55 +342,66 @@ SYNCS = BudgetKind(
     marker="max_syncs",
     events="health",
     noun="sync",
-    counts="device-to-host syncs (each synchronizing CUDA operation torch's sync debug mode warns of; needs CUDA)",
+    counts="device-to-host syncs (each synchronizing CUDA operation torch's sync debug mode warns "
+    "of; needs CUDA)",
     column="syncs",
     short="syncs",
     signals=(SYNC_SIGNAL,),  # observe.sync_warnings
-    # A compile's own syncs (inductor compiling, autotuning) are paid once, not per step: shown beside the count, not in it.
+    # A compile's own syncs (inductor compiling, autotuning) are paid once, not per step: shown
+    # beside the count, not in it.
     shown_signals=(COMPILE_SYNC_SIGNAL,),
-    describe_shown=lambda totals: f"{int(totals.get(COMPILE_SYNC_SIGNAL, 0))} while dynamo compiled",
+    describe_shown=lambda totals: (f"{int(totals.get(COMPILE_SYNC_SIGNAL, 0))} "
+                                   f"while dynamo compiled"),
     shown_label="not counted",
     shown_key="syncs_while_compiling",
     describe_events=sync_lines,
     exceeded=SyncBudgetExceeded,
     gated_by_baseline=False,
-    lower_bound_signal=SYNCS_UNSEEN_SIGNAL,  # observe.cpp_syncs: the syncs torch warns of outside Python, where not seen
+    # observe.cpp_syncs: the syncs torch warns of outside Python, where not seen
+    lower_bound_signal=SYNCS_UNSEEN_SIGNAL,
 )
 KERNELS = BudgetKind(
     key="kernels",
     marker="max_kernels",
     events="health",
     noun="kernel",
-    counts="kernels inductor generated for the graphs compiled (a graph from the FX graph cache counts the kernels it holds)",
+    counts="kernels inductor generated for the graphs compiled (a graph from the FX graph cache "
+    "counts the kernels it holds)",
     column="kernels",
     short="kernels",
     signals=(KERNELS_SIGNAL,),  # observe.kernel_counts
     describe_events=kernel_lines,
     exceeded=KernelBudgetExceeded,
     gated_by_baseline=False,
-    # Every inductor compile has some (as every compile has seconds): a table column and junit property only where budgeted.
+    # Every inductor compile has some (as every compile has seconds): a table column and junit
+    # property only where budgeted.
     shown_only_where_budgeted=True,
 )
 
 # In the summary table's column order; new kinds go at the end.
-KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES, COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES,
+KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES,
+                                 COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES,
                                  CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS, SYNCS, KERNELS)
 KINDS_BY_MARKER: dict[str, BudgetKind] = {kind.marker: kind for kind in KINDS}
 KINDS_BY_KEY: dict[str, BudgetKind] = {kind.key: kind for kind in KINDS}
-# The kinds with a count of their own: the table's columns, the JSON report's counts, junit properties.
+# The kinds with a count of their own: the table's columns, the JSON report's counts, junit
+# properties.
 COUNTED_KINDS: tuple[BudgetKind, ...] = tuple(kind for kind in KINDS if not kind.same_count_as)
 
 
-# The contracts' markers, judged by judge.contracts: they judge how a test compiled rather than how much.
+# The contracts' markers, judged by judge.contracts: they judge how a test compiled rather than how
+# much.
 DYNAMIC_DIMS = "dynamic_dims"
 SAME_ACROSS_RANKS = "same_across_ranks"
 CONTRACT_MARKERS = (DYNAMIC_DIMS, SAME_ACROSS_RANKS)  # in the order their failures are listed
-# dynamic_dims's one keyword that is not an argument name: dynamo's own 0/1 specialisation breaks the contract too.
+# dynamic_dims's one keyword that is not an argument name: dynamo's own 0/1 specialisation breaks
+# the contract too.
 FRAMEWORK_KEYWORD = "framework_specialisation"
 CONTRACT_MARKER_HELP = (
-    f"{DYNAMIC_DIMS}(x=0, y=(0, 1), {FRAMEWORK_KEYWORD}=False): fail the test when a recompile in its call phase "
-    "specialised one of these dims of these arguments of a compiled function (the user's code branching on the size, or the "
-    f"dim compiled static); {FRAMEWORK_KEYWORD}=True fails dynamo's own 0/1 specialisation too. {PLUGIN}",
-    f"{SAME_ACROSS_RANKS}: fail the test when the processes it starts (ranks, spawned children) did not compile the same "
-    f"functions with the same compile and recompile counts. {PLUGIN}",
+    f"{DYNAMIC_DIMS}(x=0, y=(0, 1), {FRAMEWORK_KEYWORD}=False): fail the test when a recompile "
+    "in its call phase specialised one of these dims of these arguments of a compiled function "
+    "(the user's code branching on the size, or the dim compiled static); "
+    f"{FRAMEWORK_KEYWORD}=True fails dynamo's own 0/1 specialisation too. {PLUGIN}",
+    f"{SAME_ACROSS_RANKS}: fail the test when the processes it starts (ranks, spawned children) "
+    f"did not compile the same functions with the same compile and recompile counts. {PLUGIN}",
 )

@@ -27,7 +27,8 @@ def plural_noun(count: Amount, noun: str) -> str:
 
 
 class Measure:
-    """Whole counts: ``N an int >= 0``; ``grouped`` shows thousands separated (``12,345,678 instructions``)."""
+    """Whole counts: ``N an int >= 0``; ``grouped`` shows thousands separated (``12,345,678
+    instructions``)."""
 
     __slots__ = ("grouped",)
     symbol = "N"
@@ -74,7 +75,8 @@ class Measure:
 
 
 class Seconds(Measure):
-    """Seconds: ``S a number >= 0``, an int or a float; shown to three significant figures with the unit."""
+    """Seconds: ``S a number >= 0``, an int or a float; shown to three significant figures with the
+    unit."""
 
     __slots__ = ()
     symbol = "S"
@@ -82,7 +84,8 @@ class Seconds(Measure):
     numbers = (int, float)
 
     def takes(self, value: object) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) and value >= 0)
 
     def parse(self, text: str) -> Amount:
         try:

@@ -1,4 +1,5 @@
-"""dynamo's names for the code it runs after a graph break, read back as the user's function and line.
+"""dynamo's names for the code it runs after a graph break, read back as the user's function and
+line.
 
 After a graph break in ``train_step`` at line 23, dynamo runs the rest of
 the function as a new code object, a *resume function*, that it names
@@ -29,14 +30,16 @@ _RESUME_NAME = re.compile(r"^torch_dynamo_resume_in_(?P<function>.+)_at_(?P<line
 
 @dataclass(frozen=True)
 class ResumePoint:
-    """The user's function a resume function continues, and the line of the graph break it resumes after."""
+    """The user's function a resume function continues, and the line of the graph break it resumes
+    after."""
 
     function: str
     line: int
 
 
 def resume_point(code_name: str) -> Optional[ResumePoint]:
-    """The function and graph-break line a resume function's name encodes; None for any other name."""
+    """The function and graph-break line a resume function's name encodes;
+    None for any other name."""
     if not code_name.startswith(RESUME_PREFIX):
         return None
     match = _RESUME_NAME.match(code_name)

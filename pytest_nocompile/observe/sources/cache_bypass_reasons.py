@@ -1,4 +1,5 @@
-"""A source of health events: torch's reason for each compile-cache bypass, from the log record that follows its count.
+"""A source of health events: torch's reason for each compile-cache bypass, from the log record that
+follows its count.
 
 torch counts a bypass in ``torch._dynamo.utils.counters`` (which
 :mod:`.counter_increments` reports) and right after logs why, on the cache
@@ -37,13 +38,15 @@ AUTOGRAD_BYPASS = "aot_autograd.autograd_cache_bypass"
 # logger name -> (the start of torch's message template, the signal its bypass is counted as)
 BYPASS_RECORDS: dict[str, tuple[str, str]] = {
     "torch._inductor.codecache": ("Bypassing FX Graph Cache because", FX_GRAPH_BYPASS),
-    "torch._functorch._aot_autograd.autograd_cache": ("Bypassing autograd cache due to", AUTOGRAD_BYPASS),
+    "torch._functorch._aot_autograd.autograd_cache": ("Bypassing autograd cache due to",
+                                                      AUTOGRAD_BYPASS),
 }
 MAX_REASON = 300  # characters: torch's reason may hold a graph's repr
 
 
 def short_reason(text: str) -> str:
-    """torch's reason on one line: its lines joined, its outer quotes dropped, cut at :data:`MAX_REASON`."""
+    """torch's reason on one line: its lines joined, its outer quotes dropped, cut at
+    :data:`MAX_REASON`."""
     joined = " ".join(part.strip() for part in text.splitlines() if part.strip())
     if len(joined) > 1 and joined[0] == joined[-1] == "'":
         joined = joined[1:-1]
@@ -58,7 +61,8 @@ def _wrapped(method: Callable[..., Any], template: str, signal: str,
         if isinstance(msg, str) and msg.startswith(template):
             try:
                 emit(signal, 0, short_reason(str(args[0]) if args else msg))
-            except Exception:  # a reason we cannot read is a reason we lack, not an error in the user's compile
+            # a reason we cannot read is a reason we lack, not an error in the user's compile
+            except Exception:
                 pass
         return method(msg, *args, **kwargs)
 
@@ -70,33 +74,38 @@ _METHODS = ("info", "warning")
 
 
 class CacheBypassReasons:
-    """The source: while armed, each cache logger's ``info`` and ``warning`` wrapped; disarmed, torch's again."""
+    """The source: while armed, each cache logger's ``info`` and ``warning`` wrapped;
+    disarmed, torch's again."""
 
     signals = frozenset(signal for _, signal in BYPASS_RECORDS.values())
 
-    def __init__(self, emit: Callable[[str, float, Optional[str]], None], wanted: Callable[[], Collection[str]]) -> None:
+    def __init__(self, emit: Callable[[str, float, Optional[str]], None],
+                 wanted: Callable[[], Collection[str]]) -> None:
         self._emit = emit
         self._wanted = wanted  # the signals the process reports now (see observe.wanted_signals)
-        # By logger name: its instance __dict__ and our wrappers for it, made at the first arming that wants its
-        # signal: arming runs in every watched test, so it only puts the wrappers in (instance attributes: the
-        # class's methods stay as they are).
+        # By logger name: its instance __dict__ and our wrappers for it, made at the first arming
+        # that wants its signal: arming runs in every watched test, so it only puts the wrappers in
+        # (instance attributes: the class's methods stay as they are).
         self._wrappers: dict[str, tuple[dict[str, Any], dict[str, Callable[..., Any]]]] = {}
 
     def arm(self) -> None:
-        wanted = self._wanted()  # the capture arms this source only where one of its signals is wanted: wrap those loggers
+        # the capture arms this source only where one of its signals is wanted: wrap those loggers
+        wanted = self._wanted()
         for name, (template, signal) in BYPASS_RECORDS.items():
             if signal not in wanted:
                 continue
             made = self._wrappers.get(name)
             if made is None:
                 logger = logging.getLogger(name)
-                made = self._wrappers[name] = (vars(logger), {method: _wrapped(getattr(logger, method), template, signal, self._emit)
-                                                              for method in _METHODS})
+                made = self._wrappers[name] = (vars(logger), {
+                    method: _wrapped(getattr(logger, method), template, signal, self._emit)
+                    for method in _METHODS})
             attributes, wrappers = made
             attributes.update(wrappers)
 
     def disarm(self) -> None:
         for attributes, wrappers in self._wrappers.values():
             for method, wrapper in wrappers.items():
-                if attributes.get(method) is wrapper:  # else someone put their own there after us: theirs
+                # else someone put their own there after us: theirs
+                if attributes.get(method) is wrapper:
                     del attributes[method]

@@ -1,4 +1,5 @@
-"""Compile time from torch's own compilation metrics, read as each entry is recorded: one health source.
+"""Compile time from torch's own compilation metrics, read as each entry is recorded: one health
+source.
 
 dynamo records one ``CompilationMetrics`` entry per frame it compiles (with
 its time and, by torch version, a breakdown), one per backward graph
@@ -33,7 +34,12 @@ import collections
 import sys
 from typing import Any, Callable, Collection, Optional
 
-from ...vocabulary.compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
+from ...vocabulary.compile_cost import (
+    COMPILE_INSTRUCTIONS,
+    COMPILE_SECONDS,
+    PART_SIGNALS,
+    breakdown_text,
+)
 from .instruction_counter import InstructionCounting
 
 UTILS = "torch._dynamo.utils"
@@ -56,7 +62,8 @@ class _ReportingDeque(collections.deque):
 
 
 class CompileMetricsSource:
-    """A health source: for each compilation-metrics entry, its seconds, their parts, and the instructions counted."""
+    """A health source: for each compilation-metrics entry, its seconds, their parts, and the
+    instructions counted."""
 
     signals = frozenset((COMPILE_SECONDS, *PART_SIGNALS, COMPILE_INSTRUCTIONS))
 
@@ -68,8 +75,10 @@ class CompileMetricsSource:
         self.instructions = InstructionCounting()
 
     def arm(self) -> None:
-        # The capture arms this source only where one of its signals is wanted; instructions may not be.
-        if COMPILE_INSTRUCTIONS in self._wanted():  # dynamo counts instructions only when asked: a cost in every compile
+        # The capture arms this source only where one of its signals is wanted;
+        # instructions may not be.
+        # dynamo counts instructions only when asked: a cost in every compile
+        if COMPILE_INSTRUCTIONS in self._wanted():
             self.instructions.arm()
         utils = sys.modules.get(UTILS)
         current = getattr(utils, METRICS_DEQUE, None)
@@ -98,7 +107,8 @@ class CompileMetricsSource:
         if measured is not None:
             total, parts, what = measured
             # A backward or an autotuning is one part: its name says all the breakdown would.
-            reason = f"{what}: {breakdown_text(parts) or 'no breakdown from torch'}" if len(parts) > 1 else what
+            reason = (f"{what}: {breakdown_text(parts) or 'no breakdown from torch'}"
+                      if len(parts) > 1 else what)
             self._emit(COMPILE_SECONDS, round(total, 6), reason)
             for signal, seconds in parts.items():
                 if seconds > 0:
@@ -110,26 +120,34 @@ class CompileMetricsSource:
 
 
 def compile_time_not_measured() -> Optional[str]:
-    """Why compile times cannot be read in this process (a torch that moved its metrics); None when they can, or dynamo never came."""
+    """Why compile times cannot be read in this process (a torch that moved its metrics);
+    None when they can, or dynamo never came."""
     utils = sys.modules.get(UTILS)
     if utils is None or isinstance(getattr(utils, METRICS_DEQUE, None), collections.deque):
         return None
-    return (f"torch {getattr(sys.modules.get('torch'), '__version__', '?')} keeps no {UTILS}.{METRICS_DEQUE}, where the plugin reads each compile's "
+    return (f"torch {getattr(sys.modules.get('torch'), '__version__', '?')} keeps no "
+            f"{UTILS}.{METRICS_DEQUE}, where the plugin reads each compile's "
             "time (torch 2.4 to 2.14 do)")
 
 
 def compile_seconds(entry: Any) -> Optional[tuple[float, dict[str, float], str]]:
-    """An entry's total seconds, its parts (``{part signal: seconds}``) and what compiled; None when it holds no compile time."""
+    """An entry's total seconds, its parts (``{part signal: seconds}``) and what compiled;
+    None when it holds no compile time."""
     if getattr(entry, "is_runtime", False):
         autotune = _seconds(entry, "runtime_triton_autotune_time_us")
         # A run-time entry without autotuning records CUDA-graph recording: not compile time.
-        return (autotune, {f"{COMPILE_SECONDS}.autotune": autotune}, "autotuning at run time") if autotune else None
+        return ((autotune, {f"{COMPILE_SECONDS}.autotune": autotune}, "autotuning at run time")
+                if autotune else None)
     if not _is_frame(entry):
-        total = _seconds(entry, "backward_cumulative_compile_time_us", "duration_us", "inductor_compile_time_s")
+        total = _seconds(entry, "backward_cumulative_compile_time_us", "duration_us",
+                         "inductor_compile_time_s")
         return total, {f"{COMPILE_SECONDS}.backward": total}, "backward"
-    total = _seconds(entry, "entire_frame_compile_time_s", "duration_us", "dynamo_time_before_restart_s")
-    backend = min(_seconds(entry, "aot_autograd_cumulative_compile_time_us", "backend_compile_time_s"), total)
-    inductor = min(_seconds(entry, "inductor_cumulative_compile_time_us", "inductor_compile_time_s"), backend)
+    total = _seconds(entry, "entire_frame_compile_time_s", "duration_us",
+                     "dynamo_time_before_restart_s")
+    backend = min(_seconds(entry, "aot_autograd_cumulative_compile_time_us",
+                           "backend_compile_time_s"), total)
+    inductor = min(_seconds(entry, "inductor_cumulative_compile_time_us",
+                            "inductor_compile_time_s"), backend)
     autotune = min(_seconds(entry, "compile_time_autotune_time_us"), inductor)
     parts = {
         f"{COMPILE_SECONDS}.dynamo": total - backend,
@@ -141,13 +159,16 @@ def compile_seconds(entry: Any) -> Optional[tuple[float, dict[str, float], str]]
 
 
 def _is_frame(entry: Any) -> bool:
-    """A frame dynamo compiled, not a lazily compiled backward (2.4/2.5: its own class) nor a run-time entry."""
-    return (getattr(entry, "is_forward", None) is not False and not getattr(entry, "is_runtime", False)
+    """A frame dynamo compiled, not a lazily compiled backward (2.4/2.5: its own class) nor a
+    run-time entry."""
+    return (getattr(entry, "is_forward", None) is not False
+            and not getattr(entry, "is_runtime", False)
             and type(entry).__name__ != "BwdCompilationMetrics")
 
 
 def _seconds(entry: Any, *fields: str) -> float:
-    """The first of ``fields`` the entry has a number in, in seconds (``*_us`` fields are microseconds); 0.0 if none."""
+    """The first of ``fields`` the entry has a number in, in seconds (``*_us`` fields are
+    microseconds); 0.0 if none."""
     for name in fields:
         value = getattr(entry, name, None)
         if isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -1,4 +1,5 @@
-"""A source of health events: each increment of a counter in ``torch._dynamo.utils.counters`` that a kind wants.
+"""A source of health events: each increment of a counter in ``torch._dynamo.utils.counters`` that a
+kind wants.
 
 torch keeps compile-health tallies in one shared ``defaultdict(Counter)``
 (``counters["inductor"]["fxgraph_cache_miss"] += 1``). User code and torch's
@@ -26,7 +27,8 @@ _GROUP = "_nocompile_group"  # the instance attribute that caches a counter's ke
 
 
 class _ReportingCounter(collections.Counter):
-    """torch's Counter, reporting each rise of a wanted key to the armed source (instances are swapped in by class)."""
+    """torch's Counter, reporting each rise of a wanted key to the armed source (instances are
+    swapped in by class)."""
 
     def __setitem__(self, key: Any, value: Any) -> None:
         before = self.get(key, 0)
@@ -44,35 +46,46 @@ class CounterIncrements:
     """The source: reports ``(what, amount)`` for each rise of a wanted counter while armed."""
 
     def __init__(self, emit: Callable[[str, float], None], wanted: Callable[[], Collection[str]],
-                 every: Optional[Callable[[], Collection[str]]] = None, not_counters: Collection[str] = ()) -> None:
+                 every: Optional[Callable[[], Collection[str]]] = None,
+                 not_counters: Collection[str] = ()) -> None:
         self._emit = emit
-        self._wanted_names = wanted  # the signals the process reports now (see observe.wanted_signals)
+        # the signals the process reports now (see observe.wanted_signals)
+        self._wanted_names = wanted
         self._every = every or wanted  # every signal it could be asked for
-        self._not_counters = tuple(f"{group}." for group in not_counters)  # other sources' dotted signals ("compile_seconds.dynamo")
+        # other sources' dotted signals ("compile_seconds.dynamo")
+        self._not_counters = tuple(f"{group}." for group in not_counters)
         self._signals: Optional[frozenset[str]] = None
-        self._wanted_from: Optional[Collection[str]] = None  # the signals self._wanted was made from
+        # the signals self._wanted was made from
+        self._wanted_from: Optional[Collection[str]] = None
         self._wanted: frozenset[tuple[str, str]] = frozenset()
         self._counters: Any = None
         self._factory: Any = None
 
     @property
     def signals(self) -> frozenset[str]:
-        """The counters it may report (``"group.name"``): every dotted signal it could be asked for but other sources' own."""
+        """The counters it may report (``"group.name"``): every dotted signal it could be asked for
+        but other sources' own."""
         if self._signals is None:
-            self._signals = frozenset(name for name in self._every() if "." in name and not name.startswith(self._not_counters))
+            self._signals = frozenset(name for name in self._every()
+                                      if "." in name and not name.startswith(self._not_counters))
         return self._signals
 
     def arm(self) -> None:
         global _ARMED
         names = self._wanted_names()
-        if names is not self._wanted_from:  # the process wants other signals now: a new set, made once
+        # the process wants other signals now: a new set, made once
+        if names is not self._wanted_from:
             self._wanted_from = names
-            self._wanted = frozenset(tuple(name.split(".", 1)) for name in self.signals.intersection(names))  # type: ignore[misc]
+            self._wanted = frozenset(tuple(name.split(".", 1))  # type: ignore[misc]
+                                     for name in self.signals.intersection(names))
         counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", None)
         if not isinstance(counters, collections.defaultdict) or _ARMED is self:
-            return  # dynamo without its counters (a future torch): the kinds that need them say so themselves
+            # dynamo without its counters (a future torch): the kinds that need them say so
+            # themselves
+            return
         if not self._wanted:
-            return  # no wanted signal is a counter of torch's: nothing to swap, in every watched test
+            # no wanted signal is a counter of torch's: nothing to swap, in every watched test
+            return
         self._counters, self._factory = counters, counters.default_factory
         if counters.default_factory is collections.Counter:
             counters.default_factory = _ReportingCounter
@@ -96,17 +109,21 @@ class CounterIncrements:
         self._counters = self._factory = None
 
     def rose(self, counter: _ReportingCounter, key: Any, before: Any, after: Any) -> None:
-        """A counter was set: report the rise if it is one, of a wanted name. Never raises into torch."""
+        """A counter was set: report the rise if it is one, of a wanted name.
+        Never raises into torch."""
         try:
             group = vars(counter).get(_GROUP)
             if group is None:
-                group = next((name for name, value in list(self._counters.items()) if value is counter), None)
+                group = next((name for name, value in list(self._counters.items())
+                              if value is counter), None)
                 if group is None:
                     return  # a copy torch made for itself, not in ``counters``
                 vars(counter)[_GROUP] = group
             if (group, key) not in self._wanted:
                 return
-            if isinstance(after, (int, float)) and isinstance(before, (int, float)) and after > before:
+            if (isinstance(after, (int, float)) and isinstance(before, (int, float))
+                    and after > before):
                 self._emit(f"{group}.{key}", after - before)
-        except Exception:  # a counter we cannot read is a count we lack, not an error in the user's compile
+        # a counter we cannot read is a count we lack, not an error in the user's compile
+        except Exception:
             pass

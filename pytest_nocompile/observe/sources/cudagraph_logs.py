@@ -1,4 +1,5 @@
-"""A source of health events: CUDA-graph skips and re-records, read from the ``cudagraphs`` log artifact.
+"""A source of health events: CUDA-graph skips and re-records, read from the ``cudagraphs`` log
+artifact.
 
 Inductor's CUDA-graph trees (``mode="reduce-overhead"``) keep no counter of
 re-records: they log them, at DEBUG, on ``torch._inductor.cudagraph_trees``'s
@@ -29,16 +30,19 @@ if TYPE_CHECKING:
     from ...vocabulary.cudagraph_messages import CudagraphTracker
 
 ARTIFACT = "cudagraphs"
-TREES_LOGGER = "torch._inductor.cudagraph_trees.__cudagraphs"  # recordings and re-record reasons, at DEBUG and INFO
+# recordings and re-record reasons, at DEBUG and INFO
+TREES_LOGGER = "torch._inductor.cudagraph_trees.__cudagraphs"
 SKIP_LOGGERS = (
     "torch._inductor.cudagraph_utils.__cudagraphs",
-    "torch._inductor.cudagraph_utils.__perf_hints",  # torch before skips moved to the cudagraphs artifact
+    # torch before skips moved to the cudagraphs artifact
+    "torch._inductor.cudagraph_utils.__perf_hints",
     "torch._inductor.compile_fx.__perf_hints",
 )
 
 
 class _KeepsWarnings(Fanout):
-    """The taps' filter, but a warning goes on to torch's handlers even where the user did not ask: torch prints skips by default."""
+    """The taps' filter, but a warning goes on to torch's handlers even where the user did not ask:
+    torch prints skips by default."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         self._emit(record)
@@ -46,24 +50,29 @@ class _KeepsWarnings(Fanout):
 
 
 class CudagraphLogs:
-    """The source: arms a tap on the CUDA-graph loggers, reads each record, emits skips and re-records.
+    """The source: arms a tap on the CUDA-graph loggers, reads each record, emits skips and
+    re-records.
 
     The capture arms it only where the process wants its signals (see
     :mod:`..wanted_signals`): arming and disarming the tap costs
     some 13 µs per watched test.
     """
 
-    # cudagraph_messages.RERECORD and SKIP, spelled out: a run that never records a CUDA graph loads no reader.
+    # cudagraph_messages.RERECORD and SKIP, spelled out: a run that never records a CUDA graph loads
+    # no reader.
     signals = frozenset(("cudagraph_rerecord", "cudagraph_skip"))
 
     def __init__(self, emit: Callable[[str, float, Optional[str]], None]) -> None:
         self._emit = emit
-        self._tracker: Optional[CudagraphTracker] = None  # made at the first record: a run that never compiles loads no reader
-        self._tap = Tap((ARTIFACT,), (TREES_LOGGER, *SKIP_LOGGERS), (TREES_LOGGER,), self._on_record, enable_in_state=False)
+        # made at the first record: a run that never compiles loads no reader
+        self._tracker: Optional[CudagraphTracker] = None
+        self._tap = Tap((ARTIFACT,), (TREES_LOGGER, *SKIP_LOGGERS), (TREES_LOGGER,),
+                        self._on_record, enable_in_state=False)
         self._tap.filter = _KeepsWarnings(self._on_record)
 
     def arm(self) -> None:
-        self._tap.arm(logging_internals())  # once until disarmed: the capture arms and disarms each source once
+        # once until disarmed: the capture arms and disarms each source once
+        self._tap.arm(logging_internals())
 
     def disarm(self) -> None:
         self._tap.disarm()
@@ -77,7 +86,8 @@ class CudagraphLogs:
 
                 tracker = self._tracker = CudagraphTracker()
             found = tracker.read(record.getMessage(), thread)
-        except Exception:  # a message we cannot read is a count we lack, not an error in the user's call
+        # a message we cannot read is a count we lack, not an error in the user's call
+        except Exception:
             return
         if found is not None:
             signal, reason = found

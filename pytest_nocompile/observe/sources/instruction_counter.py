@@ -1,4 +1,5 @@
-"""torch's compile instruction counter: whether it works here, switched on while armed, read as deltas.
+"""torch's compile instruction counter: whether it works here, switched on while armed, read as
+deltas.
 
 dynamo counts the CPU instructions of each frame compile (tracing and the
 backend it calls; not a backward compiled lazily) in
@@ -27,7 +28,8 @@ _IMPOSSIBLE = 2**63  # a delta this large is end(-1)'s 2**64 - 1: a failed read,
 
 @cache
 def instruction_counter_problem() -> Optional[str]:
-    """Why compile instructions cannot be counted in this process, or None when they can; needs torch._dynamo imported."""
+    """Why compile instructions cannot be counted in this process, or None when they can;
+    needs torch._dynamo imported."""
     try:
         import torch
         import torch._dynamo.config as dynamo_config
@@ -36,26 +38,30 @@ def instruction_counter_problem() -> Optional[str]:
 
         dynamo_config.record_compile_time_instruction_count  # noqa: B018
     except (ImportError, AttributeError):
-        return f"torch {getattr(sys.modules.get('torch'), '__version__', '?')} has no compile instruction counter (it came in torch {'.'.join(map(str, INSTRUCTIONS_SINCE))})"
+        return (f"torch {getattr(sys.modules.get('torch'), '__version__', '?')} has no compile "
+                f"instruction counter (it came in torch {'.'.join(map(str, INSTRUCTIONS_SINCE))})")
     with _c_output_captured() as said:
         handle = _instruction_counter.start()
         if handle != -1:
             _instruction_counter.end(handle)
     if handle == -1:
         why = said().strip() or "the perf event could not be opened"
-        return (f"torch {torch.__version__} could not open a perf event to count instructions ({why}); "
-                "containers and VMs often have no hardware counter or forbid perf events (kernel.perf_event_paranoid)")
+        return (f"torch {torch.__version__} could not open a perf event to count instructions "
+                f"({why}); containers and VMs often have no hardware counter or forbid perf "
+                "events (kernel.perf_event_paranoid)")
     return None
 
 
 def instructions_not_counted() -> Optional[str]:
-    """Why this process's compiles were not counted in instructions; None when they were, or dynamo never came (nothing compiled)."""
+    """Why this process's compiles were not counted in instructions;
+    None when they were, or dynamo never came (nothing compiled)."""
     return instruction_counter_problem() if "torch._dynamo" in sys.modules else None
 
 
 @contextmanager
 def _c_output_captured() -> Iterator[Any]:
-    """Send what C code writes to file descriptors 1 and 2 to a temporary file instead; yields a reader of it.
+    """Send what C code writes to file descriptors 1 and 2 to a temporary file instead;
+    yields a reader of it.
 
     torch's counter reports a failure with printf/fprintf, past Python's
     sys.stdout and sys.stderr: nothing the user did not ask for may show.
@@ -83,7 +89,8 @@ def _c_output_captured() -> Iterator[Any]:
 
 
 class InstructionCounting:
-    """Switches dynamo's instruction counting on while armed (where it works), and reads what each compile added."""
+    """Switches dynamo's instruction counting on while armed (where it works), and reads what each
+    compile added."""
 
     def __init__(self) -> None:
         self._switched_on = False  # we set the config: ours to put back
@@ -113,10 +120,11 @@ class InstructionCounting:
             self._switched_on = False
 
     def take(self) -> Optional[int]:
-        """The instructions counted since the last take, or None when the counter does not run (ours, or the user's own:
-        benchmarks switch it on)."""
+        """The instructions counted since the last take, or None when the counter does not run
+        (ours, or the user's own: benchmarks switch it on)."""
         config = sys.modules.get("torch._dynamo.config")
-        if not (getattr(config, "record_compile_time_instruction_count", False) and instruction_counter_problem() is None):
+        if not (getattr(config, "record_compile_time_instruction_count", False)
+                and instruction_counter_problem() is None):
             return None
         from torch._dynamo.utils import CompileTimeInstructionCounter
 

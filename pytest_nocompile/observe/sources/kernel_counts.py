@@ -52,7 +52,8 @@ class KernelCounts:
     def __init__(self, emit: Callable[[str, float, Optional[str]], None]) -> None:
         self._emit = emit
         self._helper: Any = None  # torch's CachedMetricsHelper while armed
-        # torch's get_deltas and apply_deltas (as found in the class __dict__) and our wrappers, made once per torch function.
+        # torch's get_deltas and apply_deltas (as found in the class __dict__) and our wrappers,
+        # made once per torch function.
         self._wrappers: dict[str, tuple[Any, Any]] = {}
 
     def arm(self) -> None:
@@ -61,7 +62,8 @@ class KernelCounts:
         helper = getattr(_metrics(), HELPER, None)
         if helper is None:
             return  # a torch without it: kernels_not_measured() says so
-        for name, wrap in (("get_deltas", self._reporting_get_deltas), ("apply_deltas", self._reporting_apply_deltas)):
+        for name, wrap in (("get_deltas", self._reporting_get_deltas),
+                           ("apply_deltas", self._reporting_apply_deltas)):
             original = vars(helper).get(name)
             if original is None:
                 continue
@@ -76,7 +78,8 @@ class KernelCounts:
         if helper is None:
             return
         for name, (original, wrapper) in self._wrappers.items():
-            if vars(helper).get(name) is wrapper:  # else someone put their own there after us: theirs
+            # else someone put their own there after us: theirs
+            if vars(helper).get(name) is wrapper:
                 setattr(helper, name, original)
 
     def _report(self, deltas: Any, origin: Optional[str]) -> None:
@@ -86,7 +89,8 @@ class KernelCounts:
                 part = graph_part(sys._getframe(2))
                 reason = ", ".join(word for word in (part, origin) if word) or None
                 self._emit(KERNELS_SIGNAL, kernels, reason)
-        except Exception:  # a count we cannot read is a count we lack, not an error in the user's compile
+        # a count we cannot read is a count we lack, not an error in the user's compile
+        except Exception:
             pass
 
     def _reporting_get_deltas(self, original: Any) -> Any:
@@ -102,8 +106,10 @@ class KernelCounts:
 
         def apply_deltas(deltas: Any, *args: Any, **kwargs: Any) -> Any:
             caller = sys._getframe(1).f_code.co_name
-            # compile_fx_ext's _postprocess: a graph code-generated in a compile subprocess; else the FX graph cache's hit.
-            self._report(deltas, "compiled in a subprocess" if caller == "_postprocess" else "from the FX graph cache")
+            # compile_fx_ext's _postprocess: a graph code-generated in a compile subprocess;
+            # else the FX graph cache's hit.
+            self._report(deltas, "compiled in a subprocess" if caller == "_postprocess"
+                         else "from the FX graph cache")
             return function(deltas, *args, **kwargs)
 
         return staticmethod(apply_deltas)
@@ -162,14 +168,16 @@ def _metrics() -> Any:
 
 
 def kernels_not_measured() -> Optional[str]:
-    """Why each graph's kernels cannot be read in this process (a torch that moved them); None when they can, or inductor never came."""
+    """Why each graph's kernels cannot be read in this process (a torch that moved them);
+    None when they can, or inductor never came."""
     module = sys.modules.get(METRICS)
     if module is None:
         return None  # inductor never imported: no kernel was generated
     helper = getattr(module, HELPER, None)
     deltas = getattr(module, "CachedMetricsDeltas", None)
-    if helper is not None and hasattr(helper, "get_deltas") and hasattr(helper, "apply_deltas") and FIELD in getattr(
-            deltas, "__dataclass_fields__", {}):
+    if (helper is not None and hasattr(helper, "get_deltas") and hasattr(helper, "apply_deltas")
+            and FIELD in getattr(deltas, "__dataclass_fields__", {})):
         return None
-    return (f"torch {getattr(sys.modules.get('torch'), '__version__', '?')} gives no {METRICS}.{HELPER} with each graph's {FIELD}, "
+    return (f"torch {getattr(sys.modules.get('torch'), '__version__', '?')} gives no "
+            f"{METRICS}.{HELPER} with each graph's {FIELD}, "
             "where the plugin reads each graph's kernels (torch 2.4 to 2.15 do)")

@@ -1,4 +1,5 @@
-"""A source of health events: each compile error dynamo swallowed (``suppress_errors``), running the code eager.
+"""A source of health events: each compile error dynamo swallowed (``suppress_errors``), running the
+code eager.
 
 With ``torch._dynamo.config.suppress_errors`` (or ``TORCHDYNAMO_SUPPRESS_ERRORS=1``)
 a frame whose compile raises (a backend's error, an internal dynamo error)
@@ -30,7 +31,8 @@ _WONT_CONVERT = re.compile(r"^WON'T CONVERT (?P<function>\S+) (?P<filename>.+?) 
 
 
 def compile_error_reason(message: str, error: Optional[BaseException]) -> Optional[str]:
-    """What a report says of a swallowed error: ``f (file.py:3): RuntimeError: boom``; None for another record.
+    """What a report says of a swallowed error: ``f (file.py:3): RuntimeError: boom``;
+    None for another record.
 
     The exception's first line, and the next one when the first only announces it (a backend's
     ``backend='inductor' raised:`` is followed by the error it raised).
@@ -47,23 +49,28 @@ def compile_error_reason(message: str, error: Optional[BaseException]) -> Option
     summary = lines[0] if lines else ""
     if summary.endswith(":") and len(lines) > 1:
         summary = f"{summary} {lines[1]}"
-    return f"{where}: {type(error).__name__}: {summary}" if summary else f"{where}: {type(error).__name__}"
+    return (f"{where}: {type(error).__name__}: {summary}" if summary
+            else f"{where}: {type(error).__name__}")
 
 
 class SwallowedErrors:
-    """One ``compile_error`` health event per compile error dynamo swallowed, read from ``convert_frame``'s warnings."""
+    """One ``compile_error`` health event per compile error dynamo swallowed, read from
+    ``convert_frame``'s warnings."""
 
     def __init__(self, emit: Callable[..., None]) -> None:
         self._emit = emit  # DynamoLogs.emit_health
 
     def read(self, record: logging.LogRecord, message: str) -> None:
-        """Emit the record's swallowed error, if it tells of one (``message``: the record's, formatted)."""
+        """Emit the record's swallowed error, if it tells of one (``message``: the record's,
+        formatted)."""
         try:
             error = record.exc_info[1] if record.exc_info else None
             reason = compile_error_reason(message, error)
             if reason is None:
                 return  # another warning of convert_frame
             compile_id = getattr(error, "compile_id", None)
-            self._emit(COMPILE_ERROR, 1, reason, compile_id=None if compile_id is None else str(compile_id))
-        except Exception:  # a record we cannot read is a signal we lack, not an error in the user's code
+            self._emit(COMPILE_ERROR, 1, reason,
+                       compile_id=None if compile_id is None else str(compile_id))
+        # a record we cannot read is a signal we lack, not an error in the user's code
+        except Exception:
             pass

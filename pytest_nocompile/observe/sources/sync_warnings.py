@@ -1,4 +1,5 @@
-"""A source of health events: device-to-host syncs, one event per synchronizing CUDA operation, from torch's sync debug mode.
+"""A source of health events: device-to-host syncs, one event per synchronizing CUDA operation, from
+torch's sync debug mode.
 
 In its "warn" mode (``torch.cuda.set_sync_debug_mode``), torch warns at each
 synchronizing CUDA operation (``.item()``, ``nonzero``, a copy to the host):
@@ -24,8 +25,8 @@ the operation. While armed, this source
 
 A sync made while dynamo compiles a frame (inductor's own work: its
 compile, autotuning) is reported as ``compile_sync``: a compile's, paid once,
-shown beside the count and not counted in it. The user's line is found from the stack at the warning, as for every health
-event (:meth:`~.capture.DynamoLogs.emit_health`). This source needs no
+shown beside the count and not counted in it. The user's line is found from the stack at the
+warning, as for every health event (:meth:`~.capture.DynamoLogs.emit_health`). This source needs no
 dynamo: a test that never compiles is watched for syncs too
 (:meth:`~.capture.DynamoLogs.attach_early`). Without CUDA nothing can sync:
 :func:`syncs_not_observed` says why, and the test's run says it once.
@@ -47,26 +48,32 @@ from ...vocabulary.health_lines import COMPILE_SYNC_SIGNAL, SYNC_SIGNAL, SYNCS_U
 from ..cpp_syncs import CppSyncs
 from ..dynamo_state import torch_import_warnings_silenced
 
-SYNC_WARNING = "called a synchronizing CUDA operation"  # c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync()
+# c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync()
+SYNC_WARNING = "called a synchronizing CUDA operation"
 DEFAULT, WARN, ERROR = 0, 1, 2  # torch's sync debug modes
-_FILTER = ("always", re.compile(re.escape(SYNC_WARNING)), UserWarning, None, 0)  # a warnings.filters entry
+# a warnings.filters entry
+_FILTER = ("always", re.compile(re.escape(SYNC_WARNING)), UserWarning, None, 0)
 
 
 def is_sync_warning(message: object, category: object) -> bool:
     """Whether a warning is torch's for a synchronizing CUDA operation."""
-    return isinstance(category, type) and issubclass(category, UserWarning) and str(message).startswith(SYNC_WARNING)
+    return (isinstance(category, type) and issubclass(category, UserWarning)
+            and str(message).startswith(SYNC_WARNING))
 
 
 class SyncWarnings:
-    """The source: while armed, torch warns at each sync, and each warning becomes a health event instead of a line of output."""
+    """The source: while armed, torch warns at each sync, and each warning becomes a health event
+    instead of a line of output."""
 
     signals = frozenset((SYNC_SIGNAL, COMPILE_SYNC_SIGNAL, SYNCS_UNSEEN_SIGNAL))
     needs_dynamo = False  # armed for a watched test whether or not dynamo is imported
 
     def __init__(self, emit: Callable[[str, float, Optional[str]], None]) -> None:
         self._emit = emit
-        self._modes: Optional[tuple[Callable[[], int], Callable[[int], None]]] = None  # torch._C's (get, set) while armed
-        self._user_mode = DEFAULT  # the mode the user set (before arming, or since, through torch.cuda)
+        # torch._C's (get, set) while armed
+        self._modes: Optional[tuple[Callable[[], int], Callable[[int], None]]] = None
+        # the mode the user set (before arming, or since, through torch.cuda)
+        self._user_mode = DEFAULT
         self._show: Any = None  # warnings._showwarnmsg as found, while armed
         self._patched: list[tuple[Any, str, Any, Any]] = []  # (module, name, torch's, ours)
         self._cpp = CppSyncs(emit)  # the syncs torch warns of outside Python, from stderr
@@ -77,7 +84,8 @@ class SyncWarnings:
         torch: Any = sys.modules.get("torch")
         modes = _sync_modes(torch) if torch is not None and syncs_not_observed() is None else None
         if modes is None:
-            return  # nothing can sync here, or torch is not imported yet (then nothing synced either)
+            # nothing can sync here, or torch is not imported yet (then nothing synced either)
+            return
         get_mode, set_mode = modes
         self._user_mode = user_mode = get_mode()
         if user_mode == ERROR:
@@ -85,7 +93,8 @@ class SyncWarnings:
         if user_mode == DEFAULT:
             set_mode(WARN)
         self._modes = modes
-        filters: list[Any] = warnings.filters  # type: ignore[assignment]  # a list, typed as a Sequence
+        # a list, typed as a Sequence
+        filters: list[Any] = warnings.filters  # type: ignore[assignment]
         filters.insert(0, _FILTER)
         _filters_changed()
         self._show = warnings._showwarnmsg  # type: ignore[attr-defined]
@@ -99,7 +108,8 @@ class SyncWarnings:
         if modes is None:
             return
         for module, name, original, ours in reversed(self._patched):
-            if getattr(module, name, None) is ours:  # else someone patched it after us: theirs to undo
+            # else someone patched it after us: theirs to undo
+            if getattr(module, name, None) is ours:
                 setattr(module, name, original)
         self._patched = []
         filters: list[Any] = warnings.filters  # type: ignore[assignment]
@@ -120,7 +130,8 @@ class SyncWarnings:
             self._patched.append((module, name, original, ours))
 
     def _show_or_count(self, message: Any) -> None:
-        """``warnings._showwarnmsg``: a sync is counted (and shown only where the user asked torch to warn); the rest go on."""
+        """``warnings._showwarnmsg``: a sync is counted (and shown only where the user asked torch
+        to warn); the rest go on."""
         try:
             sync = self._modes is not None and is_sync_warning(message.message, message.category)
         except Exception:
@@ -128,8 +139,10 @@ class SyncWarnings:
         if sync:
             from ..user_code import compiling_code
 
-            # A sync of dynamo's or inductor's own work while a frame compiles is paid once, not at every step: shown, not counted.
-            self._emit(COMPILE_SYNC_SIGNAL if compiling_code(sys._getframe(1))[0] is not None else SYNC_SIGNAL, 1, None)
+            # A sync of dynamo's or inductor's own work while a frame compiles is paid once, not at
+            # every step: shown, not counted.
+            self._emit(COMPILE_SYNC_SIGNAL if compiling_code(sys._getframe(1))[0] is not None
+                       else SYNC_SIGNAL, 1, None)
             if self._user_mode != WARN:
                 return
         self._show(message)
@@ -138,8 +151,10 @@ class SyncWarnings:
         return next(original for _, patched, original, _ in self._patched if patched == name)
 
     def _users_set_mode(self, debug_mode: Any) -> None:
-        """``torch.cuda.set_sync_debug_mode`` while armed: the user's mode, remembered; syncs still warn unless it is "error"."""
-        self._original("set_sync_debug_mode")(debug_mode)  # torch's checks of the argument, and its CUDA initialisation
+        """``torch.cuda.set_sync_debug_mode`` while armed: the user's mode, remembered;
+        syncs still warn unless it is "error"."""
+        # torch's checks of the argument, and its CUDA initialisation
+        self._original("set_sync_debug_mode")(debug_mode)
         if self._modes is None:
             return
         get_mode, set_mode = self._modes
@@ -161,20 +176,23 @@ def _sync_modes(torch: Any) -> Optional[tuple[Callable[[], int], Callable[[int],
         return None
 
     def set_quietly(mode: int) -> None:
-        # The setter warns once per process that the mode "is a prototype feature" (TORCH_WARN_ONCE): the
-        # plugin's setting is no news to the user, and under -W error that warning would raise.
+        # The setter warns once per process that the mode "is a prototype feature"
+        # (TORCH_WARN_ONCE): the plugin's setting is no news to the user, and under -W error that
+        # warning would raise.
         with torch_import_warnings_silenced():
             setter(mode)
 
     return getter, set_quietly
 
 
-_NOT_OBSERVED: list[Optional[str]] = []  # the answer, once torch has given it: a GPU does not come or go
+# the answer, once torch has given it: a GPU does not come or go
+_NOT_OBSERVED: list[Optional[str]] = []
 
 
 def syncs_not_observed() -> Optional[str]:
-    """Why syncs cannot be observed in this process (``torch.cuda.is_available() is False``); None when they can,
-    or torch is not imported (then nothing synced: not kept, it may be imported later)."""
+    """Why syncs cannot be observed in this process (``torch.cuda.is_available() is False``);
+    None when they can, or torch is not imported (then nothing synced: not kept, it may be imported
+    later)."""
     if _NOT_OBSERVED:
         return _NOT_OBSERVED[0]
     torch = sys.modules.get("torch")
@@ -192,7 +210,9 @@ def syncs_not_observed() -> Optional[str]:
 
 
 def _filters_changed() -> None:
-    """Tell Python's C warning code that ``warnings.filters`` changed (it caches which filter applies)."""
-    changed = getattr(warnings, "_filters_mutated", None) or getattr(warnings, "_filters_mutated_lock_held", None)
+    """Tell Python's C warning code that ``warnings.filters`` changed (it caches which filter
+    applies)."""
+    changed = (getattr(warnings, "_filters_mutated", None)
+               or getattr(warnings, "_filters_mutated_lock_held", None))
     if changed is not None:
         changed()
