@@ -1,4 +1,5 @@
-"""The fork path of the ``run`` fixture: inner pytest runs forked from a server that has imported torch once.
+"""The fork path of the ``run`` fixture: inner pytest runs forked from a server that has imported
+torch once.
 
 An inner run as a real subprocess spends about 2.5 of its 3 CPU seconds
 starting Python and importing torch and what ``torch.compile`` imports.
@@ -36,21 +37,26 @@ SERVER_PROGRAM = Path(__file__).with_name("fork_server.py")
 # Read by pytest or the terminal once the inner run is going, never at start-up nor by the server's
 # imports: they may differ from the server's. (PYTEST_* too, except the plugin's own, below.)
 RUN_TIME_VARIABLES = frozenset({"PY_COLORS", "COLUMNS", "LINES"})
-# Read only to find the user site-packages at start-up (pytester sets it per test); inert where that is off.
+# Read only to find the user site-packages at start-up (pytester sets it per test); inert where that
+# is off.
 HOME_VARIABLES = frozenset({"HOME", "USERPROFILE"})
 # The plugin's start-up hook reads PYTEST_NOCOMPILE_EVENTS as Python starts.
 PLUGIN_START_UP_PREFIX = "PYTEST_NOCOMPILE_"
-# Any of these beside a run's path entries would be imported at start-up, or instead of the server's module.
+# Any of these beside a run's path entries would be imported at start-up, or instead of the server's
+# module.
 START_UP_MODULES = frozenset({"sitecustomize", "usercustomize"})
 
 
 def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The server's environment: ``environ`` without PYTHONPATH (each run's child builds its own ``sys.path``)."""
+    """The server's environment: ``environ`` without PYTHONPATH (each run's child builds its own
+    ``sys.path``)."""
     return {name: value for name, value in environ.items() if name != "PYTHONPATH"}
 
 
-def start_up_difference(environ: Mapping[str, str], other: Mapping[str, str], user_site: bool) -> Optional[str]:
-    """The first variable read at start-up whose value differs between the two environments, or None."""
+def start_up_difference(environ: Mapping[str, str], other: Mapping[str, str],
+                        user_site: bool) -> Optional[str]:
+    """The first variable read at start-up whose value differs between the two environments, or
+    None."""
     for name in sorted(set(environ) | set(other)):
         if environ.get(name) != other.get(name) and read_at_start_up(name, user_site):
             return name
@@ -58,7 +64,8 @@ def start_up_difference(environ: Mapping[str, str], other: Mapping[str, str], us
 
 
 def read_at_start_up(name: str, user_site: bool) -> bool:
-    """Whether a forked run could see the server's value of ``name`` where a subprocess would see its own."""
+    """Whether a forked run could see the server's value of ``name`` where a subprocess would see
+    its own."""
     if name == "PYTHONPATH":
         return False  # the forked child builds sys.path from it as Python does
     if name.startswith("PYTEST_"):
@@ -69,7 +76,8 @@ def read_at_start_up(name: str, user_site: bool) -> bool:
 
 
 class ForkServer:
-    """One ``fork_server.py`` process, started on first use, forking one child per inner run; one run at a time.
+    """One ``fork_server.py`` process, started on first use, forking one child per inner run; one
+    run at a time.
 
     Its environment is that of the tests' process at the start of a test
     (:meth:`follow`), so that a run whose test changed no variable forks.
@@ -87,7 +95,8 @@ class ForkServer:
         self._responses: Optional[IO[bytes]] = None
 
     def follow(self, environ: Mapping[str, str]) -> None:
-        """Serve the runs of a test that started with ``environ``: a server started with another one ends.
+        """Serve the runs of a test that started with ``environ``: a server started with another one
+        ends.
 
         The tests' process changes its own environment for good at times
         (inductor sets ``TORCHINDUCTOR_CACHE_DIR`` on its first compile), and a
@@ -114,8 +123,9 @@ class ForkServer:
         request_read, self._requests = os.pipe()
         response_read, response_write = os.pipe()
         with self.log.open("ab") as log:
-            # The server's stdio as an inner run's will be: stdout and stderr regular files (each child
-            # points them at its own), stdin not a terminal. No descriptor of this process leaks into it.
+            # The server's stdio as an inner run's will be: stdout and stderr regular files (each
+            # child points them at its own), stdin not a terminal. No descriptor of this process
+            # leaks into it.
             self._process = subprocess.Popen(
                 [sys.executable, str(SERVER_PROGRAM), str(request_read), str(response_write)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.environment,
@@ -133,7 +143,8 @@ class ForkServer:
         self.user_site = hello["ready"]["user_site"]
 
     def _read(self, timeout: Optional[float] = None) -> Optional[dict[str, Any]]:
-        """The next message; None at the end of the pipe. Raises TimeoutError after ``timeout`` seconds."""
+        """The next message; None at the end of the pipe. Raises TimeoutError after ``timeout``
+        seconds."""
         assert self._responses is not None
         if timeout is not None and not select.select([self._responses], [], [], timeout)[0]:
             raise TimeoutError
@@ -144,39 +155,48 @@ class ForkServer:
     def _send(self, message: dict[str, Any]) -> None:
         os.write(self._requests, (json.dumps(message) + "\n").encode())
 
-    def why_not_forked(self, cmdargs: Sequence[str], env: Mapping[str, str], cwd: str) -> Optional[str]:
-        """Why this run must be a real subprocess, or None when a forked child behaves as that subprocess would."""
+    def why_not_forked(self, cmdargs: Sequence[str], env: Mapping[str, str],
+                       cwd: str) -> Optional[str]:
+        """Why this run must be a real subprocess, or None when a forked child behaves as that
+        subprocess would."""
         if list(cmdargs[:2]) != [sys.executable, "-mpytest"]:
             return f"not pytester's python -mpytest: {cmdargs[:2]}"
         if not self.available():
             return f"no fork server: {self.refusal}"
         name = start_up_difference(env, self.environment, self.user_site)
         if name is not None:
-            return f"{name} differs from the fork server's ({self.environment.get(name)!r}), and is read at start-up"
+            return (f"{name} differs from the fork server's ({self.environment.get(name)!r}), "
+                    "and is read at start-up")
         pythonpath = env.get("PYTHONPATH", "")
         for entry in [cwd, *(pythonpath.split(os.pathsep) if pythonpath else [])]:
             shadow = self._shadowing(os.path.join(cwd, entry))
             if shadow is not None:
-                return f"{shadow} would be imported at start-up or instead of the fork server's module"
+                return (f"{shadow} would be imported at start-up or instead of the fork "
+                        "server's module")
         return None
 
     def _shadowing(self, entry: str) -> Optional[str]:
-        """A file or folder in path entry ``entry`` named like a module the server imported, or a start-up module."""
+        """A file or folder in path entry ``entry`` named like a module the server imported, or a
+        start-up module."""
         try:
             names = os.listdir(entry)
         except OSError:
             return None
         for name in names:
-            module = name.partition(".")[0]  # torch, torch.py, torch.cpython-311-x86_64-linux-gnu.so
+            # torch, torch.py, torch.cpython-311-x86_64-linux-gnu.so
+            module = name.partition(".")[0]
             if module in self.modules or module in START_UP_MODULES:
                 return os.path.join(entry, name)
         return None
 
-    def popen(self, cmdargs: Sequence[str], env: Mapping[str, str], cwd: str, stdout: Path, stderr: Path) -> ForkedProcess:
-        """Fork ``python -mpytest ARGS`` as a child of the server, writing into the files ``stdout`` and ``stderr``."""
+    def popen(self, cmdargs: Sequence[str], env: Mapping[str, str], cwd: str, stdout: Path,
+              stderr: Path) -> ForkedProcess:
+        """Fork ``python -mpytest ARGS`` as a child of the server, writing into the files ``stdout``
+        and ``stderr``."""
         umask = os.umask(0)  # read by setting it: put back at once
         os.umask(umask)
-        self._send({"argv": list(cmdargs), "env": dict(env), "cwd": cwd, "umask": umask, "stdout": str(stdout), "stderr": str(stderr)})
+        self._send({"argv": list(cmdargs), "env": dict(env), "cwd": cwd, "umask": umask,
+                    "stdout": str(stdout), "stderr": str(stderr)})
         started = self._read()
         if started is None:
             raise RuntimeError(f"the fork server exited; see {self.log}")
@@ -194,7 +214,8 @@ class ForkServer:
 
 
 class ForkedProcess:
-    """The part of ``subprocess.Popen`` that ``Pytester.run`` uses, for a run forked by the server."""
+    """The part of ``subprocess.Popen`` that ``Pytester.run`` uses, for a run forked by the
+    server."""
 
     stdin = None  # the child's stdin is already at its end, as pytester's closed pipe leaves it
 
@@ -212,7 +233,8 @@ class ForkedProcess:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
             if ended is None:
                 raise RuntimeError(f"the fork server exited; see {self.server.log}")
-            self.returncode = os.waitstatus_to_exitcode(ended["status"])  # a signal's number negated, as Popen gives it
+            # a signal's number negated, as Popen gives it
+            self.returncode = os.waitstatus_to_exitcode(ended["status"])
         return self.returncode
 
     def kill(self) -> None:
@@ -221,22 +243,27 @@ class ForkedProcess:
 
 
 class ForkingPopen:
-    """A stand-in for ``pytester.popen``: forks where the run would behave as a subprocess, else starts the subprocess."""
+    """A stand-in for ``pytester.popen``: forks where the run would behave as a subprocess, else
+    starts the subprocess."""
 
     def __init__(self, pytester: pytest.Pytester, server: ForkServer) -> None:
         self.pytester = pytester
         self.server = server
 
-    def __call__(self, cmdargs: Sequence[str], stdout: Any = subprocess.PIPE, stderr: Any = subprocess.PIPE,
-                 stdin: Any = pytest.Pytester.CLOSE_STDIN, **kw: Any) -> Any:
-        # The environment Pytester.popen gives its subprocess: the working directory first in PYTHONPATH.
+    def __call__(self, cmdargs: Sequence[str], stdout: Any = subprocess.PIPE,
+                 stderr: Any = subprocess.PIPE, stdin: Any = pytest.Pytester.CLOSE_STDIN,
+                 **kw: Any) -> Any:
+        # The environment Pytester.popen gives its subprocess: the working directory first in
+        # PYTHONPATH.
         env = os.environ.copy()
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH", "")]))
-        reason = "not run by pytester.run" if kw or stdin is not pytest.Pytester.CLOSE_STDIN or not hasattr(stdout, "name") \
-            else self.server.why_not_forked(cmdargs, env, os.getcwd())
+        reason = ("not run by pytester.run"
+                  if kw or stdin is not pytest.Pytester.CLOSE_STDIN or not hasattr(stdout, "name")
+                  else self.server.why_not_forked(cmdargs, env, os.getcwd()))
         if reason is not None:
             print(f"    as a subprocess: {reason}")
-            return pytest.Pytester.popen(self.pytester, cmdargs, stdout=stdout, stderr=stderr, stdin=stdin, **kw)
+            return pytest.Pytester.popen(self.pytester, cmdargs, stdout=stdout,
+                                         stderr=stderr, stdin=stdin, **kw)
         print("    forked from the fork server")
         return self.server.popen(cmdargs, env, os.getcwd(), Path(stdout.name), Path(stderr.name))
 
@@ -244,7 +271,8 @@ class ForkingPopen:
 @contextmanager
 def forking(pytester: pytest.Pytester, server: ForkServer) -> Iterator[None]:
     """While open, ``pytester``'s subprocess runs are forked from ``server`` where they can be."""
-    pytester.popen = ForkingPopen(pytester, server)  # type: ignore[method-assign, assignment]  # a callable with popen's parameters
+    # a callable with popen's parameters
+    pytester.popen = ForkingPopen(pytester, server)  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:

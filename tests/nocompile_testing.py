@@ -18,13 +18,14 @@ from pytest_nocompile.record.record import RecompileRecord
 DATA = Path(__file__).parent / "data"
 # The outer run's: an inner run sets its own per test (here, not in conftest.py: a test module's
 # `from conftest import` can find tests/acceptance/conftest.py first in a whole-suite run).
-OUTER_RUN_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID",
-                       "PYTEST_NOCOMPILE_EVENTS")
+OUTER_RUN_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT",
+                       "PYTEST_XDIST_TESTRUNUID", "PYTEST_NOCOMPILE_EVENTS")
 DOCS = Path(__file__).parent.parent / "docs"
 
 
 class RunPytest(Protocol):
-    """The ``run`` fixture: pytest with only this plugin, in a subprocess, on the files written to ``pytester``."""
+    """The ``run`` fixture: pytest with only this plugin, in a subprocess, on the files written to
+    ``pytester``."""
 
     def __call__(self, *args: str) -> pytest.RunResult: ...
 
@@ -41,7 +42,8 @@ def recorded_messages(name: str) -> list[str]:
 
 
 def _torch_version() -> tuple[int, int]:
-    """The installed torch's (major, minor), read from its metadata: importing torch here would slow every test module."""
+    """The installed torch's (major, minor), read from its metadata: importing torch here would slow
+    every test module."""
     try:
         text = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
@@ -53,20 +55,27 @@ def _torch_version() -> tuple[int, int]:
 TORCH = _torch_version()
 # What dynamo's messages carry, by torch version (tests/data/torch-X.Y-* recordings):
 HAS_COMPILE_IDS = TORCH >= (2, 5)  # each guard failure starts with its compile id, "0/0: "
-HAS_GUARD_SOURCE = TORCH >= (2, 9)  # a "# code  # file:line" comment after the guard: the plugin's "guarded at:" line
-HAS_RECOMPILE_REASON_METRIC = TORCH >= (2, 7)  # get_compilation_metrics() entries carry recompile_reason
-# From 2.7 a graph break's reason is "Failed to trace builtin operator" with an "Explanation:" naming `print`;
-# 2.6 (and 2.4/2.5, from the logged exception) give "Unsupported: builtin: print [...] False" and no explanation.
+# a "# code  # file:line" comment after the guard: the plugin's "guarded at:" line
+HAS_GUARD_SOURCE = TORCH >= (2, 9)
+# get_compilation_metrics() entries carry recompile_reason
+HAS_RECOMPILE_REASON_METRIC = TORCH >= (2, 7)
+# From 2.7 a graph break's reason is "Failed to trace builtin operator" with an "Explanation:"
+# naming `print`; 2.6 (and 2.4/2.5, from the logged exception) give
+# "Unsupported: builtin: print [...] False" and no explanation.
 HAS_GRAPH_BREAK_EXPLANATION = TORCH >= (2, 7)
-PRINT_BREAK_REASON = "Failed to trace builtin operator" if HAS_GRAPH_BREAK_EXPLANATION else "Unsupported: builtin: print *"
-LIMIT_CONFIG = "recompile_limit" if TORCH >= (2, 7) else "cache_size_limit"  # the config dynamo names when a frame hits it
+PRINT_BREAK_REASON = ("Failed to trace builtin operator" if HAS_GRAPH_BREAK_EXPLANATION
+                      else "Unsupported: builtin: print *")
+# the config dynamo names when a frame hits it
+LIMIT_CONFIG = "recompile_limit" if TORCH >= (2, 7) else "cache_size_limit"
 
-# A guard written the torch >= 2.7 way names locals bare: "n == 2", "self.factor == 2", "tensor 'x' ...",
-# "expected type of 'x' ...", "___check_obj_id(self.training, ...)". Up to 2.6 they read L['n'],
-# L['self'].factor, 'L['x']', ___check_obj_id(L['self'].training, ...). Only these
+# A guard written the torch >= 2.7 way names locals bare: "n == 2", "self.factor == 2",
+# "tensor 'x' ...", "expected type of 'x' ...", "___check_obj_id(self.training, ...)". Up to 2.6
+# they read L['n'], L['self'].factor, 'L['x']', ___check_obj_id(L['self'].training, ...). Only these
 # spellings of the same local are accepted: the name itself must still be there.
-_GUARD_TOKEN = re.compile(r"(?<![\w.'\[])(?P<leading>[A-Za-z_]\w*)(?=\.|\[| ==)|(?:(?<=tensor )|(?<=type of ))'(?P<quoted>[A-Za-z_]\w*)'|(?P<star>\*)")
-_GUARD_AT = re.compile(r"^(?P<prefix>.*?(?:guard failed: |recompiled: ))(?:(?P<compile_id>\d+/\d+): )?(?P<guard>.*)$")
+_GUARD_TOKEN = re.compile(r"(?<![\w.'\[])(?P<leading>[A-Za-z_]\w*)(?=\.|\[| ==)|"
+                          r"(?:(?<=tensor )|(?<=type of ))'(?P<quoted>[A-Za-z_]\w*)'|(?P<star>\*)")
+_GUARD_AT = re.compile(
+    r"^(?P<prefix>.*?(?:guard failed: |recompiled: ))(?:(?P<compile_id>\d+/\d+): )?(?P<guard>.*)$")
 
 
 def _local(name: str) -> str:
@@ -74,7 +83,8 @@ def _local(name: str) -> str:
 
 
 def guard_regex(guard: str) -> str:
-    """A regex for a guard as torch >= 2.7 words it ('*' a wildcard) that also accepts torch <= 2.6's ``L['name']`` spelling."""
+    """A regex for a guard as torch >= 2.7 words it ('*' a wildcard) that also accepts
+    torch <= 2.6's ``L['name']`` spelling."""
     parts: list[str] = []
     end = 0
     for token in _GUARD_TOKEN.finditer(guard):
@@ -91,7 +101,8 @@ def guard_regex(guard: str) -> str:
 
 
 def guard_matches(actual: str, expected: str) -> bool:
-    """Whether a guard text the plugin reported is ``expected`` (torch >= 2.7 wording) in this torch's spelling."""
+    """Whether a guard text the plugin reported is ``expected`` (torch >= 2.7 wording) in this
+    torch's spelling."""
     return re.fullmatch(guard_regex(expected), actual) is not None
 
 
@@ -108,22 +119,25 @@ def line_regex(line: str) -> str:
     match = _GUARD_AT.match(line)
     if match is None:
         return _fnmatch_regex(line) + r"\Z"
-    compile_id = f"{re.escape(match['compile_id'])}: " if match["compile_id"] and HAS_COMPILE_IDS else ""
+    compile_id = (f"{re.escape(match['compile_id'])}: "
+                  if match["compile_id"] and HAS_COMPILE_IDS else "")
     return _fnmatch_regex(match["prefix"]) + compile_id + guard_regex(match["guard"]) + r"\Z"
 
 
 def expected_lines(lines: list[str]) -> list[str]:
     """Regexes for ``lines`` as this torch prints them.
 
-    "guarded at:" lines are left out before torch 2.9 (no guard source to read), "explanation:" lines
-    before torch 2.7 (graph breaks carry none).
+    "guarded at:" lines are left out before torch 2.9 (no guard source to read), "explanation:"
+    lines before torch 2.7 (graph breaks carry none).
     """
     return [line_regex(line) for line in lines
-            if (HAS_GUARD_SOURCE or "guarded at: " not in line) and (HAS_GRAPH_BREAK_EXPLANATION or "explanation: " not in line)]
+            if (HAS_GUARD_SOURCE or "guarded at: " not in line)
+               and (HAS_GRAPH_BREAK_EXPLANATION or "explanation: " not in line)]
 
 
 def expect_lines(result: pytest.RunResult, lines: list[str]) -> None:
-    """Assert the output holds these lines, consecutively ('*' is a wildcard; guards as torch 2.13 words them, see :func:`line_regex`)."""
+    """Assert the output holds these lines, consecutively ('*' is a wildcard; guards as torch 2.13
+    words them, see :func:`line_regex`)."""
     result.stdout.re_match_lines(expected_lines(lines), consecutive=True)
 
 
@@ -143,28 +157,35 @@ def recompile_once():
 
 
 def docs_snippet(page: str, file_name: str) -> str:
-    """The python block of ``docs/<page>`` whose first line is ``# <file_name>``: an example run as users would run it."""
+    """The python block of ``docs/<page>`` whose first line is ``# <file_name>``: an example run as
+    users would run it."""
     text = (DOCS / page).read_text()
-    (block,) = [block for block in re.findall(r"^```python\n(.*?)^```$", text, re.M | re.S) if block.startswith(f"# {file_name}\n")]
+    (block,) = [block for block in re.findall(r"^```python\n(.*?)^```$", text, re.M | re.S)
+                if block.startswith(f"# {file_name}\n")]
     return block
 
 
-def with_health_counts(counts: dict[str, int], prefix: str = "", as_text: bool = False, baseline: bool = False) -> dict[str, object]:
-    """``counts`` of the first three kinds, followed by a 0 for each compile-health kind of ``KINDS`` where one shows.
+def with_health_counts(counts: dict[str, int], prefix: str = "", as_text: bool = False,
+                       baseline: bool = False) -> dict[str, object]:
+    """``counts`` of the first three kinds, followed by a 0 for each compile-health kind of
+    ``KINDS`` where one shows.
 
-    A result's or a record's counts carry every counted kind; a baseline the kinds it gates (``baseline=True``);
-    junit properties (``prefix="nocompile_"``, ``as_text=True``: values as text) a compile-health kind only where
-    the test budgets it or has some, so none of them here.
+    A result's or a record's counts carry every counted kind; a baseline the kinds it gates
+    (``baseline=True``); junit properties (``prefix="nocompile_"``, ``as_text=True``: values as
+    text) a compile-health kind only where the test budgets it or has some, so none of them here.
     """
     from pytest_nocompile.vocabulary.kinds import COUNTED_KINDS
 
-    health = [kind for kind in COUNTED_KINDS if kind.events == "health" and (kind.gated_by_baseline or not baseline)]
+    health = [kind for kind in COUNTED_KINDS
+              if kind.events == "health" and (kind.gated_by_baseline or not baseline)]
     zeros = {} if prefix else {kind.key: 0 for kind in health}
-    return {prefix + key: str(value) if as_text else value for key, value in {**counts, **zeros}.items()}
+    return {prefix + key: str(value) if as_text else value
+            for key, value in {**counts, **zeros}.items()}
 
 
 class BudgetedRecord(RecompileRecord):
-    """A test's record with its budget beside it, as the watcher holds the two: what the unit tests judge."""
+    """A test's record with its budget beside it, as the watcher holds the two: what the unit tests
+    judge."""
 
     def __init__(self, budget: RecompileBudget | None = None) -> None:
         super().__init__()

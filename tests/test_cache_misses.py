@@ -1,8 +1,9 @@
-"""max_cache_misses: inductor's FX graph cache and the AOTAutograd cache, with real inductor compiles on CPU.
+"""max_cache_misses: inductor's FX graph cache and the AOTAutograd cache, with real inductor
+compiles on CPU.
 
-The docs' example (docs/cache-misses.md) is run as written. Each scenario compiles into its own cache folder under the test's tmp_path
-(``TORCHINDUCTOR_CACHE_DIR``), never the user's shared cache. The AOTAutograd
-cache is switched on by its variables: torch 2.5 and 2.6 leave it off. A cold
+The docs' example (docs/cache-misses.md) is run as written. Each scenario compiles into its own
+cache folder under the test's tmp_path (``TORCHINDUCTOR_CACHE_DIR``), never the user's shared cache.
+The AOTAutograd cache is switched on by its variables: torch 2.5 and 2.6 leave it off. A cold
 inductor compile costs seconds, so the scenarios are few and share their runs.
 """
 
@@ -15,12 +16,18 @@ import pytest
 from test_readme import Block, block_containing
 
 from nocompile_testing import TORCH, RunPytest, expect_lines
-from pytest_nocompile.observe.sources.cache_bypass_reasons import AUTOGRAD_BYPASS, FX_GRAPH_BYPASS, CacheBypassReasons, short_reason
+from pytest_nocompile.observe.sources.cache_bypass_reasons import (
+    AUTOGRAD_BYPASS,
+    FX_GRAPH_BYPASS,
+    CacheBypassReasons,
+    short_reason,
+)
 from pytest_nocompile.record.process_events import ProcessEvents
 from pytest_nocompile.vocabulary.events import HealthEvent
 from pytest_nocompile.vocabulary.kinds import CACHE_MISSES
 
-LOGS_LOOKUP_BYPASS_REASON = TORCH >= (2, 8)  # 2.5 to 2.7 count a bypass found at lookup without logging why
+# 2.5 to 2.7 count a bypass found at lookup without logging why
+LOGS_LOOKUP_BYPASS_REASON = TORCH >= (2, 8)
 
 CLEARED = """
 import pytest
@@ -62,7 +69,8 @@ def test_bypass():
 
 @pytest.fixture
 def private_cache(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A compile cache of the test's own, with the AOTAutograd cache switched on in every torch that has it."""
+    """A compile cache of the test's own, with the AOTAutograd cache switched on in every torch that
+    has it."""
     if TORCH < (2, 5):  # (0, 0) without torch
         pytest.skip("max_cache_misses needs torch >= 2.5")
     folder = pytester.path / "inductor-cache"
@@ -100,46 +108,61 @@ def test_the_docs_warm_start_misses_in_a_cold_cache_and_hits_in_a_second_process
 
 
 def text_block_after(block: Block, words: str) -> str:
-    """The first ```text block after ``block`` in its page that follows a paragraph starting with ``words``."""
+    """The first ```text block after ``block`` in its page that follows a paragraph starting with
+    ``words``."""
     page = block.page.read_text()
     after = page.index(block.text) + len(block.text)
     start = page.index("```text\n", page.index(words, after)) + len("```text\n")
     return page[start:page.index("```", start)].rstrip("\n")
 
 
-def test_a_bypass_counts_as_a_miss_with_torchs_reason(pytester: pytest.Pytester, run: RunPytest, private_cache: Path) -> None:
+def test_a_bypass_counts_as_a_miss_with_torchs_reason(pytester: pytest.Pytester, run: RunPytest,
+                                                      private_cache: Path) -> None:
     pytester.makepyfile(test_bypass=BYPASS)
     result = run("-W", "ignore::DeprecationWarning", "--nocompile-report")
     result.assert_outcomes(failed=1)
-    reason = ["    reason: Unsupported call_function target *autograd_function_apply*"] if LOGS_LOOKUP_BYPASS_REASON else []
+    reason = (["    reason: Unsupported call_function target *autograd_function_apply*"]
+              if LOGS_LOOKUP_BYPASS_REASON else [])
     expect_lines(result, [
         "2 cache misses > max_cache_misses(0) (marker on the test)",
-        "[1/2] aot_autograd.autograd_cache_bypass in compile 0/0 of triple_plus_one (test_bypass.py:13)",
+        "[1/2] aot_autograd.autograd_cache_bypass in compile 0/0 of triple_plus_one "
+        "(test_bypass.py:13)",
         *reason,
-        "    triggered by: test_bypass.py:18 in test_bypass: torch.compile(triple_plus_one)(torch.ones(3, requires_grad=True))",
+        "    triggered by: test_bypass.py:18 in test_bypass: "
+        "torch.compile(triple_plus_one)(torch.ones(3, requires_grad=True))",
         "[2/2] inductor.fxgraph_cache_miss in compile 0/0 of triple_plus_one (test_bypass.py:13)",
     ])
-    cause = "test_bypass.py::test_bypass: aot_autograd.autograd_cache_bypass of triple_plus_one (test_bypass.py:13)"
-    result.stdout.fnmatch_lines([cause + (": Unsupported call_function target *" if LOGS_LOOKUP_BYPASS_REASON else "")])
+    cause = ("test_bypass.py::test_bypass: aot_autograd.autograd_cache_bypass of triple_plus_one "
+             "(test_bypass.py:13)")
+    result.stdout.fnmatch_lines(
+        [cause + (": Unsupported call_function target *" if LOGS_LOOKUP_BYPASS_REASON else "")])
 
 
 OLD_TORCH = """
 import pytest
 import pytest_nocompile.judge.installed_versions as installed_versions
 
-# The version the plugin reads from torch's metadata (never importing it); everything else asks the real one.
+# The version the plugin reads from torch's metadata (never importing it); everything else asks
+# the real one.
 real_version = installed_versions.distribution_version
-installed_versions.distribution_version = lambda name: "2.4.1" if name == "torch" else real_version(name)
+installed_versions.distribution_version = (
+    lambda name: "2.4.1" if name == "torch" else real_version(name))
 """
 
 
-def test_a_torch_without_the_counters_is_a_usage_error_naming_the_first_torch_with_them(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_torch_without_the_counters_is_a_usage_error_naming_the_first_torch_with_them(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
     pytester.makeconftest(OLD_TORCH)
-    pytester.makepyfile(test_old="import pytest\n\n@pytest.mark.max_cache_misses(0)\ndef test_cold():\n    pass\n")
-    needs = "max_cache_misses needs torch >= 2.5, the first with the AOTAutograd cache's counters; torch 2.4.1 is installed"
+    pytester.makepyfile(
+        test_old="import pytest\n\n@pytest.mark.max_cache_misses(0)\ndef test_cold():\n    pass\n")
+    needs = ("max_cache_misses needs torch >= 2.5, the first with the AOTAutograd cache's "
+             "counters; torch 2.4.1 is installed")
     result = run()
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*ERROR at setup of test_cold*", f"unusable max_cache_misses marker on test_old.py::test_cold: {needs}"])
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_cold*",
+                                 "unusable max_cache_misses marker on "
+                                 f"test_old.py::test_cold: {needs}"])
     result = run("--max-cache-misses=0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: --max-cache-misses: {needs}"])
@@ -148,7 +171,9 @@ def test_a_torch_without_the_counters_is_a_usage_error_naming_the_first_torch_wi
     result.stderr.fnmatch_lines([f"ERROR: ini key max_cache_misses: {needs}"])
 
 
-def test_a_torch_without_the_counters_refuses_the_block_assertions_and_the_warm_start(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_torch_without_the_counters_refuses_the_block_assertions_and_the_warm_start(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
     # Each would count nothing there, and pass: a warm start would seem to miss nothing.
     pytester.makeconftest(OLD_TORCH)
     pytester.makepyfile(test_old="""
@@ -166,9 +191,12 @@ def test_warm_start(nocompile_warm_start):
 """)
     result = run("-p", "no:randomly")
     result.assert_outcomes(failed=3)
-    needs = "needs torch >= 2.5, the first with the AOTAutograd cache's counters; torch 2.4.1 is installed"
+    needs = ("needs torch >= 2.5, the first with the AOTAutograd cache's counters; "
+             "torch 2.4.1 is installed")
     result.stdout.fnmatch_lines([f"E *RuntimeError: pytest-nocompile cannot count: {what} {needs}"
-                                 for what in ("assert_max_cache_misses", "nocompile_assert_max_cache_misses", "nocompile_warm_start")])
+                                 for what in ("assert_max_cache_misses",
+                                              "nocompile_assert_max_cache_misses",
+                                              "nocompile_warm_start")])
 
 
 def test_torchs_reason_joins_the_bypass_just_counted_and_counts_nothing_itself() -> None:
@@ -176,7 +204,8 @@ def test_torchs_reason_joins_the_bypass_just_counted_and_counts_nothing_itself()
     events.add_health(HealthEvent(AUTOGRAD_BYPASS, 1))
     events.add_health(HealthEvent("inductor.fxgraph_cache_miss", 1))
     events.add_health(HealthEvent(AUTOGRAD_BYPASS, 0, "Unsupported call_function target"))
-    events.add_health(HealthEvent(FX_GRAPH_BYPASS, 0, "a reason without its count"))  # its count was never seen
+    # its count was never seen
+    events.add_health(HealthEvent(FX_GRAPH_BYPASS, 0, "a reason without its count"))
     assert [(event.what, event.amount, event.reason) for event in events.health] == [
         (AUTOGRAD_BYPASS, 1, "Unsupported call_function target"),
         ("inductor.fxgraph_cache_miss", 1, None),
@@ -188,22 +217,28 @@ def test_torchs_reason_joins_the_bypass_just_counted_and_counts_nothing_itself()
 def test_the_reason_source_hears_torchs_bypass_messages_silently_and_leaves_the_loggers_as_they_were(
         caplog: pytest.LogCaptureFixture) -> None:
     heard: list[tuple[str, float, str | None]] = []
-    source = CacheBypassReasons(lambda what, amount, reason: heard.append((what, amount, reason)), lambda: {FX_GRAPH_BYPASS, AUTOGRAD_BYPASS})
-    fx_graph, autograd = logging.getLogger("torch._inductor.codecache"), logging.getLogger("torch._functorch._aot_autograd.autograd_cache")
+    source = CacheBypassReasons(lambda what, amount, reason: heard.append((what, amount, reason)),
+                                lambda: {FX_GRAPH_BYPASS, AUTOGRAD_BYPASS})
+    fx_graph, autograd = (logging.getLogger("torch._inductor.codecache"),
+                          logging.getLogger("torch._functorch._aot_autograd.autograd_cache"))
     before = [(logger.level, dict(vars(logger))) for logger in (fx_graph, autograd)]
     source.arm()
     try:
-        fx_graph.info("Bypassing FX Graph Cache because '%s'", ValueError("Unsupported post grad custom pass"))
+        fx_graph.info("Bypassing FX Graph Cache because '%s'",
+                      ValueError("Unsupported post grad custom pass"))
         fx_graph.info("fx graph cache miss for key %s", "abc")  # not a bypass
-        autograd.warning("Bypassing autograd cache due to: %s", "Unsupported call_function target\n Function module: m")
+        autograd.warning("Bypassing autograd cache due to: %s",
+                         "Unsupported call_function target\n Function module: m")
     finally:
         source.disarm()
     fx_graph.info("Bypassing FX Graph Cache because '%s'", "after disarming")
     assert heard == [(FX_GRAPH_BYPASS, 0, "Unsupported post grad custom pass"),
                      (AUTOGRAD_BYPASS, 0, "Unsupported call_function target Function module: m")]
     assert [(logger.level, dict(vars(logger))) for logger in (fx_graph, autograd)] == before
-    # torch's WARNING still reaches the user's handlers; its INFO records are made no more than before.
-    assert [record.getMessage()[:31] for record in caplog.records] == ["Bypassing autograd cache due to"]
+    # torch's WARNING still reaches the user's handlers; its INFO records are made no more than
+    # before.
+    assert ([record.getMessage()[:31] for record in caplog.records]
+            == ["Bypassing autograd cache due to"])
 
 
 def test_a_long_reason_is_cut_to_one_line() -> None:
@@ -218,7 +253,8 @@ import torch
 from pytest_nocompile.observe.capture import DYNAMO_LOGS
 
 def missing_backend(gm, example_inputs):
-    # Stands in for inductor: reports a cache miss from inside the compile, as torch's counter would.
+    # Stands in for inductor: reports a cache miss from inside the compile, as torch's counter
+    # would.
     DYNAMO_LOGS.emit_health("inductor.fxgraph_cache_miss")
     return gm.forward
 
@@ -231,21 +267,24 @@ def test_in_this_process():
 
 @pytest.mark.max_cache_misses(0)
 def test_in_a_child():
-    code = "import test_signals as t, torch; torch.compile(t.scale, backend=t.missing_backend)(torch.ones(2))"
+    code = ("import test_signals as t, torch; "
+            "torch.compile(t.scale, backend=t.missing_backend)(torch.ones(2))")
     subprocess.run([sys.executable, "-c", code], check=True)
 """
 
 
 @pytest.mark.skipif(TORCH < (2, 5), reason="max_cache_misses needs torch >= 2.5")
-def test_a_miss_names_the_function_compiled_in_this_process_and_in_a_child(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_miss_names_the_function_compiled_in_this_process_and_in_a_child(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
     pytester.makepyfile(test_signals=SIGNALLING_BACKEND)
     result = run()
     result.assert_outcomes(failed=2)
     expect_lines(result, [
         "1 cache miss > max_cache_misses(0) (marker on the test)",
-        "[1/1] inductor.fxgraph_cache_miss in compile 0/0 of scale (test_signals.py:11)",
+        "[1/1] inductor.fxgraph_cache_miss in compile 0/0 of scale (test_signals.py:12)",
     ])
     expect_lines(result, [
         "pid * (python -c *): 1 cache miss > max_cache_misses(0) (marker on the test)",
-        "[1/1] inductor.fxgraph_cache_miss in compile 0/0 of scale (test_signals.py:11)",
+        "[1/1] inductor.fxgraph_cache_miss in compile 0/0 of scale (test_signals.py:12)",
     ])

@@ -1,4 +1,5 @@
-"""Guard classes and stable reasons, on guards and graph breaks recorded from every torch minor release 2.4-2.15: pure code."""
+"""Guard classes and stable reasons, on guards and graph breaks recorded from every torch minor
+release 2.4-2.15: pure code."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from pytest_nocompile.vocabulary.graph_break_events import parse_graph_break_mes
 RECORDINGS = sorted(path.name for path in DATA.glob("torch-*-recompiles*.txt"))
 GRAPH_BREAK_RECORDINGS = sorted(path.name for path in DATA.glob("torch-*-graph_breaks.txt"))
 
-# What each recorded scenario's guard is (tests/data/record_messages.py's SCENARIOS), whatever torch wrote.
+# What each recorded scenario's guard is (tests/data/record_messages.py's SCENARIOS), whatever torch
+# wrote.
 RECORDED_CLASSES = [
     (re.compile(r"^(L\['n'\]|n) == \d+$"), "python int", "n"),
     (re.compile(r"dtype mismatch"), "dtype", "x"),
@@ -33,8 +35,10 @@ def test_every_recorded_guard_has_its_class_and_subject(recording: str) -> None:
     seen = set()
     for message in recorded_messages(recording):
         for reason in parse_recompile_message(message)[3]:
-            expected = next(((name, subject) for pattern, name, subject in RECORDED_CLASSES if pattern.search(reason.guard)), None)
-            assert expected is not None, f"a recorded guard no row of this test expects: {reason.guard!r}"
+            expected = next(((name, subject) for pattern, name, subject in RECORDED_CLASSES
+                             if pattern.search(reason.guard)), None)
+            assert expected is not None, (
+                f"a recorded guard no row of this test expects: {reason.guard!r}")
             found = classify(reason.guard)
             assert found.name == expected[0], reason.guard
             if expected[1] is not None:
@@ -66,7 +70,8 @@ def test_every_recorded_guard_has_its_class_and_subject(recording: str) -> None:
     ("idx.stride()[0] == idx.size()[1]", "stride idx dim 0"),  # dynamic sizes' strides (torch 2.13)
     ("tensor 'x' rank mismatch. expected 1, actual 2", "tensor rank x"),
     ("tensor 'x' device mismatch. expected cpu, actual cuda:0", "device x"),
-    ("tensor 'x' dispatch key set mismatch. expected DispatchKeySet(CPU), actual DispatchKeySet(CPU, AutogradCPU)", "dispatch keys x"),
+    ("tensor 'x' dispatch key set mismatch. expected DispatchKeySet(CPU), "
+     "actual DispatchKeySet(CPU, AutogradCPU)", "dispatch keys x"),
     ("expected type of 'x' to be a tensor type, ' but found <class 'torch.Tensor'>", "type x"),
     ("___check_type_id(L['x'], 94118640)", "type x"),
     ("GLOBAL_STATE changed: grad_mode", "global state grad_mode"),
@@ -74,7 +79,8 @@ def test_every_recorded_guard_has_its_class_and_subject(recording: str) -> None:
     ("___check_torch_function_mode_stack()", "global state torch_function_mode_stack"),
     ("___check_global_state()", "global state"),
     ("len(xs) == 1", "length xs"),
-    ("___check_obj_id(L['opt'], 140410047607952), type=<class 'torch.optim.adam.Adam'>", "object id opt"),
+    ("___check_obj_id(L['opt'], 140410047607952), type=<class 'torch.optim.adam.Adam'>",
+     "object id opt"),
     ("Cache line invalidated because L['self'] got deallocated", "deallocated object self"),
     ("___some_new_guard(x)", "other"),
 ])
@@ -85,8 +91,10 @@ def test_guards_of_each_class(guard: str, label: str) -> None:
 @pytest.mark.parametrize("first, second", [
     ("n == 0.1", "n == 0.2"),
     ("L['self'].param_groups[0]['lr'] == 0.003333", "self.param_groups[0]['lr'] == 0.01"),
-    ("tensor 'x' size mismatch at index 0. expected 2, actual 3", "tensor 'x' size mismatch at index 0. expected 5, actual 9"),
-    ("___check_obj_id(self, 1403), type=<class 'torch.optim.adam.Adam'>", "___check_obj_id(L['self'], 9999)"),
+    ("tensor 'x' size mismatch at index 0. expected 2, actual 3",
+     "tensor 'x' size mismatch at index 0. expected 5, actual 9"),
+    ("___check_obj_id(self, 1403), type=<class 'torch.optim.adam.Adam'>",
+     "___check_obj_id(L['self'], 9999)"),
 ])
 def test_a_new_value_or_torch_wording_leaves_the_class_and_subject(first: str, second: str) -> None:
     assert classify(first).label == classify(second).label
@@ -96,44 +104,55 @@ def test_a_fix_names_the_subject() -> None:
     assert classify("tensor 'x' size mismatch at index 1. expected 2, actual 3").fix == (
         "compile with dynamic=True, or call torch._dynamo.mark_dynamic(x, 1) before the first call")
     assert classify("self.param_groups[0]['lr'] == 0.01").fix == (
-        "self.param_groups[0]['lr'] is a Python float that changes (a scheduled learning rate): hold it in a tensor, e.g. torch.tensor(0.01)")
-    assert classify("___check_global_state()").fix.startswith("a global setting changed since the compile")  # type: ignore[union-attr]
+        "self.param_groups[0]['lr'] is a Python float that changes (a scheduled learning rate): "
+        "hold it in a tensor, e.g. torch.tensor(0.01)")
+    assert classify("___check_global_state()").fix.startswith(  # type: ignore[union-attr]
+        "a global setting changed since the compile")
     assert (classify("n == 2").fix or "").startswith("n is a Python int that changes")
     assert classify("len(x) == 2").fix is None
 
 
 def test_plain_names() -> None:
-    assert plain_names("L['self'].param_groups[0]['lr'] == G['LR']") == "self.param_groups[0]['lr'] == LR"
+    assert (plain_names("L['self'].param_groups[0]['lr'] == G['LR']")
+            == "self.param_groups[0]['lr'] == LR")
 
 
-def _event(line: int, guard: str, filename: str = "test_step.py", phase: str = "call") -> dict[str, object]:
-    return {"function": "scale", "filename": filename, "line": line, "phase": phase, "reasons": [{"guard": guard, "compile_id": "0/0"}]}
+def _event(line: int, guard: str, filename: str = "test_step.py",
+           phase: str = "call") -> dict[str, object]:
+    return {"function": "scale", "filename": filename, "line": line, "phase": phase,
+            "reasons": [{"guard": guard, "compile_id": "0/0"}]}
 
 
 def test_a_moved_line_and_a_new_value_leave_a_reason_as_it_was() -> None:
     before = call_reasons({"recompile_events": [_event(4, "n == 0.1")]})
     assert before == ["recompile scale (test_step.py): python float n"]
     assert call_reasons({"recompile_events": [_event(40, "n == 0.7")]}) == before
-    assert call_reasons({"recompile_events": [_event(4, "n == 2")]}) == ["recompile scale (test_step.py): python int n"]
+    assert (call_reasons({"recompile_events": [_event(4, "n == 2")]})
+            == ["recompile scale (test_step.py): python int n"])
     # Setup's and teardown's recompiles are not the test's: a baseline keeps what its counts count.
     assert call_reasons({"recompile_events": [_event(4, "n == 0.1", phase="setup")]}) == []
 
 
 def test_code_names_are_qualified_from_the_source(tmp_path: Path) -> None:
     source = tmp_path / "model.py"
-    source.write_text("class Net:\n    @staticmethod\n    @decorated\n    def forward(x):\n        def inner(y):\n            return y\n"
-                      "        return x\n\ndef forward(x):\n    return x\n")
-    assert code_name("forward", str(source), 2) == "Net.forward"  # a decorated function's code starts at its first decorator
+    source.write_text("class Net:\n    @staticmethod\n    @decorated\n    def forward(x):\n"
+                      "        def inner(y):\n            return y\n        return x\n\n"
+                      "def forward(x):\n    return x\n")
+    # a decorated function's code starts at its first decorator
+    assert code_name("forward", str(source), 2) == "Net.forward"
     assert code_name("forward", str(source), 4) == "Net.forward"
     assert code_name("inner", str(source), 5) == "Net.forward.<locals>.inner"
     assert code_name("forward", str(source), 9) == "forward"
     assert code_name("forward", str(tmp_path / "gone.py"), 9) == "forward"
-    assert code_name("torch_dynamo_resume_in_train_step_at_23", str(source), 30) == "train_step (resumed)"
+    assert (code_name("torch_dynamo_resume_in_train_step_at_23", str(source), 30)
+            == "train_step (resumed)")
 
 
 def test_stable_paths() -> None:
-    assert stable_path("/opt/venv/lib/python3.12/site-packages/torch/optim/adam.py") == "torch/optim/adam.py"
-    assert stable_path("/usr/lib/python3/dist-packages/torch/optim/adam.py") == "torch/optim/adam.py"
+    assert (stable_path("/opt/venv/lib/python3.12/site-packages/torch/optim/adam.py")
+            == "torch/optim/adam.py")
+    assert (stable_path("/usr/lib/python3/dist-packages/torch/optim/adam.py")
+            == "torch/optim/adam.py")
     assert stable_path(str(Path.cwd() / "tests" / "test_x.py")) == "tests/test_x.py"
     assert stable_path("relative/test_x.py") == "relative/test_x.py"
 
@@ -145,7 +164,8 @@ def test_graph_break_kinds_carry_no_path_or_address(recording: str) -> None:
         event = parse_graph_break_message(message)
         kind = graph_break_kind(event.reason, event.graph_break_id)
         assert "/" not in kind and not re.search(r"0x[0-9a-f]+|\d{6,}", kind), kind
-        linked = re.search(r"/gb/gb(\d+)\.html", message)  # torch 2.9 on links a graph break's page, by its id
+        # torch 2.9 on links a graph break's page, by its id
+        linked = re.search(r"/gb/gb(\d+)\.html", message)
         assert event.graph_break_id == (f"GB{linked[1]}" if linked else None)
         if version >= (2, 11):  # where every recorded graph break has one
             assert linked is not None
@@ -154,13 +174,17 @@ def test_graph_break_kinds_carry_no_path_or_address(recording: str) -> None:
 
 
 def test_graph_break_reasons_name_the_function_and_file() -> None:
-    event = {"filename": "test_step.py", "line": 7, "phase": "call", "reason": "Failed to trace builtin operator", "graph_break_id": "GB0059",
+    event = {"filename": "test_step.py", "line": 7, "phase": "call",
+             "reason": "Failed to trace builtin operator", "graph_break_id": "GB0059",
              "user_code": "test_step.py:7 in with_print: print('x')"}
-    assert call_reasons({"graph_break_events": [event]}) == ["graph break in with_print (test_step.py): Failed to trace builtin operator [GB0059]"]
+    assert call_reasons({"graph_break_events": [event]}) == [
+        "graph break in with_print (test_step.py): Failed to trace builtin operator [GB0059]"]
     moved = {**event, "line": 70, "user_code": "test_step.py:70 in with_print: print('x')"}
-    assert call_reasons({"graph_break_events": [moved]}) == call_reasons({"graph_break_events": [event]})
+    assert (call_reasons({"graph_break_events": [moved]})
+            == call_reasons({"graph_break_events": [event]}))
     other = {**event, "reason": "Data-dependent branching", "graph_break_id": "GB0170"}
-    assert call_reasons({"graph_break_events": [other]}) != call_reasons({"graph_break_events": [event]})
+    assert (call_reasons({"graph_break_events": [other]})
+            != call_reasons({"graph_break_events": [event]}))
 
 
 @pytest.mark.parametrize("guard, subject, held", [

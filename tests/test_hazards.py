@@ -106,66 +106,85 @@ EXPECTED = {
     "test_shape_change": [
         "[1/1] recompiled double (test_hazards_user.py:{def double})",
         "    guard failed: 0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3",
-        "      usual fix: compile with dynamic=True, or call torch._dynamo.mark_dynamic(x, 0) before the first call",
-        "    triggered by: test_hazards_user.py:{# recompiles@test_shape_change} in test_shape_change: f(torch.ones(3))  # recompiles",
+        "      usual fix: compile with dynamic=True, "
+        "or call torch._dynamo.mark_dynamic(x, 0) before the first call",
+        "    triggered by: test_hazards_user.py:{# recompiles@test_shape_change} in "
+        "test_shape_change: f(torch.ones(3))  # recompiles",
     ],
     "test_int_argument": [
         "[1/1] recompiled scale (test_hazards_user.py:{def scale})",
         "    guard failed: 0/0: n == 2",
         "      guarded at: test_hazards_user.py:{return x * n} in scale: return x * n",
         "      usual fix: n is a Python int that changes*",
-        "    triggered by: test_hazards_user.py:{# recompiles@test_int_argument} in test_int_argument: f(torch.ones(2), 3)  # recompiles",
+        "    triggered by: test_hazards_user.py:{# recompiles@test_int_argument} in "
+        "test_int_argument: f(torch.ones(2), 3)  # recompiles",
     ],
     "test_module_attribute": [
-        # Compiled whole: named by its class, compiled at the user's torch.compile line (module_names).
-        "[1/1] recompiled Scaled.forward (compiled at test_hazards_user.py:{f = torch.compile(m@test_module_attribute})",
+        # Compiled whole: named by its class, compiled at the user's torch.compile line
+        # (module_names).
+        "[1/1] recompiled Scaled.forward "
+        "(compiled at test_hazards_user.py:{f = torch.compile(m@test_module_attribute})",
         "    guard failed: 0/0: self.factor == 2",
-        "      guarded at: test_hazards_user.py:{return x * self.factor} in forward: return x * self.factor",
+        "      guarded at: test_hazards_user.py:{return x * self.factor} in forward: "
+        "return x * self.factor",
         "      usual fix: self.factor is a Python int that changes*allow_unspec_int_on_nn_module*",
-        "    triggered by: test_hazards_user.py:{# recompiles@test_module_attribute} in test_module_attribute: f(torch.ones(2))  # recompiles",
+        "    triggered by: test_hazards_user.py:{# recompiles@test_module_attribute} in "
+        "test_module_attribute: f(torch.ones(2))  # recompiles",
     ],
     "test_requires_grad": [
         "[1/1] recompiled double (test_hazards_user.py:{def double})",
         "    guard failed: 0/0: tensor 'x' requires_grad mismatch. expected requires_grad=0",
-        "    triggered by: test_hazards_user.py:{# recompiles@test_requires_grad} in test_requires_grad: f(torch.ones(2, requires_grad=True))  # recompiles",
+        "    triggered by: test_hazards_user.py:{# recompiles@test_requires_grad} in "
+        "test_requires_grad: f(torch.ones(2, requires_grad=True))  # recompiles",
     ],
     "test_dtype": [
         "[1/1] recompiled double (test_hazards_user.py:{def double})",
         "    guard failed: 0/0: tensor 'x' dtype mismatch. expected Float, actual Double",
-        "    triggered by: test_hazards_user.py:{# recompiles@test_dtype} in test_dtype: f(torch.ones(2, dtype=torch.float64))  # recompiles",
+        "    triggered by: test_hazards_user.py:{# recompiles@test_dtype} in test_dtype: "
+        "f(torch.ones(2, dtype=torch.float64))  # recompiles",
     ],
     "test_train_eval": [
-        "[1/1] recompiled Branchy.forward (compiled at test_hazards_user.py:{f = torch.compile(m@test_train_eval})",
+        "[1/1] recompiled Branchy.forward "
+        "(compiled at test_hazards_user.py:{f = torch.compile(m@test_train_eval})",
         # self.training == True; ___check_obj_id(self.training, ...) up to torch 2.6
         "    guard failed: 0/0: *self.training*",
-        "      guarded at: test_hazards_user.py:{return x + 1 if} in forward: return x + 1 if self.training else x - 1",
+        "      guarded at: test_hazards_user.py:{return x + 1 if} in forward: "
+        "return x + 1 if self.training else x - 1",
         "      usual fix: self.training is a Python bool flag*",
-        "    triggered by: test_hazards_user.py:{# recompiles@test_train_eval} in test_train_eval: f(torch.ones(2))  # recompiles",
+        "    triggered by: test_hazards_user.py:{# recompiles@test_train_eval} in test_train_eval: "
+        "f(torch.ones(2))  # recompiles",
     ],
     "test_grad_mode": [
         "[1/1] recompiled double (test_hazards_user.py:{def double})",
         "    guard failed: 0/0: GLOBAL_STATE changed: grad_mode",
-        "      usual fix: grad_mode changed since the compile (no_grad, autocast, a default dtype or device): *",
-        "    triggered by: test_hazards_user.py:{# recompiles@test_grad_mode} in test_grad_mode: f(torch.ones(2))  # recompiles",
+        "      usual fix: grad_mode changed since the compile (no_grad, autocast, a default dtype "
+        "or device): *",
+        "    triggered by: test_hazards_user.py:{# recompiles@test_grad_mode} in test_grad_mode: "
+        "f(torch.ones(2))  # recompiles",
     ],
     "test_default_dtype": [
         "[1/1] recompiled double (test_hazards_user.py:{def double})",
         "    guard failed: 0/0: GLOBAL_STATE changed: default_dtype",
-        "      usual fix: default_dtype changed since the compile (no_grad, autocast, a default dtype or device): *",
-        "    triggered by: test_hazards_user.py:{# recompiles@test_default_dtype} in test_default_dtype: f(torch.ones(2, dtype=torch.float32))  # recompiles",
+        "      usual fix: default_dtype changed since the compile (no_grad, autocast, "
+        "a default dtype or device): *",
+        "    triggered by: test_hazards_user.py:{# recompiles@test_default_dtype} in "
+        "test_default_dtype: f(torch.ones(2, dtype=torch.float32))  # recompiles",
     ],
     "test_parameter_vs_tensor": [
         "[1/1] recompiled double (test_hazards_user.py:{def double})",
-        # torch 2.13: "... to be a tensor type, ..."; 2.15: "... to be <class '...Parameter'>, but found <class 'torch.Tensor'>".
+        # torch 2.13: "... to be a tensor type, ..."; 2.15: "... to be <class '...Parameter'>, but
+        # found <class 'torch.Tensor'>".
         "    guard failed: 0/0: expected type of 'x' to be *",
-        "    triggered by: test_hazards_user.py:{# recompiles@test_parameter_vs_tensor} in test_parameter_vs_tensor: f(torch.ones(2))  # recompiles",
+        "    triggered by: test_hazards_user.py:{# recompiles@test_parameter_vs_tensor} in "
+        "test_parameter_vs_tensor: f(torch.ones(2))  # recompiles",
     ],
     "test_recompile_in_helper": [
         "[1/1] recompiled scale (test_hazards_user.py:{def scale})",
         "    guard failed: 0/0: n == 2",
         "      guarded at: test_hazards_user.py:{return x * n} in scale: return x * n",
         "      usual fix: n is a Python int that changes*",
-        "    triggered by: test_hazards_user.py:{# recompiles@call_twice} in call_twice: f(torch.ones(2), 5)  # recompiles",
+        "    triggered by: test_hazards_user.py:{# recompiles@call_twice} in call_twice: "
+        "f(torch.ones(2), 5)  # recompiles",
     ],
     "test_recompile_in_thread": [
         "[1/1] recompiled double (test_hazards_user.py:{def double})",
@@ -176,11 +195,13 @@ EXPECTED = {
 
 
 def resolve_lines(lines: list[str], source: list[str]) -> list[str]:
-    """Replace ``{text}`` by the number of the line holding text (``{text@func}``: within func; ``-1``: the line before)."""
+    """Replace ``{text}`` by the number of the line holding text (``{text@func}``: within func;
+    ``-1``: the line before)."""
 
     def line_number(match: re.Match[str]) -> str:
         text, _, function = match["text"].partition("@")
-        start = next(i for i, line in enumerate(source) if f"def {function}(" in line) if function else 0
+        start = (next(i for i, line in enumerate(source) if f"def {function}(" in line)
+                 if function else 0)
         number = next(i for i in range(start, len(source)) if text in source[i]) + 1
         return str(number - int(match["minus"] or 0))
 
@@ -192,7 +213,10 @@ def test_every_hazard_fails_and_names_its_guard(pytester: pytest.Pytester, run: 
     result = run("-p", "no:logging")
     result.assert_outcomes(failed=len(EXPECTED))
     for test_name, lines in EXPECTED.items():
-        expect_lines(result, [f"*_ {test_name} _*", "1 recompile > max_recompiles(0) (marker on module test_hazards_user.py)", *resolve_lines(lines, source)])
+        expect_lines(result,
+                     [f"*_ {test_name} _*",
+                      "1 recompile > max_recompiles(0) (marker on module test_hazards_user.py)",
+                      *resolve_lines(lines, source)])
 
 
 CONTROLS = '''
@@ -232,8 +256,10 @@ def test_automatic_dynamic_recompile_counts_once(pytester: pytest.Pytester, run:
     pytester.makepyfile(CONTROLS.replace("max_recompiles(1)", "max_recompiles(0)"))
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=2, failed=1)
-    expect_lines(result, ["1 recompile > max_recompiles(0) (marker on the test)", "[1/1] recompiled scale (*)",
-                          "    guard failed: 0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3"])
+    expect_lines(result, ["1 recompile > max_recompiles(0) (marker on the test)",
+                          "[1/1] recompiled scale (*)",
+                          "    guard failed: 0/0: tensor 'x' size mismatch at index 0. "
+                          "expected 2, actual 3"])
 
 
 ORDER = '''
@@ -255,13 +281,15 @@ def test_b():
 
 
 @pytest.mark.parametrize("order", [["test_a", "test_b"], ["test_b", "test_a"]])
-def test_counts_do_not_depend_on_test_order(pytester: pytest.Pytester, run: RunPytest, order: list[str]) -> None:
+def test_counts_do_not_depend_on_test_order(pytester: pytest.Pytester, run: RunPytest,
+                                            order: list[str]) -> None:
     pytester.makepyfile(test_order=ORDER)
     result = run(*[f"test_order.py::{name}" for name in order])
     result.assert_outcomes(passed=2)
 
 
-def test_without_isolation_an_earlier_compile_counts(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_without_isolation_an_earlier_compile_counts(pytester: pytest.Pytester,
+                                                     run: RunPytest) -> None:
     # Proves isolation is what makes the order test pass: without the reset, test_b recompiles.
     pytester.makepyfile(test_order=ORDER)
     result = run("--nocompile-no-isolate", "-p", "no:logging")
@@ -270,7 +298,8 @@ def test_without_isolation_an_earlier_compile_counts(pytester: pytest.Pytester, 
 
 
 def test_isolation_opt_out_by_marker_and_ini(pytester: pytest.Pytester, run: RunPytest) -> None:
-    pytester.makepyfile(test_order=ORDER.replace("def test_b", "@pytest.mark.max_recompiles(0, isolate=False)\ndef test_b"))
+    pytester.makepyfile(test_order=ORDER.replace(
+        "def test_b", "@pytest.mark.max_recompiles(0, isolate=False)\ndef test_b"))
     run("-p", "no:logging").assert_outcomes(passed=1, failed=1)
     pytester.makepyfile(test_order=ORDER)
     pytester.makeini("[pytest]\nnocompile_isolate = false\n")
@@ -293,13 +322,16 @@ def test_limit_hit():
 '''
 
 
-def test_recompile_limit_hit_fails_a_budgeted_test(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_recompile_limit_hit_fails_a_budgeted_test(pytester: pytest.Pytester,
+                                                   run: RunPytest) -> None:
     pytester.makepyfile(LIMIT)
     result = run("-p", "no:logging")
     result.assert_outcomes(failed=1)
     expect_lines(result, [
-        # a (first compile), b and c (recompiles), d refused at the limit: a limit hit, not a recompile
-        "2 recompiles within max_recompiles(100) (marker on the test), but dynamo hit its recompile limit",
+        # a (first compile), b and c (recompiles), d refused at the limit: a limit hit, not a
+        # recompile
+        "2 recompiles within max_recompiles(100) (marker on the test), but dynamo hit its "
+        "recompile limit",
         "[1/2] recompiled tag (*)",
         "    guard failed: 0/0: name == 'a'",
     ])

@@ -24,7 +24,8 @@ def test_plain():
 '''
 
 
-def test_loads_with_autoload_disabled(pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_loads_with_autoload_disabled(pytester: pytest.Pytester, run: RunPytest,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makepyfile(SIMPLE)
     result = run("--strict-markers")
@@ -63,7 +64,8 @@ def test_with_a_too_old_torch_budgeted_tests_error_and_a_reports_tests_run(
     pytester.makepyfile(SIMPLE)
     result = run("--strict-markers", "--nocompile-json=report.json")
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines([f"pytest-nocompile cannot watch test_*.py::test_budgeted: {reason}"])
+    result.stdout.fnmatch_lines(
+        [f"pytest-nocompile cannot watch test_*.py::test_budgeted: {reason}"])
     assert "INTERNALERROR" not in result.stdout.str()
     # The report's own test is not judged: it runs, and its counts are no counts (the plugin
     # could not watch it).
@@ -75,7 +77,8 @@ def test_with_a_too_old_torch_budgeted_tests_error_and_a_reports_tests_run(
 def test_plugin_import_does_not_import_torch(pytester: pytest.Pytester) -> None:
     result = pytester.run(
         sys.executable, "-c",
-        "import sys, pytest_nocompile, pytest_nocompile.plugin; print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))",
+        "import sys, pytest_nocompile, pytest_nocompile.plugin; print(sorted(m for m in "
+        "sys.modules if m.split('.')[0] == 'torch'))",
     )
     assert result.stdout.lines == ["[]"]
 
@@ -92,21 +95,24 @@ def test_public_names_load_on_first_use() -> None:
         else:
             assert name == "__version__" or value.__module__.startswith("pytest_nocompile."), name
     assert set(pytest_nocompile.__all__) <= set(dir(pytest_nocompile))
-    with pytest.raises(AttributeError, match="module 'pytest_nocompile' has no attribute 'RecompileEvents'"):
+    with pytest.raises(AttributeError,
+                       match="module 'pytest_nocompile' has no attribute 'RecompileEvents'"):
         pytest_nocompile.RecompileEvents  # noqa: B018
 
 
 def test_type_checkers_see_every_public_name_where_it_loads_from() -> None:
-    """The package's imports under TYPE_CHECKING (what mypy and IDEs read) re-export each public name, as ``A as A``,
-    from the module that its first use loads it from."""
+    """The package's imports under TYPE_CHECKING (what mypy and IDEs read) re-export each public
+    name, as ``A as A``, from the module that its first use loads it from."""
     import ast
 
     import pytest_nocompile
 
     tree = ast.parse(Path(pytest_nocompile.__file__).read_text())
-    block = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING")
+    block = next(node for node in tree.body
+                 if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING")
     seen = {alias.name: "." * node.level + (node.module or "") for node in block.body
-            if isinstance(node, ast.ImportFrom) and node.level for alias in node.names if alias.asname == alias.name}
+            if isinstance(node, ast.ImportFrom) and node.level for alias in node.names
+            if alias.asname == alias.name}
     assert seen == pytest_nocompile._PUBLIC_MODULES
 
 
@@ -137,16 +143,20 @@ import sys
 
 def pytest_unconfigure(config):
     with open("modules.txt", "w") as out:
-        out.write(" ".join(sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "pytest_nocompile"))))
+        out.write(" ".join(sorted(name for name in sys.modules
+                                  if name.split(".")[0] in ("torch", "pytest_nocompile"))))
 '''
 
 
-@pytest.mark.fresh_interpreter("lists every torch module the inner run imported: a forked run finds torch imported")
-def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester: pytest.Pytester, run: RunPytest,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.fresh_interpreter(
+    "lists every torch module the inner run imported: a forked run finds torch imported")
+def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
+    pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # What a suite of tests that never compile pays for: the modules below, no torch,
     # and one shared entry per budget, which must still carry each test's own outcome.
-    # A temp folder of its own: a dead run's folder left by another run would load the tree removal to clean it up.
+    # A temp folder of its own: a dead run's folder left by another run would load the tree removal
+    # to clean it up.
     (pytester.path / "tmp").mkdir()
     monkeypatch.setenv("TMPDIR", str(pytester.path / "tmp"))
     pytester.makeconftest(RECORD_LOADED_MODULES)
@@ -155,22 +165,26 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
     result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
-        "exceptions", "features", "features.caches", "features.strict", "features.traces", "features.traces.captured_logs",
-        "hookspecs", "judge", "judge.budget", "judge.installed_versions", "judge.result", "judge.torch_support", "observe",
-        "observe.arrival", "observe.capture", "observe.cpp_syncs", "observe.dynamo_state", "observe.log_taps", "observe.sources",
-        "observe.sources.cache_bypass_reasons", "observe.sources.compile_metrics", "observe.sources.counter_increments",
-        "observe.sources.cudagraph_logs", "observe.sources.instruction_counter", "observe.sources.kernel_counts",
+        "exceptions", "features", "features.caches", "features.strict", "features.traces",
+        "features.traces.captured_logs", "hookspecs", "judge", "judge.budget", "judge.installed_versions", "judge.result",
+        "judge.torch_support", "observe", "observe.arrival", "observe.capture", "observe.cpp_syncs",
+        "observe.dynamo_state", "observe.log_taps", "observe.sources",
+        "observe.sources.cache_bypass_reasons", "observe.sources.compile_metrics",
+        "observe.sources.counter_increments", "observe.sources.cudagraph_logs",
+        "observe.sources.instruction_counter", "observe.sources.kernel_counts",
         "observe.sources.swallowed_errors", "observe.sources.sync_warnings", "observe.user_code",
-        "observe.wanted_signals", "off_switch", "output",
-        "output.json_report", "output.summary", "plugin", "processes", "processes.children", "processes.hook",
-        "processes.owner", "processes.run_folders", "record", "record.process_events", "record.record", "vocabulary",
-        "vocabulary.compile_cost", "vocabulary.health_lines", "vocabulary.kinds", "vocabulary.measures", "watching",
-        "watching.cudagraph_tests", "watching.fixtures", "watching.marker_typos",
-        "watching.planning",
-        "watching.registration", "watching.results", "watching.run_notices", "watching.run_watching",
-        "watching.settings", "watching.watch", "watching.watcher")]
-    tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
-    assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {
+        "observe.wanted_signals", "off_switch", "output", "output.json_report", "output.summary",
+        "plugin", "processes", "processes.children", "processes.hook",
+        "processes.owner", "processes.run_folders", "record", "record.process_events",
+        "record.record", "vocabulary", "vocabulary.compile_cost", "vocabulary.health_lines",
+        "vocabulary.kinds", "vocabulary.measures", "watching", "watching.cudagraph_tests",
+        "watching.fixtures", "watching.marker_typos", "watching.planning", "watching.registration",
+        "watching.results", "watching.run_notices", "watching.run_watching", "watching.settings",
+        "watching.watch", "watching.watcher")]
+    tests = {entry["nodeid"].split("::")[1]: entry
+             for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
+    assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"])
+            for name, entry in tests.items()} == {
         "test_passes": ("passed", 0, 0, "within budget"),
         "test_fails": ("failed", 0, 0, "within budget"),
         "test_xfails": ("xfailed", 0, 0, "within budget"),
@@ -181,13 +195,15 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(pytester
 
 
 RECORD_PER_TEST_HOOKS = '''
-PER_TEST_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_logstart", "pytest_runtest_setup", "pytest_runtest_call",
-                  "pytest_runtest_teardown", "pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_runtest_logfinish")
+PER_TEST_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_logstart", "pytest_runtest_setup",
+                  "pytest_runtest_call", "pytest_runtest_teardown", "pytest_runtest_makereport",
+                  "pytest_runtest_logreport", "pytest_runtest_logfinish")
 
 def pytest_sessionfinish(session):
     hooks = session.config.pluginmanager.hook
     registered = sorted(f"{impl.plugin_name} {name}" for name in PER_TEST_HOOKS
-                        for impl in getattr(hooks, name).get_hookimpls() if "nocompile" in impl.plugin_name)
+                        for impl in getattr(hooks, name).get_hookimpls()
+                        if "nocompile" in impl.plugin_name)
     with open("hooks.txt", "w") as out:
         out.write("\\n".join(registered))
 '''
@@ -201,8 +217,10 @@ def test_two():
 """
 
 
-# One path for every watched test, whatever torch has done so far: the same hooks in every run that watches.
-WATCHER_HOOKS = [f"nocompile-watcher pytest_runtest_{hook}" for hook in ("call", "logreport", "setup", "teardown")]
+# One path for every watched test, whatever torch has done so far: the same hooks in every run that
+# watches.
+WATCHER_HOOKS = [f"nocompile-watcher pytest_runtest_{hook}"
+                 for hook in ("call", "logreport", "setup", "teardown")]
 
 
 @pytest.mark.parametrize(("marker", "options", "expected"), [
@@ -215,11 +233,12 @@ WATCHER_HOOKS = [f"nocompile-watcher pytest_runtest_{hook}" for hook in ("call",
     ("import torch\n", ("--max-recompiles=0", "--nocompile-no-subprocess"), WATCHER_HOOKS),
     ("import torch._dynamo\n", ("--max-recompiles=0",), WATCHER_HOOKS),
     ("import pytest\npytestmark = pytest.mark.max_graph_breaks(None)\n", (), WATCHER_HOOKS),
-], ids=["nothing to watch", "torch, nothing to watch", "run-wide budget, no torch", "report, no torch",
-        "JSON report, no torch", "run-wide budget, torch without dynamo", "the same, children not watched",
-        "run-wide budget, dynamo", "a marker"])
+], ids=["nothing to watch", "torch, nothing to watch", "run-wide budget, no torch",
+        "report, no torch", "JSON report, no torch", "run-wide budget, torch without dynamo",
+        "the same, children not watched", "run-wide budget, dynamo", "a marker"])
 def test_per_test_hooks_are_registered_only_where_a_test_can_be_watched(
-    pytester: pytest.Pytester, run: RunPytest, marker: str, options: tuple[str, ...], expected: list[str]
+    pytester: pytest.Pytester, run: RunPytest, marker: str,
+    options: tuple[str, ...], expected: list[str]
 ) -> None:
     # Every hook costs every test its call: a run pays only for the hooks it can use.
     pytester.makeconftest(RECORD_PER_TEST_HOOKS)

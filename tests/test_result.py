@@ -1,4 +1,5 @@
-"""The record's phases and counts, and the verdict on them: pure code on recorded messages, no torch."""
+"""The record's phases and counts, and the verdict on them: pure code on recorded messages, no
+torch."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ import json
 
 import pytest
 
-from nocompile_testing import BudgetedRecord, failure_of, judge_record, recorded_messages, with_health_counts
+from nocompile_testing import (
+    BudgetedRecord,
+    failure_of,
+    judge_record,
+    recorded_messages,
+    with_health_counts,
+)
 from pytest_nocompile.judge.budget import RecompileBudget
 from pytest_nocompile.judge.result import TestResult, Verdict, count_properties, idle_result
 from pytest_nocompile.judge.verdict import over_budget
@@ -14,13 +21,16 @@ from pytest_nocompile.vocabulary.kinds import COMPILES, GRAPH_BREAKS, RECOMPILES
 
 RECOMPILE = recorded_messages("torch-2.13-recompiles.txt")[0]  # f recompiled: n == 2
 LIMIT = "torch._dynamo hit config.recompile_limit (8)\n   function: 'step' (adam.py:214)"
-# A graph break at line N of test_a.py; each place is one graph break (a break traced again is not counted again).
-GRAPH_BREAK = "Graph break in user code at /x/test_a.py:{line}\nGraph Break Reason: Failed to trace builtin operator"
+# A graph break at line N of test_a.py; each place is one graph break (a break traced again is not
+# counted again).
+GRAPH_BREAK = ("Graph break in user code at /x/test_a.py:{line}\nGraph Break Reason: "
+               "Failed to trace builtin operator")
 
 
-def recorded(budget: RecompileBudget, setup: int = 0, call: int = 0, teardown: int = 0, graphs: int = 0,
-             breaks: int = 0, limit: bool = False) -> BudgetedRecord:
-    """A record as capture fills it: each recompile with the graph it compiled (each setup and teardown one too)."""
+def recorded(budget: RecompileBudget, setup: int = 0, call: int = 0, teardown: int = 0,
+             graphs: int = 0, breaks: int = 0, limit: bool = False) -> BudgetedRecord:
+    """A record as capture fills it: each recompile with the graph it compiled (each setup and
+    teardown one too)."""
     record = BudgetedRecord(budget)
     for _ in range(setup):
         record.add_recompile(RECOMPILE, "0/1", None, None)
@@ -43,16 +53,20 @@ def recorded(budget: RecompileBudget, setup: int = 0, call: int = 0, teardown: i
 
 
 def test_only_the_call_phase_counts_for_every_kind() -> None:
-    record = recorded(RecompileBudget.of({"recompiles": 5}), setup=2, call=1, teardown=3, graphs=4, breaks=2)
-    assert [event.phase for event in record.events] == ["setup", "setup", "call", "teardown", "teardown", "teardown"]
-    assert (record.count(RECOMPILES), record.count(GRAPH_BREAKS), record.count(COMPILES)) == (1, 2, 4)
+    record = recorded(RecompileBudget.of({"recompiles": 5}), setup=2, call=1,
+                      teardown=3, graphs=4, breaks=2)
+    assert [event.phase for event in record.events] == ["setup", "setup", "call",
+                                                        "teardown", "teardown", "teardown"]
+    assert ((record.count(RECOMPILES), record.count(GRAPH_BREAKS), record.count(COMPILES))
+            == (1, 2, 4))
     assert (len(record.events), len(record.compiles)) == (6, 2 + 4 + 3)
-    assert [event.phase for event in record.compiles] == ["setup"] * 2 + ["call"] * 4 + ["teardown"] * 3
+    assert ([event.phase for event in record.compiles]
+            == ["setup"] * 2 + ["call"] * 4 + ["teardown"] * 3)
 
 
 def test_counts_read_during_the_call_follow_every_later_event() -> None:
-    # A fixture or block may read the counts mid-call; each kind's later events still count (the counts are kept
-    # between events, not fixed at the first read).
+    # A fixture or block may read the counts mid-call; each kind's later events still count (the
+    # counts are kept between events, not fixed at the first read).
     record = BudgetedRecord(RecompileBudget.of({"recompiles": 0}))
     record.start_call()
     assert record.counts()[COMPILES.key] == 0
@@ -61,17 +75,21 @@ def test_counts_read_during_the_call_follow_every_later_event() -> None:
     record.add_recompile(RECOMPILE, "0/1", None, None)
     record.add_graph_break(GRAPH_BREAK.format(line=5))
     record.add_health("inductor.fxgraph_cache_miss", 1, None, "0/1", None, None)
-    assert (record.counts()[RECOMPILES.key], record.counts()[GRAPH_BREAKS.key], record.counts()["cache_misses"]) == (1, 1, 1)
-    record.add_limit_warning(LIMIT, "0/1")  # the attempt just logged was refused: a limit hit, not a recompile
+    assert (record.counts()[RECOMPILES.key], record.counts()[GRAPH_BREAKS.key],
+            record.counts()["cache_misses"]) == (1, 1, 1)
+    # the attempt just logged was refused: a limit hit, not a recompile
+    record.add_limit_warning(LIMIT, "0/1")
     assert record.counts()[RECOMPILES.key] == 0
     record.end_call()
     record.add_compile("1/0", None, None)  # teardown's: the call's counts stay
     assert record.counts()[COMPILES.key] == 1
 
 
-def test_an_event_added_while_the_counts_are_worked_out_is_in_the_next_counts(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A compile in another thread can land between reading the lists and keeping the counts: the kept counts
-    # must not hide it afterwards.
+def test_an_event_added_while_the_counts_are_worked_out_is_in_the_next_counts(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A compile in another thread can land between reading the lists and keeping the counts: the
+    # kept counts must not hide it afterwards.
     record = BudgetedRecord(RecompileBudget.of({"recompiles": 0}))
     record.start_call()
     work_out = type(record.own)._call_counts
@@ -109,46 +127,62 @@ def test_the_verdict(budget: dict[str, int], over: tuple[str, ...], verdict: Ver
 
 
 def test_a_limit_hit_fails_a_recompile_budget_only() -> None:
-    assert judge_record(recorded(RecompileBudget.of({"recompiles": 8}), call=2, limit=True)).over == ("recompiles",)
-    assert judge_record(recorded(RecompileBudget.of({"compiles": 8}), call=2, limit=True)).over == ()
-    assert over_budget(RECOMPILES, 0, 0, limit_hit=True) and not over_budget(COMPILES, 0, 0, limit_hit=True)
-    assert over_budget(COMPILES, 1, 2, exact=True) and not over_budget(COMPILES, 1, None, exact=True)
+    assert (judge_record(recorded(RecompileBudget.of({"recompiles": 8}), call=2, limit=True)).over
+            == ("recompiles",))
+    assert (judge_record(recorded(RecompileBudget.of({"compiles": 8}), call=2, limit=True)).over
+            == ())
+    assert (over_budget(RECOMPILES, 0, 0, limit_hit=True)
+            and not over_budget(COMPILES, 0, 0, limit_hit=True))
+    assert (over_budget(COMPILES, 1, 2, exact=True)
+            and not over_budget(COMPILES, 1, None, exact=True))
 
 
 def test_causes_follow_the_first_kind_over_budget() -> None:
-    assert judge_record(recorded(RecompileBudget.of({"recompiles": 0}), call=1)).cause == "f recompiled: 0/0: n == 2"
-    assert judge_record(recorded(RecompileBudget.of({"graph_breaks": 0}), call=1, breaks=1)).cause == "graph break: Failed to trace builtin operator"
-    assert judge_record(recorded(RecompileBudget.of({"compiles": 1}), graphs=2, breaks=1)).cause == "graph break: Failed to trace builtin operator"
-    assert judge_record(recorded(RecompileBudget.of({"compiles": 1}), graphs=2)).cause == "2 compiles > max_compiles(1)"
+    assert (judge_record(recorded(RecompileBudget.of({"recompiles": 0}), call=1)).cause
+            == "f recompiled: 0/0: n == 2")
+    assert (judge_record(recorded(RecompileBudget.of({"graph_breaks": 0}), call=1, breaks=1)).cause
+            == "graph break: Failed to trace builtin operator")
+    assert (judge_record(recorded(RecompileBudget.of({"compiles": 1}), graphs=2, breaks=1)).cause
+            == "graph break: Failed to trace builtin operator")
+    assert (judge_record(recorded(RecompileBudget.of({"compiles": 1}), graphs=2)).cause
+            == "2 compiles > max_compiles(1)")
     assert judge_record(recorded(RecompileBudget.of({"recompiles": 1}), limit=True)).cause == (
         "0 recompiles within max_recompiles(1), but dynamo hit its recompile limit")
 
 
 def test_failure_text_has_a_part_per_kind_over_budget() -> None:
-    record = recorded(RecompileBudget.of({"recompiles": 0, "graph_breaks": 0, "compiles": 9}), setup=1, call=1, breaks=1)
+    record = recorded(RecompileBudget.of({"recompiles": 0, "graph_breaks": 0, "compiles": 9}),
+                      setup=1, call=1, breaks=1)
     text = failure_of(record, judge_record(record).over)
     first, second = text.split("\n\n")
     assert first.splitlines()[0] == "1 recompile > max_recompiles(0)"
     assert "not counted (outside the call phase): 1 recompile" in first
-    assert second.splitlines()[:3] == ["1 graph break > max_graph_breaks(0)", "[1/1] graph break at /x/test_a.py:5", "    reason: Failed to trace builtin operator"]
+    assert second.splitlines()[:3] == ["1 graph break > max_graph_breaks(0)",
+                                       "[1/1] graph break at /x/test_a.py:5",
+                                       "    reason: Failed to trace builtin operator"]
 
 
 def test_results_travel_as_json_and_come_back_equal() -> None:
-    record = recorded(RecompileBudget.of({"recompiles": 0}), setup=1, call=2, graphs=3, breaks=1, limit=True)
+    record = recorded(RecompileBudget.of({"recompiles": 0}), setup=1, call=2,
+                      graphs=3, breaks=1, limit=True)
     result = judge_record(record)
     carried = json.loads(json.dumps(result.to_dict()))
     assert TestResult.from_dict(carried) == result
-    assert carried["verdict"] == "over budget" and carried["max_recompiles"] == 0 and carried["max_compiles"] is None
+    assert (carried["verdict"] == "over budget" and carried["max_recompiles"] == 0
+            and carried["max_compiles"] is None)
     assert [event["phase"] for event in carried["recompile_events"]] == ["setup", "call", "call"]
-    assert carried["recompile_limit_hits"] == [{"limit_name": "recompile_limit", "limit": 8, "function": "'step' (adam.py:214)", "phase": "call",
+    assert carried["recompile_limit_hits"] == [{"limit_name": "recompile_limit", "limit": 8,
+                                                "function": "'step' (adam.py:214)", "phase": "call",
                                              "process": None, "refused_attempt": None}]
-    assert count_properties(result) == list(with_health_counts({"compiles": 3, "recompiles": 2, "graph_breaks": 1}, "nocompile_").items())
+    assert count_properties(result) == list(with_health_counts(
+        {"compiles": 3, "recompiles": 2, "graph_breaks": 1}, "nocompile_").items())
 
 
 def test_idle_results() -> None:
     assert idle_result(RecompileBudget.of({"recompiles": 0})).verdict is Verdict.WITHIN
     assert idle_result(RecompileBudget()).to_dict()["verdict"] == "no budget"
-    assert TestResult.from_dict(idle_result(RecompileBudget()).to_dict()) == idle_result(RecompileBudget())
+    assert (TestResult.from_dict(idle_result(RecompileBudget()).to_dict())
+            == idle_result(RecompileBudget()))
 
 
 def test_an_attempt_refused_at_the_recompile_limit_is_a_limit_hit_not_a_recompile() -> None:
@@ -177,12 +211,15 @@ def test_an_attempt_refused_at_the_recompile_limit_is_a_limit_hit_not_a_recompil
     ("0/4", "0/4", True, False),  # a graph came in between: it compiled
     (None, None, False, True),  # no compile ids (older torch): the same function, right before
 ])
-def test_only_the_attempt_right_before_the_limit_warning_is_refused(recompile_id: str | None, limit_id: str | None,
-                                                                     graph_between: bool, refused: bool) -> None:
+def test_only_the_attempt_right_before_the_limit_warning_is_refused(
+    recompile_id: str | None, limit_id: str | None, graph_between: bool, refused: bool
+) -> None:
     record = BudgetedRecord()
     record.start_call()
-    record.add_recompile(RECOMPILE.replace("Recompiling function f ", "Recompiling function step "), recompile_id, None, None)
+    record.add_recompile(RECOMPILE.replace("Recompiling function f ", "Recompiling function step "),
+                         recompile_id, None, None)
     if graph_between:
         record.add_compile(recompile_id, None, None)
     record.add_limit_warning(LIMIT, limit_id, None)
-    assert (record.count(RECOMPILES), record.limit_hits[0].refused is not None) == (0 if refused else 1, refused)
+    assert ((record.count(RECOMPILES), record.limit_hits[0].refused is not None)
+            == (0 if refused else 1, refused))

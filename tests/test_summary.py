@@ -31,8 +31,10 @@ from pytest_nocompile.watching.measured import (
 )
 
 
-def result(compiles: int, recompiles: int, graph_breaks: int, budget: dict[str, int], over: tuple[str, ...] = (), cause: str | None = None) -> TestResult:
-    counts = {**{kind.key: 0 for kind in KINDS}, "compiles": compiles, "recompiles": recompiles, "graph_breaks": graph_breaks}
+def result(compiles: int, recompiles: int, graph_breaks: int, budget: dict[str, int],
+           over: tuple[str, ...] = (), cause: str | None = None) -> TestResult:
+    counts = {**{kind.key: 0 for kind in KINDS}, "compiles": compiles, "recompiles": recompiles,
+              "graph_breaks": graph_breaks}
     verdict = Verdict.OVER if over else Verdict.WITHIN if budget else Verdict.NO_BUDGET
     return TestResult(counts, {key: budget.get(key) for key in counts}, verdict, over, cause)
 
@@ -40,7 +42,8 @@ def result(compiles: int, recompiles: int, graph_breaks: int, budget: dict[str, 
 RESULTS = {
     "t.py::quiet": idle_result(RecompileBudget.of({"recompiles": 0})),
     "t.py::within": result(2, 1, 0, {"recompiles": 1}),
-    "t.py::over": result(3, 1, 1, {"recompiles": 0, "graph_breaks": 1}, ("recompiles",), "f recompiled: 0/0: n == 2"),
+    "t.py::over": result(3, 1, 1, {"recompiles": 0, "graph_breaks": 1}, ("recompiles",),
+                         "f recompiled: 0/0: n == 2"),
     "t.py::unbudgeted": result(1, 0, 0, {}),
 }
 
@@ -50,40 +53,51 @@ def test_table_worst_first_with_causes() -> None:
         "compiles  recompiles  graph breaks  budget                    verdict        test",
         "       3           1             1  recompiles<=0, breaks<=1  over budget    t.py::over",
         "       2           1             0  recompiles<=1             within budget  t.py::within",
-        "       1           0             0  -                         no budget      t.py::unbudgeted",
+        "       1           0             0  -                         no budget      "
+        "t.py::unbudgeted",
         "t.py::over: f recompiled: 0/0: n == 2",
     ]
-    assert summary_lines({"t.py::quiet": RESULTS["t.py::quiet"]}) == ["no test compiled in its call phase (1 watched)"]
+    assert (summary_lines({"t.py::quiet": RESULTS["t.py::quiet"]})
+            == ["no test compiled in its call phase (1 watched)"])
 
 
 def test_a_long_table_lists_only_failures_unless_all_are_asked_for() -> None:
     many = {f"t.py::many[{n:02}]": result(1, 0, 0, {}) for n in range(LONG_TABLE - 1)}
-    assert len(summary_lines({**many, "t.py::over": RESULTS["t.py::over"]}, "auto")) == LONG_TABLE + 2  # short enough: every test
+    # short enough: every test
+    assert (len(summary_lines({**many, "t.py::over": RESULTS["t.py::over"]}, "auto"))
+            == LONG_TABLE + 2)
     results = {**many, "t.py::within": RESULTS["t.py::within"], "t.py::over": RESULTS["t.py::over"]}
     assert summary_lines(results, "auto") == [
         "compiles  recompiles  graph breaks  budget                    verdict      test",
         "       3           1             1  recompiles<=0, breaks<=1  over budget  t.py::over",
-        f"and {LONG_TABLE} more tests that compiled within budget or without one, not listed: only failures are listed once more than "
-        f"{LONG_TABLE} tests compiled (--nocompile-table=all lists every one)",
+        f"and {LONG_TABLE} more tests that compiled within budget or without one, not listed: "
+        f"only failures are listed once more than {LONG_TABLE} tests compiled "
+        "(--nocompile-table=all lists every one)",
         "t.py::over: f recompiled: 0/0: n == 2",
     ]
     assert len(summary_lines(results, "all")) == LONG_TABLE + 3
     assert summary_lines(many, "failures") == [
-        f"no test over budget; {LONG_TABLE - 1} tests compiled within budget or without one (--nocompile-table=all lists them)"]
+        f"no test over budget; {LONG_TABLE - 1} tests compiled within budget or without one "
+        "(--nocompile-table=all lists them)"]
 
 
 def test_recompiles_outside_the_call_are_said_when_the_table_does_not_show_the_test() -> None:
-    setup_recompile = {"function": "scale", "filename": "t.py", "line": 3, "phase": "setup", "reasons": [], "user_code": None}
-    fixture = TestResult({kind.key: 0 for kind in KINDS}, {**{kind.key: None for kind in KINDS}, "recompiles": 0},
-                         Verdict.WITHIN, details={**RESULTS["t.py::quiet"].details, "recompile_events": [setup_recompile]})
+    setup_recompile = {"function": "scale", "filename": "t.py", "line": 3, "phase": "setup",
+                       "reasons": [], "user_code": None}
+    fixture = TestResult({kind.key: 0 for kind in KINDS},
+                         {**{kind.key: None for kind in KINDS}, "recompiles": 0}, Verdict.WITHIN,
+                         details={**RESULTS["t.py::quiet"].details,
+                                  "recompile_events": [setup_recompile]})
     assert summary_lines({"t.py::fixture": fixture}) == [
         "no test compiled in its call phase (1 watched)",
-        "t.py::fixture: 1 recompile in setup, not counted (budgets count the call phase; a fixture's compiles are outside it)",
+        "t.py::fixture: 1 recompile in setup, not counted (budgets count the call phase; "
+        "a fixture's compiles are outside it)",
     ]
     every_test = {f"t.py::test[{n}]": fixture for n in range(LONG_TABLE + 1)}
     assert summary_lines(every_test) == [
         f"no test compiled in its call phase ({LONG_TABLE + 1} watched)",
-        f"{LONG_TABLE + 1} tests recompiled or broke graphs only outside the call (in fixtures), not counted (--nocompile-table=all lists them)",
+        f"{LONG_TABLE + 1} tests recompiled or broke graphs only outside the call (in fixtures), "
+        "not counted (--nocompile-table=all lists them)",
     ]
     assert len(summary_lines(every_test, "all")) == LONG_TABLE + 2
 
@@ -200,12 +214,16 @@ def test_the_table_says_n_a_for_a_count_the_run_did_not_read_and_json_null(
 
 
 def test_json_document_carries_outcomes_and_every_count() -> None:
-    document = json_document(RESULTS, {"t.py::over": [("call", "failed", False)]}, {"torch_version": "2.x"})
+    document = json_document(RESULTS, {"t.py::over": [("call", "failed", False)]},
+                             {"torch_version": "2.x"})
     tests = {entry["nodeid"]: entry for entry in document["tests"]}
     assert document["format"] == "pytest-nocompile-report/1" and document["torch_version"] == "2.x"
-    assert (tests["t.py::over"]["outcome"], tests["t.py::within"]["outcome"]) == ("failed", "passed")
-    assert {key: tests["t.py::over"][key] for key in ("compiles", "recompiles", "graph_breaks", "max_compiles", "max_graph_breaks")} == {
-        "compiles": 3, "recompiles": 1, "graph_breaks": 1, "max_compiles": None, "max_graph_breaks": 1}
+    assert ((tests["t.py::over"]["outcome"], tests["t.py::within"]["outcome"])
+            == ("failed", "passed"))
+    assert {key: tests["t.py::over"][key] for key in ("compiles", "recompiles", "graph_breaks",
+                                                      "max_compiles", "max_graph_breaks")} == {
+        "compiles": 3, "recompiles": 1, "graph_breaks": 1,
+        "max_compiles": None, "max_graph_breaks": 1}
 
 
 @pytest.mark.parametrize(("reports", "outcome"), [
@@ -223,9 +241,11 @@ def test_baseline_round_trip_and_comparison(tmp_path: Path) -> None:
     path = tmp_path / "baseline.json"
     path.write_text(json.dumps(saved_baseline(RESULTS, "2.13.0+cpu").document))
     saved = load_baseline(str(path))
-    assert saved.versions["2.13"]["t.py::over"] == {"compiles": 3, "recompiles": 1, "graph_breaks": 1, "cudagraph_rerecords": 0,
+    assert saved.versions["2.13"]["t.py::over"] == {"compiles": 3, "recompiles": 1,
+                                                    "graph_breaks": 1, "cudagraph_rerecords": 0,
                                                     "cudagraph_skips": 0, "reasons": []}
-    later = {**RESULTS, "t.py::within": result(3, 2, 0, {"recompiles": 1}), "t.py::new": result(0, 0, 0, {})}
+    later = {**RESULTS, "t.py::within": result(3, 2, 0, {"recompiles": 1}),
+             "t.py::new": result(0, 0, 0, {})}
     del later["t.py::quiet"]
     comparison = compare(saved, later, "2.13.1")
     assert comparison.regressed
@@ -233,10 +253,13 @@ def test_baseline_round_trip_and_comparison(tmp_path: Path) -> None:
         "compared with the entries for torch 2.13",
         "t.py::within: compiles rose 2 -> 3, recompiles rose 1 -> 2",
         "new test (not in baseline): t.py::new",
-        "1 test of the baseline did not run here (deselected, not collected, run by another shard, or removed): not compared",
+        "1 test of the baseline did not run here (deselected, not collected, run by another shard, "
+        "or removed): not compared",
     ]
-    assert comparison.verdict("b.json") == "2 counts rose against the baseline b.json, in 1 test (listed above)"
-    assert compare(saved, RESULTS, "2.13.0").lines() == ["compared with the entries for torch 2.13", "no change against the baseline"]
+    assert (comparison.verdict("b.json")
+            == "2 counts rose against the baseline b.json, in 1 test (listed above)")
+    assert compare(saved, RESULTS, "2.13.0").lines() == ["compared with the entries for torch 2.13",
+                                                         "no change against the baseline"]
 
 
 def test_a_save_keeps_what_did_not_run_or_failed_and_its_line_says_how_many() -> None:
@@ -285,7 +308,8 @@ def test_saving_over_a_counts_only_baseline_keeps_its_entries_as_this_torchs() -
                                     "4 tests saved, 1 kept (not run)")
 
 
-@pytest.mark.parametrize("tests", [{"t": {"recompiles": "1"}}, {"t": {}}, {"t": {"compiles": True, "recompiles": 0}}, []])
+@pytest.mark.parametrize("tests", [{"t": {"recompiles": "1"}}, {"t": {}},
+                                   {"t": {"compiles": True, "recompiles": 0}}, []])
 def test_corrupt_baselines_are_refused(tmp_path: Path, tests: object) -> None:
     path = tmp_path / "baseline.json"
     path.write_text(json.dumps({"format": "pytest-nocompile-baseline/1", "tests": tests}))

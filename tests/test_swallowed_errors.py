@@ -1,4 +1,5 @@
-"""Compile errors dynamo swallows (``suppress_errors``): counted, warned in every watched test, failing min_compiles."""
+"""Compile errors dynamo swallows (``suppress_errors``): counted, warned in every watched test,
+failing min_compiles."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import pytest
 from nocompile_testing import RunPytest
 from pytest_nocompile.observe.sources.swallowed_errors import compile_error_reason
 
-# What ConvertFrame.__call__ logs where it swallows the error (torch 2.4 to 2.15; with config.verbose
-# the same first line, then "========== TorchDynamo Stack Trace ==========").
-WONT_CONVERT = "WON'T CONVERT scale /work/test_a.py line 6 \ndue to: \nTraceback (most recent call last):\n..."
-VERBOSE = "WON'T CONVERT scale /work/test_a.py line 6\n========== TorchDynamo Stack Trace ==========\n..."
+# What ConvertFrame.__call__ logs where it swallows the error (torch 2.4 to 2.15; with
+# config.verbose the same first line, then "========== TorchDynamo Stack Trace ==========").
+WONT_CONVERT = ("WON'T CONVERT scale /work/test_a.py line 6 \ndue to: \n"
+                "Traceback (most recent call last):\n...")
+VERBOSE = ("WON'T CONVERT scale /work/test_a.py line 6\n"
+           "========== TorchDynamo Stack Trace ==========\n...")
 
 
 class BackendCompilerFailed(Exception):
@@ -22,14 +25,18 @@ class BackendCompilerFailed(Exception):
 
 
 def test_the_reason_names_the_function_and_the_error_in_one_line() -> None:
-    failed = BackendCompilerFailed("backend='boom' raised:\nRuntimeError: boom\n\nSet TORCHDYNAMO_VERBOSE=1 for ...")
-    expected = "scale (/work/test_a.py:6): BackendCompilerFailed: backend='boom' raised: RuntimeError: boom"
+    failed = BackendCompilerFailed(
+        "backend='boom' raised:\nRuntimeError: boom\n\nSet TORCHDYNAMO_VERBOSE=1 for ...")
+    expected = ("scale (/work/test_a.py:6): BackendCompilerFailed: backend='boom' raised: "
+                "RuntimeError: boom")
     assert compile_error_reason(WONT_CONVERT, failed) == expected
     assert compile_error_reason(VERBOSE, failed) == expected
-    assert compile_error_reason(WONT_CONVERT, KeyError("x")) == "scale (/work/test_a.py:6): KeyError: 'x'"
+    assert (compile_error_reason(WONT_CONVERT, KeyError("x"))
+            == "scale (/work/test_a.py:6): KeyError: 'x'")
     assert compile_error_reason(WONT_CONVERT, None) == "scale (/work/test_a.py:6)"
     # The recompile-limit warning, and anything else convert_frame warns, is not a compile error.
-    assert compile_error_reason("torch._dynamo hit config.recompile_limit (8)\n   function: 'f'", None) is None
+    assert compile_error_reason("torch._dynamo hit config.recompile_limit (8)\n   function: 'f'",
+                                None) is None
 
 
 SWALLOWED = """
@@ -54,34 +61,44 @@ def test_floored(suppressed):
     torch.compile(scale, backend=boom)(torch.ones(2))
 
 def test_not_suppressed():
-    torch.compile(scale, backend=boom)(torch.ones(2))  # raises: the user sees the error, nothing is swallowed
+    # raises: the user sees the error, nothing is swallowed
+    torch.compile(scale, backend=boom)(torch.ones(2))
 """
 
 REASON = "scale (test_a.py:6): BackendCompilerFailed: backend='boom' raised: RuntimeError: boom"
 
 
-def test_a_swallowed_error_is_warned_in_every_watched_test_and_fails_min_compiles(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_swallowed_error_is_warned_in_every_watched_test_and_fails_min_compiles(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
     pytester.makepyfile(test_a=SWALLOWED)
     result = run("--nocompile-report", "--nocompile-json=report.json")
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.re_match_lines([
         r"_+ test_floored _+$",
-        re.escape("1 compile within min_compiles(1) (marker on the test), but dynamo swallowed a compile error") + "$",
+        re.escape("1 compile within min_compiles(1) (marker on the test), but dynamo swallowed a "
+                  "compile error") + "$",
         "why:$",
-        re.escape(f"    compile error swallowed (suppress_errors), the code ran uncompiled: {REASON}") + "$",
-        re.escape("        called from: test_a.py:19 in test_floored: torch.compile(scale, backend=boom)(torch.ones(2))") + "$",
+        re.escape("    compile error swallowed (suppress_errors), the code ran uncompiled: "
+                  f"{REASON}") + "$",
+        re.escape("        called from: test_a.py:19 in test_floored: "
+                  "torch.compile(scale, backend=boom)(torch.ones(2))") + "$",
     ], consecutive=True)
     for name, line in (("test_unbudgeted", 15), ("test_floored", 19)):
         result.stdout.fnmatch_lines([
             f"test_a.py::{name}",
-            f"  *SwallowedCompileErrorWarning: dynamo swallowed a compile error (suppress_errors) and ran the code uncompiled: "
-            f"{REASON}; called from test_a.py:{line} in {name}: torch.compile(scale, backend=boom)(torch.ones(2))",
+            "  *SwallowedCompileErrorWarning: dynamo swallowed a compile error (suppress_errors) "
+            f"and ran the code uncompiled: {REASON}; called from test_a.py:{line} in {name}: "
+            "torch.compile(scale, backend=boom)(torch.ones(2))",
         ])
     # An error not swallowed reaches the test: no warning for it.
     assert "in test_not_suppressed: torch.compile" not in result.stdout.str()
-    tests = {entry["nodeid"]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
-    def errors(nodeid: str) -> list[dict[str, Any]]:  # other kinds' signals (a compile's seconds) are listed too
-        return [event for event in tests[nodeid]["health_events"] if event["what"] == "compile_error"]
+    tests = {entry["nodeid"]: entry
+             for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
+    # other kinds' signals (a compile's seconds) are listed too
+    def errors(nodeid: str) -> list[dict[str, Any]]:
+        return [event for event in tests[nodeid]["health_events"]
+                if event["what"] == "compile_error"]
 
     (event,) = errors("test_a.py::test_unbudgeted")
     assert (event["what"], event["reason"], event["phase"]) == ("compile_error", REASON, "call")
@@ -90,7 +107,8 @@ def test_a_swallowed_error_is_warned_in_every_watched_test_and_fails_min_compile
     assert errors("test_a.py::test_not_suppressed") == []
 
 
-def test_a_block_floor_fails_on_a_swallowed_error(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_block_floor_fails_on_a_swallowed_error(pytester: pytest.Pytester,
+                                                  run: RunPytest) -> None:
     pytester.makepyfile(test_a="""
 import pytest, torch
 from pytest_nocompile import TooFewCompiles, assert_min_compiles
@@ -144,10 +162,14 @@ def test_child_swallows():
     result.stdout.fnmatch_lines(["PASSED test_a.py::test_compiles_in_a_child"])
     result.stdout.re_match_lines([
         r"_+ test_child_swallows _+$",
-        re.escape("1 compile within min_compiles(1) (marker on the test), but dynamo swallowed a compile error") + "$",
+        re.escape("1 compile within min_compiles(1) (marker on the test), but dynamo swallowed a "
+                  "compile error") + "$",
         "why:$",
-        r"    pid \d+ \(.*\): compile error swallowed \(suppress_errors\), the code ran uncompiled: "
-        + re.escape("scale (<string>:8): BackendCompilerFailed: backend='boom' raised: RuntimeError: boom") + "$",
+        r"    pid \d+ \(.*\): compile error swallowed \(suppress_errors\), "
+        r"the code ran uncompiled: "
+        + re.escape("scale (<string>:8): BackendCompilerFailed: backend='boom' raised: "
+                    "RuntimeError: boom") + "$",
     ], consecutive=True)
-    result.stdout.fnmatch_lines(["*SwallowedCompileErrorWarning: dynamo swallowed a compile error in pid * (suppress_errors) "
-                                 "and ran the code uncompiled: scale (<string>:8): *RuntimeError: boom*"])
+    result.stdout.fnmatch_lines(["*SwallowedCompileErrorWarning: dynamo swallowed a compile error "
+                                 "in pid * (suppress_errors) and ran the code uncompiled: "
+                                 "scale (<string>:8): *RuntimeError: boom*"])

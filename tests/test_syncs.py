@@ -25,7 +25,8 @@ from pytest_nocompile.vocabulary.health_lines import SYNC_SIGNAL, sync_lines
 torch = pytest.importorskip("torch")
 
 # What Python sees at a sync in "warn" mode: TORCH_WARN's text, and where in c10 it was raised.
-TORCH_SYNC_WARNING = "called a synchronizing CUDA operation (Triggered internally at /pytorch/c10/cuda/CUDAFunctions.cpp:160.)"
+TORCH_SYNC_WARNING = ("called a synchronizing CUDA operation (Triggered internally at "
+                      "/pytorch/c10/cuda/CUDAFunctions.cpp:160.)")
 
 FAKE_CUDA = f'''
 import os
@@ -40,14 +41,16 @@ WARNED = []
 def set_mode(mode):
     if not WARNED:  # TORCH_WARN_ONCE in torch's setter
         WARNED.append(True)
-        warnings.warn("Synchronization debug mode is a prototype feature and does not yet detect all synchronizing operations")
+        warnings.warn("Synchronization debug mode is a prototype feature and does not yet detect "
+                      "all synchronizing operations")
     MODE[0] = mode
 
 
 torch._C._cuda_get_sync_debug_mode = lambda: MODE[0]
 torch._C._cuda_set_sync_debug_mode = set_mode
 torch.cuda.is_available = lambda: True
-torch.cuda.set_sync_debug_mode = lambda mode: torch._C._cuda_set_sync_debug_mode({{"default": 0, "warn": 1, "error": 2}}.get(mode, mode))
+torch.cuda.set_sync_debug_mode = lambda mode: torch._C._cuda_set_sync_debug_mode(
+    {{"default": 0, "warn": 1, "error": 2}}.get(mode, mode))
 torch.cuda.get_sync_debug_mode = lambda: MODE[0]
 
 # c10's warn_or_error_on_sync(), as a synchronizing operation of torch's own would call it.
@@ -60,7 +63,8 @@ def synchronize(value):
     return value
 """
 namespace = {{"MODE": MODE, "warnings": warnings}}
-exec(compile(SOURCE, os.path.join(os.path.dirname(torch.__file__), "cuda", "_synchronizing_op.py"), "exec"), namespace)
+exec(compile(SOURCE, os.path.join(os.path.dirname(torch.__file__), "cuda", "_synchronizing_op.py"),
+             "exec"), namespace)
 torch.fake_sync = namespace["synchronize"]
 '''
 
@@ -96,8 +100,11 @@ def test_none():
 '''
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA observes syncs (tests/acceptance/test_cuda_syncs.py)")
-def test_on_cpu_a_budgeted_test_runs_and_the_run_says_once_that_syncs_were_not_observed(pytester: pytest.Pytester, run: RunPytest) -> None:
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA observes syncs "
+                                                      "(tests/acceptance/test_cuda_syncs.py)")
+def test_on_cpu_a_budgeted_test_runs_and_the_run_says_once_that_syncs_were_not_observed(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
     pytester.makepyfile(test_cpu='''
 import pytest
 import torch
@@ -112,22 +119,30 @@ def test_by_option():
     result = run("-p", "no:randomly", "--max-syncs=0", "--nocompile-json=report.json")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
-        # A CPU build says it is built without CUDA; a CUDA build on a machine without a GPU that torch.cuda.is_available() is False.
-        "*NotMeasuredWarning: test_cpu.py::test_marked: max_syncs(0) (marker on the test) is not checked: syncs were not observed: "
-        "* Tests are judged on their other budgets; said once per run",
+        # A CPU build says it is built without CUDA; a CUDA build on a machine without a GPU that
+        # torch.cuda.is_available() is False.
+        "*NotMeasuredWarning: test_cpu.py::test_marked: max_syncs(0) (marker on the test) is not "
+        "checked: syncs were not observed: * Tests are judged on their other budgets; "
+        "said once per run",
     ])
     output = result.stdout.str()
     assert output.count("syncs were not observed") == 1
     assert "0 syncs" not in output
-    result.stdout.fnmatch_lines(["compiles  recompiles  graph breaks  syncs  budget    verdict        test",
-                                 "       1           0             0    n/a  syncs<=0  within budget  test_cpu.py::test_by_option"])
+    result.stdout.fnmatch_lines(
+        ["compiles  recompiles  graph breaks  syncs  budget    verdict        test",
+         "       1           0             0    n/a  syncs<=0  within budget  "
+         "test_cpu.py::test_by_option"])
     tests = json.loads((pytester.path / "report.json").read_text())["tests"]
-    assert [(test["syncs"], test["max_syncs"], test["not_measured"]["syncs"][:26]) for test in tests] == [
+    assert [(test["syncs"], test["max_syncs"], test["not_measured"]["syncs"][:26])
+            for test in tests] == [
         (None, 0, "syncs were not observed: t")] * 2
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA observes syncs (tests/acceptance/test_cuda_syncs.py)")
-def test_on_cpu_a_block_assertion_says_once_per_run_that_syncs_were_not_observed(pytester: pytest.Pytester, run: RunPytest) -> None:
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA observes syncs "
+                                                      "(tests/acceptance/test_cuda_syncs.py)")
+def test_on_cpu_a_block_assertion_says_once_per_run_that_syncs_were_not_observed(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
     pytester.makepyfile(test_blocks_cpu='''
 import pytest
 import torch
@@ -155,10 +170,12 @@ def test_marked_after_them():
         "*test_blocks_cpu.py:8: NotMeasuredWarning: assert_max_syncs(0) is not checked: "
         "syncs were not observed: * Tests are judged on their other budgets; said once per run",
     ])
-    assert result.stdout.str().count("syncs were not observed") == 1  # not again for the fixture's block, nor the marker
+    # not again for the fixture's block, nor the marker
+    assert result.stdout.str().count("syncs were not observed") == 1
     # In a watched test, the test's name first, as for a marker.
     result = run("-p", "no:randomly", "test_blocks_cpu.py::test_fixture_block")
-    result.stdout.fnmatch_lines(["*NotMeasuredWarning: test_blocks_cpu.py::test_fixture_block: nocompile_assert_max_syncs(0) is not checked: *"])
+    result.stdout.fnmatch_lines(["*NotMeasuredWarning: test_blocks_cpu.py::test_fixture_block: "
+                                 "nocompile_assert_max_syncs(0) is not checked: *"])
 
 
 CPU_ONLY = pytest.mark.skipif(
@@ -225,7 +242,8 @@ def test_under_w_error_a_gate_not_measured_fails_no_test_and_is_said_once_in_the
     error = "error::pytest_nocompile.NotMeasuredWarning"
     result = run("-p", "no:randomly", "-W", error)
     result.assert_outcomes(failed=1, passed=2)
-    result.stdout.fnmatch_lines(["NotMeasuredWarning: test_train.py::test_train[[]2]: max_syncs(0) *"])
+    result.stdout.fnmatch_lines(
+        ["NotMeasuredWarning: test_train.py::test_train[[]2]: max_syncs(0) *"])
     assert "Traceback" not in result.stdout.str()
     assert "(here: this run makes warnings errors)" not in result.stdout.str()
     # The block alone, outside any watched test: said the same way.
@@ -276,10 +294,13 @@ class TestSteps:
         "    def test_in_class(self):"])
 
 
-def test_each_sync_is_counted_and_listed_by_the_users_line_and_a_fixtures_shown_not_counted(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_each_sync_is_counted_and_listed_by_the_users_line_and_a_fixtures_shown_not_counted(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
     pytester.makeconftest(FAKE_CUDA)
     pytester.makepyfile(test_sched=SCHEDULER)
-    result = run("-p", "no:randomly", "-W", "error")  # an error filter does not turn a counted sync into a crash
+    # an error filter does not turn a counted sync into a crash
+    result = run("-p", "no:randomly", "-W", "error")
     result.assert_outcomes(failed=1, passed=1)
     expect_lines(result, [
         "4 syncs > max_syncs(1) (marker on the test)",
@@ -288,8 +309,10 @@ def test_each_sync_is_counted_and_listed_by_the_users_line_and_a_fixtures_shown_
         "not counted (in fixtures, outside the call phase): 1 sync",
         "1 × test_sched.py:15 in warmed_up: torch.fake_sync(0)",
     ])
-    result.stdout.fnmatch_lines(["test_sched.py::test_denoise: 3 × test_sched.py:10 in step: return torch.fake_sync(self.timesteps[i])"])
-    assert "warnings summary" not in result.stdout.str()  # nothing shown that the user did not ask for
+    result.stdout.fnmatch_lines(["test_sched.py::test_denoise: 3 × test_sched.py:10 in step: "
+                                 "return torch.fake_sync(self.timesteps[i])"])
+    # nothing shown that the user did not ask for
+    assert "warnings summary" not in result.stdout.str()
 
 
 USERS_OWN = '''
@@ -319,24 +342,34 @@ def test_after_them():
     assert MODE[0] == 1  # the mode the last test set, left to it
     assert warnings._showwarnmsg is SHOW
     assert not any("synchronizing" in str(entry[1]) for entry in warnings.filters)
-    assert not [call for call, _ in torch.cuda._queued_calls if call.__module__.startswith("pytest_nocompile")]  # none waits for CUDA
+    # none waits for CUDA
+    assert not [call for call, _ in torch.cuda._queued_calls
+                if call.__module__.startswith("pytest_nocompile")]
     torch.cuda.set_sync_debug_mode("default")
 '''
 
 
-def test_the_users_mode_and_warning_filters_are_theirs_and_a_mode_they_set_is_kept(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_the_users_mode_and_warning_filters_are_theirs_and_a_mode_they_set_is_kept(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
     pytester.makeconftest(FAKE_CUDA)
     pytester.makepyfile(test_own=USERS_OWN)
-    result = run("-p", "no:randomly")  # no report: the last test is not watched, and sees what the others left
+    # no report: the last test is not watched, and sees what the others left
+    result = run("-p", "no:randomly")
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["test_own.py::test_sets_warn_itself", "  *: UserWarning: called a synchronizing CUDA operation*"])
-    result.stdout.fnmatch_lines(["compiles  recompiles  graph breaks  syncs  budget    verdict        test",
-                                 "       0           0             0      1  syncs<=5  within budget  test_own.py::test_sets_warn_itself"])
+    result.stdout.fnmatch_lines(["test_own.py::test_sets_warn_itself",
+                                 "  *: UserWarning: called a synchronizing CUDA operation*"])
+    result.stdout.fnmatch_lines(
+        ["compiles  recompiles  graph breaks  syncs  budget    verdict        test",
+         "       0           0             0      1  syncs<=5  within budget  "
+         "test_own.py::test_sets_warn_itself"])
 
 
-def test_a_report_counts_the_syncs_of_every_test_though_none_compiles(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_report_counts_the_syncs_of_every_test_though_none_compiles(pytester: pytest.Pytester,
+                                                                      run: RunPytest) -> None:
     pytester.makeconftest(FAKE_CUDA)
-    pytester.makepyfile(test_plain="import torch\n\n\ndef test_unbudgeted():\n    torch.fake_sync(0)\n")
+    pytester.makepyfile(
+        test_plain="import torch\n\n\ndef test_unbudgeted():\n    torch.fake_sync(0)\n")
     result = run("--nocompile-json=report.json")
     result.assert_outcomes(passed=1)
     (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
@@ -353,7 +386,8 @@ from pytest_nocompile import SyncBudgetExceeded, assert_max_syncs
 
 
 def test_plain_block():
-    with pytest.raises(SyncBudgetExceeded, match=r"^2 syncs > assert_max_syncs\\(1\\)\\n2 × test_blocks.py:13 in test_plain_block: "):
+    with pytest.raises(SyncBudgetExceeded, match=r"^2 syncs > assert_max_syncs\\(1\\)\\n"
+                                                 r"2 × test_blocks.py:14 in test_plain_block: "):
         with assert_max_syncs(1):
             for _ in range(2):
                 torch.fake_sync(0)
@@ -382,22 +416,26 @@ def test_forked_child():
 '''
 
 
-def test_block_assertions_count_their_block_and_a_child_process_counts_its_own(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_block_assertions_count_their_block_and_a_child_process_counts_its_own(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
     pytester.makeconftest(FAKE_CUDA)
     pytester.makepyfile(test_blocks=BLOCKS)
     result = run("-p", "no:randomly")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "pid * (*): 2 syncs > max_syncs(0) (marker on the test)",
-        "1 × test_blocks.py:26 in sync_twice: torch.fake_sync(0)",
-        "1 × test_blocks.py:27 in sync_twice: torch.fake_sync(1)",
+        "1 × test_blocks.py:27 in sync_twice: torch.fake_sync(0)",
+        "1 × test_blocks.py:28 in sync_twice: torch.fake_sync(1)",
     ])
     assert "warnings summary" not in result.stdout.str()
 
 
 def sync(user_line: int | None, thread: str | None = None, phase: str = "call") -> HealthEvent:
-    where = None if user_line is None else CodeLocation("/work/sched.py", user_line, "step", f"line {user_line}")
-    return HealthEvent(SYNC_SIGNAL, 1, user_code=where, thread=thread, phase=phase)  # type: ignore[arg-type]
+    where = None if user_line is None else CodeLocation("/work/sched.py", user_line,
+                                                        "step", f"line {user_line}")
+    return HealthEvent(SYNC_SIGNAL, 1, user_code=where, thread=thread,
+                       phase=phase)  # type: ignore[arg-type]
 
 
 def test_syncs_are_grouped_by_line_and_thread_first_seen_first() -> None:
@@ -412,12 +450,14 @@ def test_syncs_are_grouped_by_line_and_thread_first_seen_first() -> None:
 
 def test_torchs_sync_warning_is_told_from_other_warnings() -> None:
     assert is_sync_warning(TORCH_SYNC_WARNING, UserWarning)
-    assert is_sync_warning(warnings.WarningMessage(TORCH_SYNC_WARNING, UserWarning, "x.py", 1).message, UserWarning)
+    assert is_sync_warning(
+        warnings.WarningMessage(TORCH_SYNC_WARNING, UserWarning, "x.py", 1).message, UserWarning)
     assert not is_sync_warning(TORCH_SYNC_WARNING, DeprecationWarning)
     assert not is_sync_warning("an operation called a synchronizing CUDA operation", UserWarning)
 
 
-# dynamo's frame compile, as compiling_code finds it: _compile(code, ...) in a file ending in _dynamo/convert_frame.py.
+# dynamo's frame compile, as compiling_code finds it: _compile(code, ...) in a file ending in
+# _dynamo/convert_frame.py.
 COMPILING = '''
 import os
 import pytest
@@ -428,7 +468,8 @@ def _compile(code, value):
     return torch.fake_sync(value)
 """
 namespace = {"torch": torch}
-exec(compile(SOURCE, os.path.join(os.path.dirname(torch.__file__), "_dynamo", "convert_frame.py"), "exec"), namespace)
+exec(compile(SOURCE, os.path.join(os.path.dirname(torch.__file__), "_dynamo", "convert_frame.py"),
+             "exec"), namespace)
 
 def step(value):
     return torch.fake_sync(value)
@@ -441,7 +482,8 @@ def test_step_after_its_compile():
 '''
 
 
-def test_a_sync_made_while_a_frame_compiles_is_shown_not_counted(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_sync_made_while_a_frame_compiles_is_shown_not_counted(pytester: pytest.Pytester,
+                                                                 run: RunPytest) -> None:
     pytester.makeconftest(FAKE_CUDA)
     pytester.makepyfile(test_compiling=COMPILING)
     result = run("-p", "no:randomly", "--nocompile-json=report.json")
@@ -451,5 +493,6 @@ def test_a_sync_made_while_a_frame_compiles_is_shown_not_counted(pytester: pytes
     pytester.makepyfile(test_compiling=COMPILING.replace("max_syncs(1)", "max_syncs(0)"))
     result = run("-p", "no:randomly", "-p", "no:logging")
     result.assert_outcomes(failed=1)
-    expect_lines(result, ["1 sync > max_syncs(0) (marker on the test)", "    not counted: 2 while dynamo compiled",
-                          "1 × test_compiling.py:13 in step: return torch.fake_sync(value)"])
+    expect_lines(result, ["1 sync > max_syncs(0) (marker on the test)",
+                          "    not counted: 2 while dynamo compiled",
+                          "1 × test_compiling.py:14 in step: return torch.fake_sync(value)"])

@@ -73,55 +73,76 @@ def test_compiles_entry():
 '''
 
 
-def test_the_entry_matching_the_installed_torch_applies_and_the_failure_names_it(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_the_entry_matching_the_installed_torch_applies_and_the_failure_names_it(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
     pytester.makepyfile(test_versions=VERSION_BUDGETS)
     result = run("-rA", "-p", "no:logging", "--max-recompiles=0")
     result.assert_outcomes(passed=4, failed=5)
-    for passed in ("test_matching_entry_applies", "test_none_opts_out_where_it_matches", "test_graph_break_entry", "test_compiles_entry"):
+    for passed in ("test_matching_entry_applies", "test_none_opts_out_where_it_matches",
+                   "test_graph_break_entry", "test_compiles_entry"):
         result.stdout.fnmatch_lines([f"PASSED test_versions.py::{passed}"])
     expect_lines(result, ["*_ test_matching_entry_fails_naming_it _*",
                           f"1 recompile > max_recompiles(0) (marker on the test, torch >={THIS})"])
-    expect_lines(result, ["*_ test_no_entry_matches_so_the_default_applies _*", "1 recompile > max_recompiles(0) (marker on the test)"])
-    expect_lines(result, ["*_ test_first_match_wins _*", f"1 recompile > max_recompiles(0) (marker on the test, torch <={THIS})"])
+    expect_lines(result, ["*_ test_no_entry_matches_so_the_default_applies _*",
+                          "1 recompile > max_recompiles(0) (marker on the test)"])
+    expect_lines(result, ["*_ test_first_match_wins _*",
+                          f"1 recompile > max_recompiles(0) (marker on the test, torch <={THIS})"])
     expect_lines(result, ["*_ test_an_entry_budgets_where_the_default_opts_out _*",
                           f"1 recompile > max_recompiles(0) (marker on the test, torch =={THIS})"])
     expect_lines(result, ["*_ TestOnClass.test_class_entry_is_named _*",
-                          f"1 recompile > max_recompiles(0) (marker on class TestOnClass, torch =={THIS})"])
+                          "1 recompile > max_recompiles(0) (marker on class TestOnClass, "
+                          f"torch =={THIS})"])
 
 
-TORCH_ACCEPTED = ('use @pytest.mark.max_recompiles(N, torch={"<X.Y": N, ...}), each key <X.Y, <=X.Y, >X.Y, >=X.Y or ==X.Y '
-                  "(torch's major.minor; the first that matches applies), each N an int >= 0 or None")
+TORCH_ACCEPTED = ('use @pytest.mark.max_recompiles(N, torch={"<X.Y": N, ...}), each key <X.Y, '
+                  "<=X.Y, >X.Y, >=X.Y or ==X.Y (torch's major.minor; the first that matches "
+                  "applies), each N an int >= 0 or None")
 BAD_TORCH_MARKERS = {
-    "test_list": ('max_recompiles(0, torch=[("<2.8", 1)])', "torch must be a dict, got [('<2.8', 1)] (list)"),
+    "test_list": ('max_recompiles(0, torch=[("<2.8", 1)])',
+                  "torch must be a dict, got [('<2.8', 1)] (list)"),
     "test_none": ("max_recompiles(0, torch=None)", "torch must be a dict, got None (NoneType)"),
-    "test_no_comparison": ('max_recompiles(0, torch={"2.8": 1})', "torch key '2.8' is not a version spec"),
-    "test_patch_number": ('max_recompiles(0, torch={"<2.8.1": 1})', "torch key '<2.8.1' is not a version spec"),
-    "test_compatible_release": ('max_recompiles(0, torch={"~=2.8": 1})', "torch key '~=2.8' is not a version spec"),
+    "test_no_comparison": ('max_recompiles(0, torch={"2.8": 1})',
+                           "torch key '2.8' is not a version spec"),
+    "test_patch_number": ('max_recompiles(0, torch={"<2.8.1": 1})',
+                          "torch key '<2.8.1' is not a version spec"),
+    "test_compatible_release": ('max_recompiles(0, torch={"~=2.8": 1})',
+                                "torch key '~=2.8' is not a version spec"),
     "test_float_key": ("max_recompiles(0, torch={2.8: 1})", "torch key 2.8 is not a version spec"),
-    "test_negative": ('max_recompiles(0, torch={"<2.8": -1})', "torch['<2.8']: expected an int >= 0, got -1"),
-    # Equal to the good marker's {"<2.8": 0} before it (and hashed alike): a plan shared by equal markers must not hide it.
-    "test_false": ('max_recompiles(0, torch={"<2.8": False})', "torch['<2.8']: expected an int >= 0, got False (bool)"),
+    "test_negative": ('max_recompiles(0, torch={"<2.8": -1})',
+                      "torch['<2.8']: expected an int >= 0, got -1"),
+    # Equal to the good marker's {"<2.8": 0} before it (and hashed alike): a plan shared by equal
+    # markers must not hide it.
+    "test_false": ('max_recompiles(0, torch={"<2.8": False})',
+                   "torch['<2.8']: expected an int >= 0, got False (bool)"),
     # Bad on every torch, whether or not its spec matches this one.
-    "test_later_entry": (f'max_recompiles(0, torch={{"=={THIS}": 1, "<1.0": "1"}})', "torch['<1.0']: expected an int >= 0, got '1' (str)"),
+    "test_later_entry": (f'max_recompiles(0, torch={{"=={THIS}": 1, "<1.0": "1"}})',
+                         "torch['<1.0']: expected an int >= 0, got '1' (str)"),
 }
 
 
-def test_a_bad_torch_argument_is_an_error_of_that_test_naming_it_and_the_form(pytester: pytest.Pytester, run: RunPytest) -> None:
-    body = ["import pytest", "", '@pytest.mark.max_recompiles(0, torch={"<2.8": 0})', "def test_good_first():", "    pass", ""]
+def test_a_bad_torch_argument_is_an_error_of_that_test_naming_it_and_the_form(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
+    body = ["import pytest", "", '@pytest.mark.max_recompiles(0, torch={"<2.8": 0})',
+            "def test_good_first():", "    pass", ""]
     for name, (marker, _) in BAD_TORCH_MARKERS.items():
         body += [f"@pytest.mark.{marker}", f"def {name}():", "    pass", ""]
-    body += ['@pytest.mark.max_graph_breaks(0, torch={"<2.8": 0.5})', "def test_graph_breaks():", "    pass"]
+    body += ['@pytest.mark.max_graph_breaks(0, torch={"<2.8": 0.5})',
+             "def test_graph_breaks():", "    pass"]
     pytester.makepyfile(test_bad="\n".join(body))
     result = run("--strict-markers")
     result.assert_outcomes(passed=1, errors=len(BAD_TORCH_MARKERS) + 1)
     assert "INTERNALERROR" not in result.stdout.str()
     for name, (marker, problem) in BAD_TORCH_MARKERS.items():
         expect_lines(result, [f"*ERROR at setup of {name}*",
-                              f"invalid max_recompiles marker on test_bad.py::{name}: {rendered(marker)}: {problem}; {TORCH_ACCEPTED}"])
+                              f"invalid max_recompiles marker on test_bad.py::{name}: "
+                              f"{rendered(marker)}: {problem}; {TORCH_ACCEPTED}"])
     graph_breaks_form = TORCH_ACCEPTED.replace("max_recompiles", "max_graph_breaks")
     expect_lines(result, ["*ERROR at setup of test_graph_breaks*",
-                          "invalid max_graph_breaks marker on test_bad.py::test_graph_breaks: max_graph_breaks(0, torch={'<2.8': 0.5}): "
-                          f"torch['<2.8']: expected an int >= 0, got 0.5 (float); {graph_breaks_form}"])
+                          "invalid max_graph_breaks marker on test_bad.py::test_graph_breaks: "
+                          "max_graph_breaks(0, torch={'<2.8': 0.5}): torch['<2.8']: "
+                          f"expected an int >= 0, got 0.5 (float); {graph_breaks_form}"])
 
 
 def rendered(marker: str) -> str:
@@ -130,19 +151,24 @@ def rendered(marker: str) -> str:
 
 
 @pytest.mark.parametrize(("installed", "release"), [
-    ("2.7.1+cu124", (2, 7)), ("2.10.0a0+git1234abc", (2, 10)), ("2.15.0", (2, 15)), ("2.9", (2, 9)), ("not installed", None),
+    ("2.7.1+cu124", (2, 7)), ("2.10.0a0+git1234abc", (2, 10)), ("2.15.0", (2, 15)),
+    ("2.9", (2, 9)), ("not installed", None),
 ])
-def test_a_version_is_read_as_its_major_and_minor(installed: str, release: Optional[tuple[int, int]]) -> None:
+def test_a_version_is_read_as_its_major_and_minor(installed: str,
+                                                  release: Optional[tuple[int, int]]) -> None:
     assert major_minor(installed) == release
 
 
-@pytest.mark.parametrize(("text", "shown"), [("<2.8", "<2.8"), (" >= 2.10 ", ">=2.10"), ("==2.4", "==2.4"), ("<=3.0", "<=3.0"), (">2.9", ">2.9")])
+@pytest.mark.parametrize(("text", "shown"),
+                         [("<2.8", "<2.8"), (" >= 2.10 ", ">=2.10"), ("==2.4", "==2.4"),
+                          ("<=3.0", "<=3.0"), (">2.9", ">2.9")])
 def test_a_spec_reads_as_written_without_spaces(text: str, shown: str) -> None:
     spec = parse_spec(text)
     assert spec is not None and str(spec) == shown
 
 
-@pytest.mark.parametrize("text", ["2.8", "<2", "<2.8.1", "~=2.8", "=2.8", "!=2.8", "<2.x", "<2.8+cu124", "", 2.8, None, ("<", 2, 8)])
+@pytest.mark.parametrize("text", ["2.8", "<2", "<2.8.1", "~=2.8", "=2.8", "!=2.8", "<2.x",
+                                  "<2.8+cu124", "", 2.8, None, ("<", 2, 8)])
 def test_anything_else_is_no_spec(text: object) -> None:
     assert parse_spec(text) is None
 
@@ -163,8 +189,9 @@ def test_a_spec_compares_major_and_minor(spec: str, matching: set[tuple[int, int
 
 def test_the_first_matching_entry_is_in_force_and_every_entry_is_checked() -> None:
     entries = {"<2.6": None, "<2.8": 1, ">=2.8": 3}
-    assert [(str(spec), allowed) for spec, allowed in filter(None, [entry_in_force(entries, COUNT, release)
-                                                                    for release in [(2, 4), (2, 7), (2, 9)]])] == \
+    assert [(str(spec), allowed)
+            for spec, allowed in filter(None, [entry_in_force(entries, COUNT, release)
+                                               for release in [(2, 4), (2, 7), (2, 9)]])] == \
         [("<2.6", None), ("<2.8", 1), (">=2.8", 3)]
     assert entry_in_force({"<2.8": 1}, COUNT, (2, 8)) is None
     assert entry_in_force({"<2.8": 1}, COUNT, None) is None  # torch not installed: the default
@@ -175,16 +202,20 @@ def test_the_first_matching_entry_is_in_force_and_every_entry_is_checked() -> No
 
 @pytest.fixture
 def installed_torch(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
-    """Make the plugin read another torch version from the metadata (torch itself is never imported for it)."""
+    """Make the plugin read another torch version from the metadata (torch itself is never imported
+    for it)."""
     real = installed_versions.distribution_version
 
     def install(version: str) -> None:
-        monkeypatch.setattr(installed_versions, "distribution_version", lambda name: version if name == "torch" else real(name))
+        monkeypatch.setattr(installed_versions, "distribution_version",
+                            lambda name: version if name == "torch" else real(name))
 
     return install
 
 
-def test_a_marker_reads_the_entry_for_the_installed_torch(installed_torch: Callable[[str], None]) -> None:
+def test_a_marker_reads_the_entry_for_the_installed_torch(
+    installed_torch: Callable[[str], None]
+) -> None:
     installed_torch("2.7.1+cu124")
     read = budget_from_marker((0,), {"torch": {"<2.8": 1}, "isolate": False})
     assert (read.count, read.torch_spec, read.isolate) == (1, "<2.8", False)
@@ -200,28 +231,39 @@ def test_a_marker_reads_the_entry_for_the_installed_torch(installed_torch: Calla
 def test_a_bad_torch_argument_names_the_marker_and_the_torch_form() -> None:
     with pytest.raises(BudgetUsageError) as raised:
         budget_from_marker((0,), {"torch": {"2.8": 1}}, RECOMPILES)
-    assert str(raised.value) == f"max_recompiles(0, torch={{'2.8': 1}}): torch key '2.8' is not a version spec; {TORCH_ACCEPTED}"
-    assert torch_form(COMPILE_SECONDS_KIND).startswith('@pytest.mark.max_compile_seconds(S, torch={"<X.Y": S, ...})')
-    with pytest.raises(BudgetUsageError, match=r"^max_recompiles\(0, torch=\{\}, limit=1\): unknown keyword limit; use @pytest.mark.max_recompiles\(N\)"):
+    assert str(raised.value) == ("max_recompiles(0, torch={'2.8': 1}): torch key '2.8' is not a "
+                                 f"version spec; {TORCH_ACCEPTED}")
+    assert torch_form(COMPILE_SECONDS_KIND).startswith(
+        '@pytest.mark.max_compile_seconds(S, torch={"<X.Y": S, ...})')
+    with pytest.raises(BudgetUsageError,
+                       match=r"^max_recompiles\(0, torch=\{\}, limit=1\): unknown keyword limit; "
+                             r"use @pytest.mark.max_recompiles\(N\)"):
         budget_from_marker((0,), {"torch": {}, "limit": 1}, RECOMPILES)
 
 
 def marked(*marks: pytest.MarkDecorator, parent: object = None) -> pytest.Item:
     """An item as plan_key reads it: a parent and its own markers."""
-    return cast(pytest.Item, SimpleNamespace(parent=parent, own_markers=[mark.mark for mark in marks]))
+    return cast(pytest.Item, SimpleNamespace(parent=parent,
+                                             own_markers=[mark.mark for mark in marks]))
 
 
 def test_equal_torch_entries_share_a_plan_and_others_do_not() -> None:
     parent = object()
-    key = plan_key(marked(pytest.mark.max_recompiles(0, torch={"<2.8": 1, ">=2.10": None}), parent=parent))
+    key = plan_key(marked(pytest.mark.max_recompiles(0, torch={"<2.8": 1, ">=2.10": None}),
+                          parent=parent))
     assert key is not None
     hash(key)
-    assert key == plan_key(marked(pytest.mark.max_recompiles(0, torch={"<2.8": 1, ">=2.10": None}), parent=parent))
+    assert key == plan_key(marked(pytest.mark.max_recompiles(0, torch={"<2.8": 1, ">=2.10": None}),
+                                  parent=parent))
     others = [
-        pytest.mark.max_recompiles(0, torch={">=2.10": None, "<2.8": 1}),  # order: the first match wins
-        pytest.mark.max_recompiles(0, torch={"<2.8": True, ">=2.10": None}),  # equal to 1, but a usage error
+        # order: the first match wins
+        pytest.mark.max_recompiles(0, torch={">=2.10": None, "<2.8": 1}),
+        # equal to 1, but a usage error
+        pytest.mark.max_recompiles(0, torch={"<2.8": True, ">=2.10": None}),
         pytest.mark.max_recompiles(0, torch={"<2.8": 2, ">=2.10": None}),
         pytest.mark.max_recompiles(0),
     ]
     assert all(plan_key(marked(other, parent=parent)) != key for other in others)
-    assert plan_key(marked(pytest.mark.max_recompiles(0, torch={"<2.8": [1]}), parent=parent)) is None  # unhashable: planned each time
+    # unhashable: planned each time
+    assert (plan_key(marked(pytest.mark.max_recompiles(0, torch={"<2.8": [1]}), parent=parent))
+            is None)

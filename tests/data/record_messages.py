@@ -59,9 +59,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-KINDS = ("recompiles", "recompiles_verbose", "dynamic_sizes", "compiled_modules", "limit", "graph_breaks", "capabilities")
-# Recorded on the torch versions at hand when the kind was added, not on every one: dynamic_sizes on 2.4, 2.6,
-# 2.11, 2.13, 2.14; compiled_modules on 2.4, 2.13, 2.15.
+KINDS = ("recompiles", "recompiles_verbose", "dynamic_sizes", "compiled_modules", "limit",
+         "graph_breaks", "capabilities")
+# Recorded on the torch versions at hand when the kind was added, not on every one: dynamic_sizes on
+# 2.4, 2.6, 2.11, 2.13, 2.14; compiled_modules on 2.4, 2.13, 2.15.
 PARTIAL_KINDS = ("dynamic_sizes", "compiled_modules")
 LIMIT = 2  # the recompile limit the limit scenario runs under
 LIMIT_LOGGER = "torch._dynamo.convert_frame"
@@ -309,7 +310,8 @@ def record(artifact: str, scenarios: str = SCENARIOS) -> dict:
 
     messages: list[str] = []
     _enable_artifact(artifact)
-    _keep_loggers(["torch._dynamo.guards.__recompiles", "torch._dynamo.guards.__recompiles_verbose"], messages)
+    _keep_loggers(["torch._dynamo.guards.__recompiles",
+                   "torch._dynamo.guards.__recompiles_verbose"], messages)
     error = _run_scenario(scenarios)
     return {"messages": messages, "error": error}
 
@@ -334,14 +336,16 @@ class _WarningSpy:
 
         def handle(logger: logging.Logger, record: logging.LogRecord) -> None:
             if record.levelno >= logging.WARNING and record.name.startswith("torch"):
-                spy.records.append({"logger": record.name, "level": record.levelname, "message": record.getMessage()})
+                spy.records.append({"logger": record.name, "level": record.levelname,
+                                    "message": record.getMessage()})
             spy._handle(logger, record)
 
         logging.Logger.handle = handle  # type: ignore[method-assign,assignment]
 
 
 def record_limit() -> dict:
-    """Run the limit scenario; return the WARNING+ records of every torch logger and Python warnings."""
+    """Run the limit scenario; return the WARNING+ records of every torch logger and Python
+    warnings."""
     import warnings
 
     import torch._dynamo.convert_frame  # noqa: F401
@@ -429,7 +433,8 @@ def probe_import_compile() -> dict:
         "dynamo_after_torch_compile": after_compile,
         "dynamo_after_first_call": "torch._dynamo" in sys.modules,
         "first_importer": compile_importer if after_compile else spy.first,
-        "first_imported_by": "torch.compile(f)" if after_compile else "first call of the compiled f",
+        "first_imported_by": ("torch.compile(f)" if after_compile
+                              else "first call of the compiled f"),
     }
 
 
@@ -457,26 +462,33 @@ def probe() -> dict:
     import torch._logging._internal as torch_logging
 
     facts: dict = {"torch_version": torch.__version__}
-    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
-        facts[f"config.{name}"] = {"exists": hasattr(config, name), "default": _config_value(config, name)}
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
+                 "accumulated_cache_size_limit"):
+        facts[f"config.{name}"] = {"exists": hasattr(config, name),
+                                   "default": _config_value(config, name)}
     if hasattr(config, "recompile_limit") and hasattr(config, "cache_size_limit"):
         config.recompile_limit = 123
-        facts["cache_size_limit_aliases_recompile_limit"] = _config_value(config, "cache_size_limit") == 123
+        facts["cache_size_limit_aliases_recompile_limit"] = (
+            _config_value(config, "cache_size_limit") == 123)
         config.recompile_limit = facts["config.recompile_limit"]["default"]
     facts["config.error_on_recompile"] = {
         "exists": hasattr(config, "error_on_recompile"),
         "default": _config_value(config, "error_on_recompile"),
     }
     facts["torch.compiler.set_stance"] = hasattr(torch.compiler, "set_stance")
-    facts["CompileContext.current_compile_id"] = hasattr(torch._guards.CompileContext, "current_compile_id")
+    facts["CompileContext.current_compile_id"] = hasattr(torch._guards.CompileContext,
+                                                         "current_compile_id")
     facts["get_compilation_metrics"] = hasattr(dynamo_utils, "get_compilation_metrics")
     facts["foreach_map"] = _has_foreach_map()
     facts["log_state"] = {
-        name: hasattr(torch_logging.log_state, name) for name in ("is_artifact_enabled", "enable_artifact", "artifact_names")
+        name: hasattr(torch_logging.log_state, name)
+        for name in ("is_artifact_enabled", "enable_artifact", "artifact_names")
     }
-    facts["log_registry.artifact_names"] = hasattr(getattr(torch_logging, "log_registry", None), "artifact_names")
+    facts["log_registry.artifact_names"] = hasattr(getattr(torch_logging, "log_registry", None),
+                                                   "artifact_names")
     facts["artifact_loggers"] = {
-        suffix: _artifact_loggers(suffix) for suffix in ("__recompiles", "__recompiles_verbose", "__graph_breaks")
+        suffix: _artifact_loggers(suffix)
+        for suffix in ("__recompiles", "__recompiles_verbose", "__graph_breaks")
     }
 
     result: dict = {}
@@ -494,7 +506,8 @@ def probe() -> dict:
             facts["compilation_metrics"]["fields"] = fields
             facts["compilation_metrics"]["has_recompile_reason"] = "recompile_reason" in fields
             facts["compilation_metrics"]["recompile_reasons"] = [
-                str(getattr(m, "recompile_reason", None)) for m in metrics if getattr(m, "recompile_reason", None)
+                str(getattr(m, "recompile_reason", None)) for m in metrics
+                if getattr(m, "recompile_reason", None)
             ]
     return facts
 
@@ -522,10 +535,12 @@ CHILDREN = {
 
 def _child(name: str) -> dict:
     """Run ``name`` in a fresh interpreter; return the JSON it wrote."""
-    env = {key: value for key, value in os.environ.items() if key not in ("TORCH_LOGS", "TORCH_COMPILE_DEBUG")}
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("TORCH_LOGS", "TORCH_COMPILE_DEBUG")}
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "result.json"
-        subprocess.run([sys.executable, __file__, "--child", name, str(out)], check=True, capture_output=True, env=env)
+        subprocess.run([sys.executable, __file__, "--child", name, str(out)], check=True,
+                       capture_output=True, env=env)
         return json.loads(out.read_text())
 
 
@@ -547,7 +562,8 @@ def _device() -> str:
 def _write(path: Path, header: list[str], messages: list[str], error: str | None) -> None:
     if error:
         header = [*header, f"# The scenarios stopped early: {error}"]
-    header = [*header, "# One recorded dynamo message per block, blocks separated by lines of '=====':"]
+    header = [*header,
+              "# One recorded dynamo message per block, blocks separated by lines of '=====':"]
     path.write_text("".join(f"{line}\n" for line in header) + _blocks(messages))
     print(f"wrote {path} ({len(messages)} messages)")
 
@@ -562,38 +578,50 @@ def main(out_dir: Path, kinds: tuple[str, ...]) -> None:
         if kind in ("recompiles", "recompiles_verbose"):
             result = _child(kind)
             header = [f"# torch {on}, {kind} artifact, recorded by tests/data/record_messages.py"]
-            _write(out_dir / f"torch-{version}-{kind}.txt", header, result["messages"], result["error"])
+            _write(out_dir / f"torch-{version}-{kind}.txt", header,
+                   result["messages"], result["error"])
         elif kind == "dynamic_sizes":
             result = _child(kind)
-            header = [f"# torch {on}, recompiles artifact for sizes, recorded by tests/data/record_messages.py",
-                      "# Scenarios: dynamic=True over 4, 5, 0, 1; `if x.shape[0] == 3` over 4, 3; range(x.shape[0]) over 4, 5;",
-                      "# automatic dynamic over 4, 8 on a function, then on a module's forward; backend eager"]
-            _write(out_dir / f"torch-{version}-{kind}.txt", header, result["messages"], result["error"])
+            header = [f"# torch {on}, recompiles artifact for sizes, "
+                      "recorded by tests/data/record_messages.py",
+                      "# Scenarios: dynamic=True over 4, 5, 0, 1; `if x.shape[0] == 3` over 4, 3; "
+                      "range(x.shape[0]) over 4, 5;",
+                      "# automatic dynamic over 4, 8 on a function, then on a module's forward; "
+                      "backend eager"]
+            _write(out_dir / f"torch-{version}-{kind}.txt", header,
+                   result["messages"], result["error"])
         elif kind == "compiled_modules":
             result = _child(kind)
-            header = [f"# torch {on}, recompiles artifact for modules compiled whole, recorded by tests/data/record_messages.py",
-                      "# Scenarios: nn.Sequential (input requiring grad, then a new size), nn.Linear through the same wrapper code,",
+            header = [f"# torch {on}, recompiles artifact for modules compiled whole, "
+                      "recorded by tests/data/record_messages.py",
+                      "# Scenarios: nn.Sequential (input requiring grad, then a new size), "
+                      "nn.Linear through the same wrapper code,",
                       "# nn.MultiheadAttention with need_weights=True, then False; backend eager"]
-            _write(out_dir / f"torch-{version}-{kind}.txt", header, result["messages"], result["error"])
+            _write(out_dir / f"torch-{version}-{kind}.txt", header,
+                   result["messages"], result["error"])
         elif kind == "graph_breaks":
             result = _child(kind)
             header = [
                 f"# torch {on}, graph_breaks artifact ({', '.join(result['loggers'])}),"
                 " recorded by tests/data/record_messages.py",
-                "# Scenarios: print(), torch._dynamo.graph_break(), os.getpid(), `if x.sum() > 0:`; backend eager",
+                "# Scenarios: print(), torch._dynamo.graph_break(), os.getpid(), "
+                "`if x.sum() > 0:`; backend eager",
             ]
-            _write(out_dir / f"torch-{version}-graph_breaks.txt", header, result["messages"], result["error"])
+            _write(out_dir / f"torch-{version}-graph_breaks.txt", header,
+                   result["messages"], result["error"])
         elif kind in ("limit", "capabilities") and limit is None:
             limit = _child("limit")
         if kind == "limit":
             assert limit is not None
             kept = [r for r in limit["records"] if r["logger"] == LIMIT_LOGGER]
             header = [
-                f"# torch {on}, records of WARNING and above on {LIMIT_LOGGER} past the recompile limit"
-                f" ({'/'.join(limit['limit_config'])} = {LIMIT}), recorded by tests/data/record_messages.py",
+                f"# torch {on}, records of WARNING and above on {LIMIT_LOGGER} past the "
+                f"recompile limit ({'/'.join(limit['limit_config'])} = {LIMIT}), "
+                "recorded by tests/data/record_messages.py",
                 f"# Levels: {', '.join(sorted({r['level'] for r in kept})) or 'none'}",
             ]
-            _write(out_dir / f"torch-{version}-limit.txt", header, [r["message"] for r in kept], limit["error"])
+            _write(out_dir / f"torch-{version}-limit.txt", header,
+                   [r["message"] for r in kept], limit["error"])
         if kind == "capabilities":
             assert limit is not None
             facts = _child("probe")
@@ -621,7 +649,8 @@ if __name__ == "__main__":
 
         parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
         parser.add_argument("out_dir", type=Path)
-        parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
+        parser.add_argument("--kinds", default=",".join(KINDS),
+                            help=f"comma-separated, of {', '.join(KINDS)}")
         arguments = parser.parse_args()
         chosen = tuple(kind for kind in arguments.kinds.split(",") if kind)
         unknown = sorted(set(chosen) - set(KINDS))
