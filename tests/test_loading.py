@@ -166,7 +166,8 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
         "exceptions", "features", "features.caches", "features.strict", "features.traces",
-        "features.traces.captured_logs", "hookspecs", "judge", "judge.budget", "judge.installed_versions", "judge.result",
+        "features.traces.captured_logs", "hookspecs", "judge", "judge.budget",
+        "judge.installed_versions", "judge.result",
         "judge.torch_support", "observe", "observe.arrival", "observe.capture", "observe.cpp_syncs",
         "observe.dynamo_state", "observe.log_taps", "observe.sources",
         "observe.sources.cache_bypass_reasons", "observe.sources.compile_metrics",
