@@ -17,7 +17,7 @@ state for that test under its own name.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import pytest
 
@@ -87,3 +87,24 @@ def pytest_nocompile_terminal_summary(terminalreporter: Any, config: pytest.Conf
     """The run's nocompile summary: called after the summary table is written (or where none is),
     in the process that shows it (not on an xdist worker). Write lines with
     ``terminalreporter.write_line``."""
+
+
+@hookspec
+def pytest_nocompile_run_finished(session: pytest.Session, results: Any) -> None:
+    """Every test of the run has reported, in the process that gathers their results (not on an
+    xdist worker), before pytest writes its summary.
+
+    ``results`` is the run's :class:`~.watching.results.Results`: ``results.results`` maps each
+    watched test's node id to its :class:`~.judge.result.TestResult`;
+    ``results.outcome(nodeid)`` is its outcome in pytest's words (``passed``, ``failed``,
+    ``error``, ``skipped``, ``xfailed``, ``xpassed``); ``results.report_fields`` maps a node id
+    to the fields a feature adds to that test's entry of the JSON report (a ``tryfirst``
+    implementation adds them before the report is written). A feature may set
+    ``session.exitstatus``.
+    """
+
+
+@hookspec(firstresult=True)
+def pytest_nocompile_regression_check(config: pytest.Config) -> Optional[Callable[[str, TestResult], bool]]:
+    """Whether a test's result fails the run against a baseline, where the run compares with one:
+    a function of the node id and the result; None where the run compares with none."""

@@ -76,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in BUILT_IN:
         feature = importlib.import_module(f"{__package__}.features.{name}")
         config.pluginmanager.register(feature, f"nocompile-{name}")
-    results = Results(settings)
+    results = Results(settings, config)
     # Before the results: its summary lines come after their table (pytest calls the last
     # registered first).
     config.pluginmanager.register(run_notices, "nocompile-notices")
@@ -85,7 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(fixtures, "nocompile-fixtures")
     config.pluginmanager.register(cudagraph_tests, "nocompile-cudagraph-tests")
     if settings.is_xdist_controller:  # never collects: gathers, from the start, what its workers send
-        config.pluginmanager.register(ControllerReports(results), "nocompile-reports")
+        config.pluginmanager.register(ControllerReports(results), "nocompile-worker-results")
     else:
         config.pluginmanager.register(MarkerTypos(config), "nocompile-marker-names")
 

@@ -14,12 +14,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from nocompile_testing import RunPytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_nocompile"
 FEATURES = PACKAGE / "features"
-# The modules that register and re-export the features, as pytest registers its default plugins.
-REGISTRARS = {PACKAGE / "plugin.py", PACKAGE / "__init__.py"}
+# The modules that register and re-export the features, as pytest registers its default plugins;
+# and the command line's, which runs a feature's command (`python -m pytest_nocompile merge`).
+REGISTRARS = {PACKAGE / "plugin.py", PACKAGE / "__init__.py", PACKAGE / "__main__.py"}
 FEATURE_LINES = 800
 
 
@@ -30,7 +32,7 @@ def _imported_modules(path: Path) -> set[str]:
         package = package.rpartition(".")[0]
     else:
         package = package.removesuffix(".__init__")
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
@@ -82,6 +84,7 @@ def test_the_hooks_are_declared_once_and_registered_by_the_plugin(pytester: pyte
         "pytest_nocompile_watch_opened", "pytest_nocompile_record_attached", "pytest_nocompile_call_started",
         "pytest_nocompile_call_ended", "pytest_nocompile_watch_closed", "pytest_nocompile_test_ended",
         "pytest_nocompile_test_reported", "pytest_nocompile_terminal_summary",
+        "pytest_nocompile_run_finished", "pytest_nocompile_regression_check",
     ])
     config = pytester.parseconfigure("-p", "nocompile")
     for name in declared:

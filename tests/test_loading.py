@@ -165,7 +165,8 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
     result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
-        "exceptions", "features", "features.caches", "features.strict", "features.traces",
+        "exceptions", "features", "features.baselines", "features.caches", "features.reports",
+        "features.reports.json_report", "features.strict", "features.traces",
         "features.traces.captured_logs", "hookspecs", "judge", "judge.budget",
         "judge.installed_versions", "judge.result",
         "judge.torch_support", "observe", "observe.arrival", "observe.capture", "observe.cpp_syncs",
@@ -174,7 +175,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
         "observe.sources.counter_increments", "observe.sources.cudagraph_logs",
         "observe.sources.instruction_counter", "observe.sources.kernel_counts",
         "observe.sources.swallowed_errors", "observe.sources.sync_warnings", "observe.user_code",
-        "observe.wanted_signals", "off_switch", "output", "output.json_report", "output.summary",
+        "observe.wanted_signals", "off_switch", "output", "output.summary",
         "plugin", "processes", "processes.children", "processes.hook",
         "processes.owner", "processes.run_folders", "record", "record.process_events",
         "record.record", "vocabulary", "vocabulary.compile_cost", "vocabulary.health_lines",

@@ -168,7 +168,7 @@ def test_ini_block_is_a_valid_pytest_ini(block: Block, pytester: pytest.Pytester
 def test_json_block_parses_and_a_baseline_loads(block: Block, tmp_path: Path) -> None:
     document = json.loads(block.text)
     if document.get("format", "").startswith("pytest-nocompile-baseline/"):
-        from pytest_nocompile.output.baseline import load_baseline
+        from pytest_nocompile.features.baselines.baseline import load_baseline
 
         (tmp_path / "base.json").write_text(block.text)
         assert load_baseline(str(tmp_path / "base.json"))

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from nocompile_testing import BudgetedRecord, judge_record
+from pytest_nocompile.features.baselines.baseline import explain_rise
 from pytest_nocompile.observe.user_code import find_user_code
-from pytest_nocompile.output.baseline import explain_rise
 from pytest_nocompile.output.report import explain
 from pytest_nocompile.vocabulary.events import CodeLocation, RecompileLimitHit, event_from_message, resumed_function
 from pytest_nocompile.vocabulary.kinds import RECOMPILES

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generator, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Generator, Iterable, Mapping, Optional
 
 import pytest
 
@@ -11,19 +11,18 @@ from ..output.summary import summary_lines
 
 if TYPE_CHECKING:
     from ..judge.budget import RecompileBudget
-    from ..output.baseline import Comparison, SavedBaseline
     from .settings import RunSettings
 
 
 class Results:
     """Each watched test's result, by node id, and what the run does with them at its end."""
 
-    def __init__(self, settings: RunSettings) -> None:
+    def __init__(self, settings: RunSettings, config: pytest.Config) -> None:
         self.settings = settings
+        self.hook = config.hook  # the features' (..hookspecs): what the run does with its results
         self.results: dict[str, TestResult] = {}
-        self.comparison: Optional[Comparison] = None
-        self.saved: Optional[SavedBaseline] = None  # what --nocompile-save wrote
-        self.failed_by_baseline_alone = False  # every test passed, and counts rose against the baseline
+        # By node id: the fields the features add to a test's entry of the JSON report.
+        self.report_fields: dict[str, dict[str, Any]] = {}
         # (when, outcome, was_xfail) of the reports that were not plain passes:
         # of the test now running, and of each finished test that had any.
         self._outcomes: dict[str, list[tuple[str, str, bool]]] = {}
@@ -70,68 +69,29 @@ class Results:
             elif self._final_outcomes:  # an earlier attempt's (pytest-rerunfailures)
                 self._final_outcomes.pop(nodeid, None)
 
-    # A wrapper, outermost: what it writes after the yield comes after pytest's
-    # own last line ("5 passed in 2.1s"), so that a run failed by the baseline
-    # alone does not end on a line that reads like success.
+    # A wrapper, outermost: the features have the results before pytest's own summary, and what
+    # they write after their own wrapper's yield comes after pytest's last line.
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, object, object]:
-        self._finish_run(session)
-        try:
-            return (yield)
-        finally:
-            self._say_why_the_run_failed(session)
+        if not self.settings.is_worker:
+            self.hook.pytest_nocompile_run_finished(session=session, results=self)
+        return (yield)
 
-    def _finish_run(self, session: pytest.Session) -> None:
-        settings = self.settings
-        if settings.is_worker:
-            return
-        if settings.json_path or settings.save_path or settings.baseline is not None:
-            from ..judge.installed_versions import distribution_version
-            from ..output.json_report import json_document, write_json_atomically
+    @property
+    def final_outcomes(self) -> dict[str, list[tuple[str, str, bool]]]:
+        """By node id: (when, outcome, was_xfail) of each finished test's reports that were not
+        plain passes (a test with none is not in it)."""
+        return self._final_outcomes
 
-            torch_version = distribution_version("torch")
-        if settings.baseline is not None:
-            from ..output.baseline import compare
+    def outcome(self, nodeid: str) -> str:
+        """The test's outcome, in pytest's words (``passed``, ``failed``, ``error``, ``skipped`` ...)."""
+        return outcome_of(self._final_outcomes.get(nodeid, ()))
 
-            self.comparison = compare(settings.baseline, self.results, torch_version)
-            if self.comparison.regressed and session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-                self.failed_by_baseline_alone = True
-        if settings.json_path:
-            versions = {"plugin_version": distribution_version("pytest-nocompile"), "torch_version": torch_version}
-            regressions = self.comparison.regressions() if self.comparison is not None else {}
-            write_json_atomically(settings.json_path, json_document(self.results, self._final_outcomes, versions, regressions))
-        if settings.save_path:
-            from ..output.baseline import previous_baseline, saved_baseline
-
-            # What a failed test counted is no baseline (a failed budget's counts are the
-            # regression; a test stopped early counted only part), nor is a skipped test's 0.
-            failed = () if settings.save_failed else self._tests_whose_outcome_is("failed", "error")
-            previous = previous_baseline(settings.save_path)
-            self.saved = saved_baseline(self.results, torch_version, previous, failed=failed,
-                                        skipped=self._tests_whose_outcome_is("skipped"),
-                                        replace=settings.save_replace)
-            write_json_atomically(settings.save_path, self.saved.document)
-
-    def _tests_whose_outcome_is(self, *outcomes: str) -> set[str]:
+    def tests_whose_outcome_is(self, *outcomes: str) -> set[str]:
         """The tests whose outcome (pytest's word: ``failed``, ``error``, ``skipped`` ...) is one of
         ``outcomes``."""
-        from ..output.json_report import outcome_of
-
         return {nodeid for nodeid, reports in self._final_outcomes.items()
                 if outcome_of(reports) in outcomes}
-
-    def _say_why_the_run_failed(self, session: pytest.Session) -> None:
-        """The run's last line, when counts rose against the baseline: it fails the run, whatever the tests did."""
-        if self.comparison is None or not self.comparison.regressed:
-            return
-        terminal = session.config.pluginmanager.get_plugin("terminalreporter")
-        if terminal is None:
-            return
-        why = self.comparison.verdict(str(self.settings.compare_path))
-        if self.failed_by_baseline_alone:
-            why = f"run FAILED (exit code {int(pytest.ExitCode.TESTS_FAILED)}) though every test passed: {why}"
-        terminal.write_line(f"nocompile: {why}", red=True, bold=True)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         settings = self.settings
@@ -142,14 +102,21 @@ class Results:
             terminalreporter.write_sep("=", "nocompile")
             for line in [*summary_lines(self.results, settings.table), *self.after_their_test]:
                 terminalreporter.write_line(line)
-        terminalreporter.config.hook.pytest_nocompile_terminal_summary(terminalreporter=terminalreporter,
-                                                                       config=terminalreporter.config)
-        if self.comparison is not None:
-            terminalreporter.write_sep("=", f"nocompile baseline {settings.compare_path}")
-            for line in self.comparison.lines():
-                terminalreporter.write_line(line)
-        if self.saved is not None and settings.save_path:  # what it wrote, kept, dropped
-            terminalreporter.write_line(self.saved.line(settings.save_path))
+        self.hook.pytest_nocompile_terminal_summary(terminalreporter=terminalreporter,
+                                                    config=terminalreporter.config)
+
+
+def outcome_of(outcomes: Iterable[tuple[str, str, bool]]) -> str:
+    """A test's outcome from its reports' (when, outcome, was_xfail): pytest's own words."""
+    result = "passed"
+    for when, outcome, was_xfail in outcomes:
+        if outcome == "failed":
+            return "error" if when != "call" else "failed"
+        if outcome == "skipped":
+            result = "xfailed" if was_xfail else "skipped"
+        elif was_xfail and when == "call":
+            result = "xpassed"
+    return result
 
 
 class ControllerReports:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 import pytest
 
@@ -12,9 +12,6 @@ from ..judge.torch_support import installed_torch_lacks
 from ..output.summary import TABLE_CHOICES
 from ..vocabulary.kinds import KINDS, USER_ONLY_INI
 from ..vocabulary.measures import COUNT, Amount, Measure
-
-if TYPE_CHECKING:
-    from ..output.baseline import Baseline
 
 
 def count_argument(measure: Measure = COUNT) -> Callable[[str], Amount]:
@@ -135,29 +132,5 @@ class RunSettings:
         self.is_worker = hasattr(config, "workerinput")
         # pytest-xdist runs tests in workers when its dist mode is on (pytest-cov reads it the same way).
         self.is_xdist_controller = not self.is_worker and config.getoption("dist", "no") != "no"
-        self.baseline: Optional[Baseline] = None
-        if not self.is_worker:
-            self._check_output_paths()
 
-    def _check_output_paths(self) -> None:
-        save_options = {"--nocompile-save-replace": self.save_replace,
-                        "--nocompile-save-failed": self.save_failed}
-        for option, given in save_options.items():
-            if given and not self.save_path:  # else ignored: the user would think it saved
-                raise pytest.UsageError(f"{option} needs --nocompile-save=PATH")
-        for option, path in (("--nocompile-json", self.json_path), ("--nocompile-save", self.save_path)):
-            if not path:
-                continue
-            from ..output.json_report import check_writable
-
-            problem = check_writable(path)
-            if problem:
-                raise pytest.UsageError(f"{option}={path}: cannot write there: {problem}")
-        if self.compare_path:
-            from ..output.baseline import BaselineError, load_baseline
-
-            try:
-                self.baseline = load_baseline(self.compare_path)
-            except BaselineError as error:
-                raise pytest.UsageError(f"--nocompile-compare: {error}") from None
 

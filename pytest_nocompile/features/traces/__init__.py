@@ -7,7 +7,8 @@ Hooks: ``pytest_configure`` (reads where traces go and registers the run's
 :class:`~.folders.TraceFolders`, which implements ``pytest_nocompile_watch_opened``,
 ``pytest_nocompile_record_attached``, ``pytest_nocompile_watch_closed``,
 ``pytest_nocompile_test_ended`` and ``pytest_nocompile_test_reported``),
-``pytest_sessionstart`` (the captured-log filter) and
+``pytest_sessionstart`` (the captured-log filter),
+``pytest_nocompile_regression_check`` asked (a passing test's trace is kept where it fails against the baseline) and
 ``pytest_nocompile_terminal_summary`` (the trace folder a user's ``TORCH_TRACE`` leaves unused).
 """
 
@@ -45,8 +46,8 @@ def trace_dir(config: pytest.Config) -> tuple[Optional[str], str, Optional[str]]
     return os.path.abspath(os.path.join(base, os.path.expanduser(chosen))), given_by, None
 
 
-# Registered by the plugin's own pytest_configure once it has read the run's settings (and the
-# baseline to compare with).
+# Registered by the plugin's own pytest_configure once it has read the run's settings (after the
+# baselines feature, which answers the regression check).
 def pytest_configure(config: pytest.Config) -> None:
     folder, given_by, unused = config.stash[_TRACE_DIR_KEY] = trace_dir(config)
     if folder is None:
@@ -60,26 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"{given_by}: cannot keep traces in {folder}: {problem}")
     from .folders import TraceFolders
 
-    config.pluginmanager.register(TraceFolders(folder, _regression_check(settings)), "nocompile-trace-folders")
-
-
-def _regression_check(settings: Any) -> Any:
-    """With a baseline, whether a test's result fails against it: a test that passed keeps its trace where it does."""
-    baseline = settings.baseline
-    if baseline is None and settings.is_worker and settings.compare_path:
-        # A worker keeps the traces of its tests that regress (the controller checked the file).
-        from ...output.baseline import BaselineError, load_baseline
-
-        try:
-            baseline = load_baseline(settings.compare_path)
-        except BaselineError:
-            return None
-    if baseline is None:
-        return None
-    from ...judge.installed_versions import distribution_version
-    from ...output.baseline import regression_check
-
-    return regression_check(baseline, distribution_version("torch"))
+    # With a baseline, a test that passed keeps its trace where its result fails against it.
+    regressed = config.hook.pytest_nocompile_regression_check(config=config)
+    config.pluginmanager.register(TraceFolders(folder, regressed), "nocompile-trace-folders")
 
 
 # pytest's logging plugin makes its handlers in its own (trylast) pytest_configure.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..reports.json_report import JSON_FORMAT
 from .baseline import (
     BASELINE_FORMAT,
     COUNTS_ONLY_FORMAT,
@@ -23,7 +24,6 @@ from .baseline import (
     baseline_from_document,
     document_of,
 )
-from .json_report import JSON_FORMAT
 
 
 class MergeError(ValueError):
@@ -116,7 +116,7 @@ def _describe(entry: dict[str, Any]) -> str:
 
 def write_merged(out: str, paths: list[str]) -> str:
     """Merge ``paths`` into ``out``; the line saying what was merged."""
-    from .json_report import write_json_atomically
+    from ..reports.json_report import write_json_atomically
 
     try:
         document = merge_files(paths)

@@ -2,7 +2,7 @@
 
 A baseline (format 2) holds, per torch ``major.minor``, each test's gated
 counts (which kinds, from the budget kinds' table) and the reasons behind
-them (:mod:`..reasons`: what recompiled and which class of guard failed,
+them (:mod:`~pytest_nocompile.judge.reasons`: what recompiled and which class of guard failed,
 each graph break's kind). A run compares with its own torch's entries, else
 the nearest older torch's (else the nearest newer), and says which. Saving
 writes the entries of the tests that ran, for the torch that ran: it keeps
@@ -24,13 +24,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional
 
-from ..judge.installed_versions import major_minor
-from ..judge.reasons import call_reasons, reasons_with_events
-from ..vocabulary.kinds import KINDS, KINDS_BY_KEY
-from ..vocabulary.measures import plural
+from ...judge.installed_versions import major_minor
+from ...judge.reasons import call_reasons, reasons_with_events
+from ...vocabulary.kinds import KINDS, KINDS_BY_KEY
+from ...vocabulary.measures import plural
 
 if TYPE_CHECKING:
-    from ..judge.result import TestResult
+    from ...judge.result import TestResult
 
 BASELINE_FORMAT = "pytest-nocompile-baseline/2"
 COUNTS_ONLY_FORMAT = "pytest-nocompile-baseline/1"  # written before reasons and torch versions; still read
@@ -340,8 +340,8 @@ def explain_rise(result: TestResult, rose: list[str]) -> list[str]:
 
 def _recompile_lines(event: dict[str, Any], reason: Optional[dict[str, Any]] = None) -> list[str]:
     """A recompile in a line or three: what recompiled, the failed guard (``reason``, else its first), the user's line, the fix."""
-    from ..vocabulary.events import GuardFailure, code_place
-    from ..vocabulary.module_names import module_from_dict
+    from ...vocabulary.events import GuardFailure, code_place
+    from ...vocabulary.module_names import module_from_dict
 
     reasons = event.get("reasons") or []
     chosen = reason if reason is not None else (reasons[0] if reasons else None)
@@ -362,8 +362,8 @@ def _recompile_lines(event: dict[str, Any], reason: Optional[dict[str, Any]] = N
 
 
 def _graph_break_lines(event: dict[str, Any]) -> list[str]:
-    from ..vocabulary.events import display_path
-    from ..vocabulary.module_names import module_from_dict
+    from ...vocabulary.events import display_path
+    from ...vocabulary.module_names import module_from_dict
 
     lines = [f"    {_process_prefix(event)}graph break at {display_path(event['filename'])}:{event['line']}: {event['reason']}"]
     module = module_from_dict(event.get("module"))
@@ -391,6 +391,6 @@ def _process_prefix(event: dict[str, Any]) -> str:
     process = event.get("process")
     if not process:
         return ""
-    from ..judge.result import process_label
+    from ...judge.result import process_label
 
     return f"{process_label(process)}: "

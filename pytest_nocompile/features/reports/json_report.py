@@ -1,7 +1,8 @@
-"""The JSON report (``--nocompile-json``), from each test's :class:`~..judge.result.TestResult`, written whole.
+"""The JSON report (``--nocompile-json``), from each test's
+:class:`~pytest_nocompile.judge.result.TestResult`, written whole.
 
 A test's result is made where the test ran (an xdist worker too) and carried
-on its teardown report as :meth:`~..judge.result.TestResult.to_dict`, so the
+on its teardown report as :meth:`~pytest_nocompile.judge.result.TestResult.to_dict`, so the
 controller writes every test. Loaded only by a run that writes a report, a
 baseline or a merge.
 """
@@ -10,27 +11,32 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+from ...watching.results import outcome_of
 
 if TYPE_CHECKING:
-    from ..judge.result import TestResult
+    from ...judge.result import TestResult
+
+__all__ = ["JSON_FORMAT", "check_writable", "json_document", "outcome_of", "write_json_atomically"]
 
 JSON_FORMAT = "pytest-nocompile-report/1"
 
 
 def json_document(
     results: dict[str, TestResult], outcomes: dict[str, list[tuple[str, str, bool]]], versions: dict[str, str],
-    regressions: Optional[dict[str, list[str]]] = None,
+    fields: Optional[dict[str, dict[str, Any]]] = None,
 ) -> dict[str, Any]:
     """The JSON report: each test's result with its outcome (from ``outcomes``, its reports that were not plain passes),
-    and, for a test that failed the run against the baseline, what rose or is new (``regressions``, by node id)."""
-    regressions = regressions or {}
+    and the fields the features add to a test's entry (``fields``, by node id: a test that failed the run against
+    the baseline, what rose or is new, as ``baseline_regressions``)."""
+    fields = fields or {}
     return {
         "format": JSON_FORMAT,
         **versions,
         "tests": [
             {"nodeid": nodeid, "outcome": outcome_of(outcomes.get(nodeid, ())), **result.to_dict(),
-             **({"baseline_regressions": regressions[nodeid]} if nodeid in regressions else {})}
+             **fields.get(nodeid, {})}
             for nodeid, result in results.items()
         ],
     }
@@ -74,17 +80,3 @@ def check_writable(path: str) -> Optional[str]:
     if not os.access(folder, os.W_OK):
         return f"folder {folder} is not writable"
     return None
-
-
-def outcome_of(outcomes: Iterable[tuple[str, str, bool]]) -> str:
-    """A test's outcome from its reports' (when, outcome, was_xfail): pytest's own words."""
-    result = "passed"
-    for when, outcome, was_xfail in outcomes:
-        if outcome == "failed":
-            return "error" if when != "call" else "failed"
-        if outcome == "skipped":
-            result = "xfailed" if was_xfail else "skipped"
-        elif was_xfail and when == "call":
-            result = "xpassed"
-    return result
-
