@@ -1,4 +1,5 @@
-"""The block assertions' first import path, ``pytest_nocompile.assertions``, kept for code that imports from it.
+"""The block assertions' first import path, ``pytest_nocompile.assertions``, kept for
+code that imports from it.
 
 Their home is :mod:`.watching.assertions`; every name is also on ``pytest_nocompile``.
 """

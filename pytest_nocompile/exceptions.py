@@ -8,13 +8,16 @@ asked raises (:class:`WarmStartFailed`).
 
 from __future__ import annotations
 
-__all__ = ["BudgetExceeded", "CacheMissBudgetExceeded", "CompileBudgetExceeded", "CompileInstructionBudgetExceeded", "CompileTimeBudgetExceeded",
-           "CudagraphRerecordBudgetExceeded", "CudagraphSkipBudgetExceeded", "GraphBreakBudgetExceeded", "KernelBudgetExceeded",
-           "RecompileBudgetExceeded", "SyncBudgetExceeded", "TooFewCompiles", "WarmStartFailed"]
+__all__ = ["BudgetExceeded", "CacheMissBudgetExceeded", "CompileBudgetExceeded",
+           "CompileInstructionBudgetExceeded", "CompileTimeBudgetExceeded",
+           "CudagraphRerecordBudgetExceeded", "CudagraphSkipBudgetExceeded",
+           "GraphBreakBudgetExceeded", "KernelBudgetExceeded", "RecompileBudgetExceeded",
+           "SyncBudgetExceeded", "TooFewCompiles", "WarmStartFailed"]
 
 
 class BudgetExceeded(AssertionError):
-    """A block assertion failed: its block had more (with ``exact=True``: other) than allowed, or fewer than a floor.
+    """A block assertion failed: its block had more (with ``exact=True``: other) than
+    allowed, or fewer than a floor.
 
     The base of one class per kind (:attr:`BudgetKind.exceeded`): catch this
     one for every kind, or the kind's own.
@@ -46,15 +49,18 @@ class CompileTimeBudgetExceeded(BudgetExceeded):
 
 
 class CompileInstructionBudgetExceeded(BudgetExceeded):
-    """A block's compiles took more CPU instructions than its budget (``assert_max_compile_instructions``)."""
+    """A block's compiles took more CPU instructions than its budget
+    (``assert_max_compile_instructions``)."""
 
 
 class CacheMissBudgetExceeded(BudgetExceeded):
-    """A block went over its compile-cache miss budget (inductor FX graph and AOTAutograd cache misses and bypasses)."""
+    """A block went over its compile-cache miss budget (inductor FX graph and AOTAutograd
+    cache misses and bypasses)."""
 
 
 class TooFewCompiles(BudgetExceeded):
-    """A block compiled fewer graphs than its ``min_compiles`` floor, or dynamo swallowed a compile error in it."""
+    """A block compiled fewer graphs than its ``min_compiles`` floor, or dynamo swallowed
+    a compile error in it."""
 
 
 class CudagraphRerecordBudgetExceeded(BudgetExceeded):
@@ -70,7 +76,8 @@ class SyncBudgetExceeded(BudgetExceeded):
 
 
 class KernelBudgetExceeded(BudgetExceeded):
-    """The graphs a block compiled hold more inductor kernels than its budget (``assert_max_kernels``)."""
+    """The graphs a block compiled hold more inductor kernels than its budget
+    (``assert_max_kernels``)."""
 
 
 class WarmStartFailed(Exception):

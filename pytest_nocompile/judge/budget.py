@@ -1,4 +1,5 @@
-"""Budgets: what markers, options and ini keys allow, for each kind of :mod:`.kinds`, validated and resolved.
+"""Budgets: what markers, options and ini keys allow, for each kind of
+:mod:`.kinds`, validated and resolved.
 
 Pure code: no torch, no pytest. Bad input raises :class:`BudgetUsageError`
 with a message that says what was given and what is accepted; the plugin turns
@@ -73,7 +74,8 @@ class RecompileBudget:
     # Derived once: allowed() runs several times for every watched test, and
     # every result carries by_key(); budgets are shared between tests.
     _by_key: dict[str, Amount] = field(init=False, repr=False, compare=False, hash=False)
-    _every_kind: dict[str, Optional[Amount]] = field(init=False, repr=False, compare=False, hash=False)
+    _every_kind: dict[str, Optional[Amount]] = field(init=False, repr=False, compare=False,
+                                                     hash=False)
     _has_floor: bool = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -86,8 +88,10 @@ class RecompileBudget:
     def of(cls, allowed: Mapping[str, Optional[Amount]], isolate: Optional[bool] = None,
            strict: Optional[bool] = None, sources: Mapping[str, str] | None = None,
            user_only: bool = False) -> RecompileBudget:
-        """A budget from ``{kind key: N or None}``, and where each N was set (``{kind key: where}``)."""
-        limits = tuple((kind.key, allowed[kind.key]) for kind in KINDS if allowed.get(kind.key) is not None)
+        """A budget from ``{kind key: N or None}``, and where each N was set
+        (``{kind key: where}``)."""
+        limits = tuple((kind.key, allowed[kind.key]) for kind in KINDS
+                       if allowed.get(kind.key) is not None)
         where = tuple((key, sources[key]) for key, _ in limits if key in sources) if sources else ()
         # The None values were dropped (the ignore below).
         return cls(limits, isolate, strict, where, user_only)  # type: ignore[arg-type]
@@ -112,11 +116,13 @@ class RecompileBudget:
 
     @property
     def has_floor(self) -> bool:
-        """A lower bound is set: a test that recorded nothing can fail it, so it is judged all the same."""
+        """A lower bound is set: a test that recorded nothing can fail it, so it
+        is judged all the same."""
         return self._has_floor
 
     def source(self, kind: BudgetKind) -> Optional[str]:
-        """Where this kind's N was set, e.g. ``from --max-recompiles`` or ``marker on the test``; None if not known."""
+        """Where this kind's N was set, e.g. ``from --max-recompiles`` or
+        ``marker on the test``; None if not known."""
         return next((where for key, where in self.sources if key == kind.key), None)
 
     def counts_user_only(self, kind: BudgetKind) -> bool:
@@ -124,14 +130,16 @@ class RecompileBudget:
         return self.user_only and USER_ONLY in kind.keywords
 
     def describe(self, kind: BudgetKind = RECOMPILES) -> str:
-        """The budget as a marker call and where it was set, e.g. ``max_recompiles(0) (from --max-recompiles)``."""
+        """The budget as a marker call and where it was set, e.g.
+        ``max_recompiles(0) (from --max-recompiles)``."""
         source = self.source(kind)
         keyword = f", {USER_ONLY}=True" if self.counts_user_only(kind) else ""
         return f"{kind.marker}({self.allowed(kind)}{keyword})" + (f" ({source})" if source else "")
 
 
 def validate_count(value: object, what: str, form: str, measure: Measure = COUNT) -> Amount:
-    """Return ``value`` if the measure takes it (a non-negative int for counts, bool excluded), else raise."""
+    """Return ``value`` if the measure takes it (a non-negative int for counts, bool
+    excluded), else raise."""
     if not measure.takes(value):
         raise BudgetUsageError(f"{what}: {measure.why_not(value)}; use {form}")
     return value  # type: ignore[return-value]  # checked by takes()
@@ -145,8 +153,10 @@ def parse_option_count(text: str, option: str, measure: Measure = COUNT) -> Amou
         raise BudgetUsageError(f"{option}: {error}") from None
 
 
-def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], kind: BudgetKind = RECOMPILES) -> MarkerBudget:
-    """Read a budget marker's arguments, e.g. ``max_recompiles(N, isolate=..., strict=..., torch={"<2.8": N})``."""
+def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any],
+                       kind: BudgetKind = RECOMPILES) -> MarkerBudget:
+    """Read a budget marker's arguments, e.g.
+    ``max_recompiles(N, isolate=..., strict=..., torch={"<2.8": N})``."""
     if len(args) == 1 and not kwargs.keys() - kind.keywords and all(
         value is None or isinstance(value, bool) for value in kwargs.values()
     ) and (args[0] is None or kind.measure.takes(args[0])):  # the usual case, checked cheaply
@@ -158,11 +168,13 @@ def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], kind: Bud
     if unknown:
         raise BudgetUsageError(f"{shown}: unknown keyword {', '.join(unknown)}; use {form}")
     if len(args) != 1:
-        raise BudgetUsageError(f"{shown}: expected exactly one positional N, got {len(args)}; use {form}")
+        raise BudgetUsageError(f"{shown}: expected exactly one positional N, got "
+                               f"{len(args)}; use {form}")
     for keyword in kind.keywords:
         value = kwargs.get(keyword)
         if value is not None and not isinstance(value, bool):
-            raise BudgetUsageError(f"{shown}: {keyword} must be True or False, got {value!r}; use {form}")
+            raise BudgetUsageError(f"{shown}: {keyword} must be True or False, got "
+                                   f"{value!r}; use {form}")
     count = None if args[0] is None else validate_count(args[0], shown, form, kind.measure)
     read = MarkerBudget(count, kwargs.get("isolate"), kwargs.get("strict"), kwargs.get(USER_ONLY))
     if "torch" in kwargs:
@@ -171,7 +183,8 @@ def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any], kind: Bud
 
 
 def _apply_torch_entries(read: MarkerBudget, entries: object, shown: str, kind: BudgetKind) -> None:
-    """Where one of the marker's ``torch=`` entries matches the installed torch, its N replaces the marker's."""
+    """Where one of the marker's ``torch=`` entries matches the installed torch, its N
+    replaces the marker's."""
     from .version_budgets import entry_in_force, installed_torch, torch_form
 
     try:
@@ -183,7 +196,8 @@ def _apply_torch_entries(read: MarkerBudget, entries: object, shown: str, kind: 
         read.torch_spec = str(spec)
 
 
-def resolve(ini: Optional[Amount], cli: Optional[Amount], marker: Optional[MarkerBudget]) -> Optional[Amount]:
+def resolve(ini: Optional[Amount], cli: Optional[Amount],
+            marker: Optional[MarkerBudget]) -> Optional[Amount]:
     """The budget in force: the marker's if there is one (None opting out), else CLI, else ini."""
     if marker is not None:
         return marker.count
@@ -194,8 +208,8 @@ def with_markers(default: RecompileBudget, markers: Mapping[str, MarkerBudget],
                  marked_on: Mapping[str, str] | None = None) -> RecompileBudget:
     """A test's budget: its markers (by kind key) over the run's defaults (ini and CLI).
 
-    ``marked_on`` says, by kind key, where each marker was found (e.g. ``marker on class TestStep``).
-    A graph-break marker's ``user_only=`` wins over the run's.
+    ``marked_on`` says, by kind key, where each marker was found (e.g.
+    ``marker on class TestStep``). A graph-break marker's ``user_only=`` wins over the run's.
     """
     recompile_marker = markers.get(RECOMPILES.key)
     isolate = recompile_marker.isolate if recompile_marker else None
@@ -221,5 +235,8 @@ _MERGED: dict[tuple[object, ...], RecompileBudget] = {}
 
 
 def render_call(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
-    """A marker's call as written, e.g. ``max_recompiles(0, torch={'<2.8': 1})``, for usage errors."""
-    return f"{name}({', '.join([*map(repr, args), *(f'{key}={value!r}' for key, value in kwargs.items())])})"
+    """A marker's call as written, e.g.
+    ``max_recompiles(0, torch={'<2.8': 1})``, for usage errors."""
+    return (
+        f"{name}("
+        f"{', '.join([*map(repr, args), *(f'{key}={value!r}' for key, value in kwargs.items())])})")

@@ -1,4 +1,5 @@
-"""Contracts: markers that judge how a test compiled rather than how much (``dynamic_dims``, ``same_across_ranks``).
+"""Contracts: markers that judge how a test compiled rather than how much
+(``dynamic_dims``, ``same_across_ranks``).
 
 A contract is read from the closest marker of its name (test, class, module),
 like a budget, when the test's plan is made (:mod:`.planning`); a bad
@@ -18,8 +19,9 @@ from .budget import render_call
 if TYPE_CHECKING:
     from ..record.snapshot import TestSnapshot
 
-DYNAMIC_DIMS_FORM = (f"@pytest.mark.{DYNAMIC_DIMS}(x=0, y=(0, 1)), each keyword an argument of the compiled function and each "
-                     f"value a dim or a tuple of dims (ints >= 0), with optional {FRAMEWORK_KEYWORD}=True/False")
+DYNAMIC_DIMS_FORM = (f"@pytest.mark.{DYNAMIC_DIMS}(x=0, y=(0, 1)), each keyword an argument of the "
+                     "compiled function and each value a dim or a tuple of dims (ints >= 0), with "
+                     f"optional {FRAMEWORK_KEYWORD}=True/False")
 SAME_ACROSS_RANKS_FORM = f"@pytest.mark.{SAME_ACROSS_RANKS}, without arguments"
 
 
@@ -33,7 +35,8 @@ class DynamicDims:
     __slots__ = ("dims", "framework", "marked_on")
     name = DYNAMIC_DIMS
 
-    def __init__(self, dims: Mapping[str, tuple[int, ...]], framework: bool, marked_on: str) -> None:
+    def __init__(self, dims: Mapping[str, tuple[int, ...]], framework: bool,
+                 marked_on: str) -> None:
         self.dims = dict(dims)
         self.framework = framework  # dynamo's own 0/1 specialisation breaks it too
         self.marked_on = marked_on
@@ -41,13 +44,15 @@ class DynamicDims:
     @property
     def shown(self) -> str:
         """The marker as written: ``dynamic_dims(x=0, y=(0, 1))``."""
-        parts = [f"{name}={dims[0] if len(dims) == 1 else dims}" for name, dims in self.dims.items()]
+        parts = [f"{name}={dims[0] if len(dims) == 1 else dims}"
+                 for name, dims in self.dims.items()]
         if self.framework:
             parts.append(f"{FRAMEWORK_KEYWORD}=True")
         return f"{DYNAMIC_DIMS}({', '.join(parts)})"
 
     def broken(self, snapshot: TestSnapshot) -> Optional[str]:
-        """The failure text when a call-phase recompile of any of the test's processes specialised a dim of the contract."""
+        """The failure text when a call-phase recompile of any of the test's processes specialised
+        a dim of the contract."""
         if not any(process.call_recompiles for process in snapshot.processes):
             return None
         from .size_guards import contract_breaks
@@ -66,14 +71,17 @@ class DynamicDims:
         if not lines:
             return None
         times = "once" if count == 1 else f"{count} times"
-        headline = f"{self.shown} broken ({self.marked_on}): a dim meant to stay dynamic was specialised {times}"
-        note = ([f"    (and {ignored} by dynamo's own 0/1 specialisation, not counted without {FRAMEWORK_KEYWORD}=True)"]
+        headline = (f"{self.shown} broken ({self.marked_on}): a dim meant to stay dynamic was "
+                    f"specialised {times}")
+        note = ([f"    (and {ignored} by dynamo's own 0/1 specialisation, not counted without "
+                 f"{FRAMEWORK_KEYWORD}=True)"]
                 if ignored else [])
         return "\n".join([headline, *lines, *note])
 
 
 class SameAcrossRanks:
-    """``same_across_ranks``: every process the test started compiled the same functions, as often."""
+    """``same_across_ranks``: every process the test started compiled the
+    same functions, as often."""
 
     __slots__ = ("marked_on",)
     name = SAME_ACROSS_RANKS
@@ -88,26 +96,32 @@ class SameAcrossRanks:
         from .rank_comparison import differences
 
         found = differences(list(snapshot.children), lambda info: process_label(info, snapshot.pid))
-        return f"{SAME_ACROSS_RANKS} broken ({self.marked_on}): " + "\n".join(found) if found else None
+        return (f"{SAME_ACROSS_RANKS} broken ({self.marked_on}): " + "\n".join(found) if found
+                else None)
 
 
 Contract = Union[DynamicDims, SameAcrossRanks]
 
 
-def read_contract(name: str, args: Sequence[Any], kwargs: Mapping[str, Any], marked_on: str) -> Contract:
-    """A contract from its marker's arguments; :class:`ContractUsageError` names what was wrong and the accepted form."""
+def read_contract(name: str, args: Sequence[Any], kwargs: Mapping[str, Any],
+                  marked_on: str) -> Contract:
+    """A contract from its marker's arguments; :class:`ContractUsageError` names what was wrong
+    and the accepted form."""
     if name == SAME_ACROSS_RANKS:
         if args or kwargs:
-            raise ContractUsageError(f"{render_call(name, args, kwargs)}: takes no arguments; use {SAME_ACROSS_RANKS_FORM}")
+            raise ContractUsageError(f"{render_call(name, args, kwargs)}: takes no arguments; use "
+                                     f"{SAME_ACROSS_RANKS_FORM}")
         return SameAcrossRanks(marked_on)
     shown = render_call(name, args, kwargs)
     if args:
-        raise ContractUsageError(f"{shown}: name each argument with its dims, positional arguments are not accepted; "
-                                 f"use {DYNAMIC_DIMS_FORM}")
+        raise ContractUsageError(f"{shown}: name each argument with its dims, positional arguments "
+                                 f"are not accepted; use {DYNAMIC_DIMS_FORM}")
     framework = kwargs.get(FRAMEWORK_KEYWORD, False)
     if not isinstance(framework, bool):
-        raise ContractUsageError(f"{shown}: {FRAMEWORK_KEYWORD} must be True or False, got {framework!r}; use {DYNAMIC_DIMS_FORM}")
-    dims = {argument: _dims(value, argument, shown) for argument, value in kwargs.items() if argument != FRAMEWORK_KEYWORD}
+        raise ContractUsageError(f"{shown}: {FRAMEWORK_KEYWORD} must be True or False, got "
+                                 f"{framework!r}; use {DYNAMIC_DIMS_FORM}")
+    dims = {argument: _dims(value, argument, shown) for argument, value in kwargs.items()
+            if argument != FRAMEWORK_KEYWORD}
     if not dims:
         raise ContractUsageError(f"{shown}: names no argument; use {DYNAMIC_DIMS_FORM}")
     return DynamicDims(dims, framework, marked_on)
@@ -115,6 +129,8 @@ def read_contract(name: str, args: Sequence[Any], kwargs: Mapping[str, Any], mar
 
 def _dims(value: object, argument: str, shown: str) -> tuple[int, ...]:
     values = value if isinstance(value, tuple) else (value,)
-    if not values or not all(isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0 for dim in values):
-        raise ContractUsageError(f"{shown}: {argument}={value!r} is not a dim or a tuple of dims (ints >= 0); use {DYNAMIC_DIMS_FORM}")
+    if (not values or not all(isinstance(dim, int) and not isinstance(dim, bool) and dim >= 0
+                              for dim in values)):
+        raise ContractUsageError(f"{shown}: {argument}={value!r} is not a dim or a tuple of dims "
+                                 f"(ints >= 0); use {DYNAMIC_DIMS_FORM}")
     return tuple(values)

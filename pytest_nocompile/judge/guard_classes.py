@@ -1,4 +1,5 @@
-"""What kind of guard failed, and the usual fix: one table, read by failures, the JSON report and baselines. Pure code.
+"""What kind of guard failed, and the usual fix: one table, read by failures, the JSON report
+and baselines. Pure code.
 
 dynamo words a guard differently from one torch to the next (``L['n'] == 2``
 up to 2.6, ``n == 2`` later; ``tensor 'x' size mismatch at index 0`` or
@@ -19,17 +20,20 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-# torch up to 2.6 names locals L['x'] and globals G['x']; later torch names them bare (globals still G['x']).
+# torch up to 2.6 names locals L['x'] and globals G['x']; later torch names them bare
+# (globals still G['x']).
 _SCOPED_NAME = re.compile(r"\b[LG]\['([^'\]]+)'\]")
 # A tensor's size or stride in a symbolic guard: x.size()[0], x.stride()[0].
 _DIM_OF = re.compile(r"^(?P<tensor>.+?)\.(?:size|stride)\(\)\[(?P<dim>\d+)\]$")
-_FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*(?:e[-+]?\d+)?|\d*\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+|inf|nan)$", re.IGNORECASE)
+_FLOAT = re.compile(
+    r"^[-+]?(?:\d+\.\d*(?:e[-+]?\d+)?|\d*\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+|inf|nan)$", re.IGNORECASE)
 _INT = re.compile(r"^[-+]?\d+$")
 
 
 @dataclass(frozen=True)
 class GuardClass:
-    """One class of guard: its name as baselines and reports write it, and the usual fix where one is known.
+    """One class of guard: its name as baselines and reports write it, and the
+    usual fix where one is known.
 
     ``fix`` may name ``{subject}``, ``{tensor}`` and ``{dim}``: the guarded
     local or attribute, and for a size its tensor and dim. ``held_fix``, where
@@ -49,8 +53,9 @@ class GuardClass:
 
 @dataclass(frozen=True)
 class ClassifiedGuard:
-    """A failed guard's class, its subject (``n``, ``self.param_groups[0]['lr']``, ``x dim 0``) and its fix, if known;
-    for a guard on a tensor's size or stride, the tensor (as dynamo names it, ``L['x']`` read as ``x``) and the dim."""
+    """A failed guard's class, its subject (``n``, ``self.param_groups[0]['lr']``, ``x dim 0``) and
+    its fix, if known; for a guard on a tensor's size or stride, the tensor (as dynamo names it,
+    ``L['x']`` read as ``x``) and the dim."""
 
     name: str
     subject: Optional[str] = None
@@ -70,47 +75,59 @@ def _rows(*patterns: str) -> tuple[re.Pattern[str], ...]:
 
 ZERO_ONE_FIX = ("dynamo specialises sizes 0 and 1: keep {tensor} dim {dim} at 2 or more, or call "
                 "torch._dynamo.mark_unbacked({tensor}, {dim}) before the first call")
-SIZE_FIX = "compile with dynamic=True, or call torch._dynamo.mark_dynamic({tensor}, {dim}) before the first call"
+SIZE_FIX = ("compile with dynamic=True, or call torch._dynamo.mark_dynamic({tensor}, {dim}) before "
+            "the first call")
 # A Python int that changes, as a training loop's step, epoch or global step. torch's docs
 # ("Dealing with Recompilations": ints are constants guarded on their exact value; wrap them in
 # tensors) and its config (allow_unspec_int_on_nn_module: integer attributes of an nn.Module are
 # static, and "step counters" recompile). An argument is made dynamic after one recompile
 # (automatic dynamic), or from the start with dynamic=True; an attribute or a global is compiled
 # again for every value it takes.
-INT_ARGUMENT_FIX = ("{subject} is a Python int that changes (as a step or epoch counter does): compile "
-                    "with dynamic=True, or pass it as a tensor, e.g. torch.tensor({subject}); by "
-                    "default dynamo makes an int argument dynamic after one recompile")
-INT_HELD_FIX = ("{subject} is a Python int that changes (as a step or epoch counter does), and dynamo "
-                "compiles again for every value it reads from an attribute or global: hold it in a "
-                "tensor (torch.tensor(0), then {subject} += 1 updates it in place) or pass it as "
-                "an argument; for an nn.Module's int attribute, "
-                "torch._dynamo.config.allow_unspec_int_on_nn_module = True makes it dynamic after "
-                "one recompile")
+INT_ARGUMENT_FIX = ("{subject} is a Python int that changes (as a step or epoch counter does): "
+                    "compile with dynamic=True, or pass it as a tensor, e.g. "
+                    "torch.tensor({subject}); by default dynamo makes an int argument dynamic "
+                    "after one recompile")
+INT_HELD_FIX = ("{subject} is a Python int that changes (as a step or epoch counter does), and "
+                "dynamo compiles again for every value it reads from an attribute or global: "
+                "hold it in a tensor (torch.tensor(0), then {subject} += 1 updates it in place) "
+                "or pass it as an argument; for an nn.Module's int attribute, "
+                "torch._dynamo.config.allow_unspec_int_on_nn_module = True makes it dynamic "
+                "after one recompile")
 # A flag (use_cache, a module's training mode): each value is a graph of its own, compiled once.
 BOOL_FIX = ("{subject} is a Python bool flag: dynamo compiles one graph for each of its values, "
             "once each (model.train() and model.eval() are two); allow one recompile for each "
             "value the test switches to, or keep it the same within the test")
-SIZE_COMPARED_FIX = ("your code branches on the size of {tensor} dim {dim}: move the branch out of the compiled function, or compute "
-                     "both sides with torch ops")
+SIZE_COMPARED_FIX = ("your code branches on the size of {tensor} dim {dim}: move the branch out of "
+                     "the compiled function, or compute both sides with torch ops")
 
 # Specific rows first: the first match wins.
 GUARD_CLASSES: tuple[GuardClass, ...] = (
-    GuardClass("deallocated object", _rows(r"^Cache line invalidated because (?P<subject>.+?) got deallocated"),
-               "{subject} was freed and built again (e.g. an optimizer made per step): keep one alive and reuse it"),
-    GuardClass("global state", _rows(r"^GLOBAL_STATE changed: (?P<subject>.+?)\s*$", r"^___check_global_state\(\)",
-                                     r"^___check_(?P<subject>torch_function_mode_stack)\(\)"),
-               "{subject} changed since the compile (no_grad, autocast, a default dtype or device): set it the same way before "
-               "every call; the triggering line shows where it changed"),
-    GuardClass("size 0/1", _rows(r"^2 <= (?P<size>.+?\.size\(\)\[\d+\])$", r"^(?P<size>.+?\.size\(\)\[\d+\]) >= 2$",
-                                 r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)\. expected [01], actual \d+",
-                                 r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)\. expected \d+, actual [01]$"),
+    GuardClass("deallocated object",
+               _rows(r"^Cache line invalidated because (?P<subject>.+?) got deallocated"),
+               "{subject} was freed and built again (e.g. an optimizer made per step): keep one "
+               "alive and reuse it"),
+    GuardClass("global state",
+               _rows(r"^GLOBAL_STATE changed: (?P<subject>.+?)\s*$", r"^___check_global_state\(\)",
+                     r"^___check_(?P<subject>torch_function_mode_stack)\(\)"),
+               "{subject} changed since the compile (no_grad, autocast, a default dtype or "
+               "device): set it the same way before every call; the triggering line shows "
+               "where it changed"),
+    GuardClass("size 0/1",
+               _rows(r"^2 <= (?P<size>.+?\.size\(\)\[\d+\])$",
+                     r"^(?P<size>.+?\.size\(\)\[\d+\]) >= 2$",
+                     r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)\. expected "
+                     r"[01], actual \d+",
+                     r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)\. expected "
+                     r"\d+, actual [01]$"),
                ZERO_ONE_FIX),
-    GuardClass("size", _rows(r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)"), SIZE_FIX),
-    # A comparison of a size with a constant: the user's code branched on it and specialised the dim.
-    # torch 2.4 writes it as sympy does: Ne(L['x'].size()[0], 3).
-    GuardClass("size compared", _rows(r"^(?P<size>[^ ]+?\.size\(\)\[\d+\]) (?:[!=]=|<=?|>=?) -?\d+$",
-                                      r"^-?\d+ (?:[!=]=|<=?|>=?) (?P<size>[^ ]+?\.size\(\)\[\d+\])$",
-                                      r"^(?:Eq|Ne|Lt|Le|Gt|Ge)\((?P<size>[^ ,]+?\.size\(\)\[\d+\]), -?\d+\)$"),
+    GuardClass("size", _rows(r"^tensor '(?P<tensor>.+?)' size mismatch at index (?P<dim>\d+)"),
+               SIZE_FIX),
+    # A comparison of a size with a constant: the user's code branched on it and specialised the
+    # dim. torch 2.4 writes it as sympy does: Ne(L['x'].size()[0], 3).
+    GuardClass("size compared",
+               _rows(r"^(?P<size>[^ ]+?\.size\(\)\[\d+\]) (?:[!=]=|<=?|>=?) -?\d+$",
+                     r"^-?\d+ (?:[!=]=|<=?|>=?) (?P<size>[^ ]+?\.size\(\)\[\d+\])$",
+                     r"^(?:Eq|Ne|Lt|Le|Gt|Ge)\((?P<size>[^ ,]+?\.size\(\)\[\d+\]), -?\d+\)$"),
                SIZE_COMPARED_FIX),
     # A static stride's mismatch, or a stride that a dynamic-shape guard derives from sizes:
     # x.stride()[0] == x.size()[1] (it fails at a size 0: a contiguous (3, 0) tensor has strides
@@ -122,27 +139,32 @@ GUARD_CLASSES: tuple[GuardClass, ...] = (
     GuardClass("device", _rows(r"^tensor '(?P<subject>.+?)' device mismatch")),
     GuardClass("requires_grad", _rows(r"^tensor '(?P<subject>.+?)' requires_grad mismatch")),
     GuardClass("dispatch keys", _rows(r"^tensor '(?P<subject>.+?)' dispatch key set mismatch")),
-    GuardClass("type", _rows(r"^expected type of '(?P<subject>.+?)' to be", r"^___check_type_id\((?P<subject>[^,]+),")),
+    GuardClass("type", _rows(r"^expected type of '(?P<subject>.+?)' to be",
+                             r"^___check_type_id\((?P<subject>[^,]+),")),
     # Up to torch 2.6 a module's training flag is guarded by the identity of True or False.
     GuardClass("python bool", _rows(r"^___check_obj_id\((?P<subject>[^,]+\.training),"), BOOL_FIX),
     GuardClass("object id", _rows(r"^___check_obj_id\((?P<subject>[^,]+),"),
-               "{subject} is a new object at each call (a module or optimizer built per call): build it once and reuse it"),
+               "{subject} is a new object at each call (a module or optimizer built per call): "
+               "build it once and reuse it"),
     GuardClass("length", _rows(r"^len\((?P<subject>.+)\) == \d+$")),
     # A Python constant's value; split by the value's type below, where the fix differs.
     GuardClass("python value", _rows(r"^(?P<subject>[^ ]+) == (?P<value>.+)$")),
 )
 _VALUE_CLASS = GUARD_CLASSES[-1]
-PYTHON_FLOAT = GuardClass("python float", (), "{subject} is a Python float that changes (a scheduled learning rate): hold it in a tensor, "
-                          "e.g. torch.tensor(0.01)")
+PYTHON_FLOAT = GuardClass("python float", (), "{subject} is a Python float that changes (a "
+                          "scheduled learning rate): hold it in a tensor, e.g. torch.tensor(0.01)")
 PYTHON_INT = GuardClass("python int", (), INT_ARGUMENT_FIX, INT_HELD_FIX)
 PYTHON_BOOL = next(row for row in GUARD_CLASSES if row.name == "python bool")
 OTHER = GuardClass("other", ())
-# Every class a guard can be given, for the docs and the tests: the table's rows, the value's classes, and "other".
-ALL_CLASSES: tuple[GuardClass, ...] = (*GUARD_CLASSES[:-1], PYTHON_FLOAT, PYTHON_INT, _VALUE_CLASS, OTHER)
+# Every class a guard can be given, for the docs and the tests: the table's rows, the
+# value's classes, and "other".
+ALL_CLASSES: tuple[GuardClass, ...] = (*GUARD_CLASSES[:-1], PYTHON_FLOAT, PYTHON_INT, _VALUE_CLASS,
+                                       OTHER)
 
 
 def plain_names(text: str) -> str:
-    """``L['self'].lr`` as later torch writes it, ``self.lr``: the same local reads the same on every torch."""
+    """``L['self'].lr`` as later torch writes it, ``self.lr``: the same local reads
+    the same on every torch."""
     return _SCOPED_NAME.sub(r"\1", text)
 
 

@@ -1,4 +1,5 @@
-"""The versions of installed distributions (this plugin, torch), read from their metadata: never imports them."""
+"""The versions of installed distributions (this plugin, torch), read from their
+metadata: never imports them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Optional
 
 @cache  # the header, the JSON report and the torch checks all ask
 def distribution_version(name: str) -> str:
-    """An installed distribution's version from its metadata, or "not installed"; imports nothing."""
+    """An installed distribution's version from its metadata, or "not
+    installed"; imports nothing."""
     try:
         found = distribution(name)
     except PackageNotFoundError:
@@ -27,6 +29,7 @@ def distribution_version(name: str) -> str:
 
 
 def major_minor(version: str) -> Optional[tuple[int, int]]:
-    """A version's ``(major, minor)``, ignoring what follows (``2.7.1+cu124`` -> ``(2, 7)``); None if it has none."""
+    """A version's ``(major, minor)``, ignoring what follows (``2.7.1+cu124`` ->
+    ``(2, 7)``); None if it has none."""
     found = re.match(r"(\d+)\.(\d+)", version)
     return (int(found[1]), int(found[2])) if found else None

@@ -1,4 +1,5 @@
-"""``same_across_ranks``: whether the processes a test started compiled alike, and how one differs. Pure code.
+"""``same_across_ranks``: whether the processes a test started compiled alike, and
+how one differs. Pure code.
 
 Each process's call phase is summed up per compiled function (its name and
 first line, as dynamo compiled it): the graphs compiled (first compiles,
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
     from ..vocabulary.events import CodeLocation, ProcessInfo, RecompileEvent
     from ..vocabulary.module_names import CompiledModule
 
-UNKNOWN = "a graph compiled outside a frame compile"  # a compile whose function torch did not show (a lazily compiled backward)
+# a compile whose function torch did not show (a lazily compiled backward)
+UNKNOWN = "a graph compiled outside a frame compile"
 
 
 class Compiled(NamedTuple):
@@ -47,48 +49,60 @@ Summary = dict[str, Compiled]  # function place: how it compiled
 
 
 def summary(process: ProcessSnapshot) -> Summary:
-    """The process's call-phase compiles, recompiles and graphless frame compiles, per compiled function."""
-    graphs = Counter(_compiled_function(event.compiling, event.module) for event in process.compiles if event.phase == "call")
+    """The process's call-phase compiles, recompiles and graphless frame compiles,
+    per compiled function."""
+    graphs = Counter(_compiled_function(event.compiling, event.module) for event in process.compiles
+                     if event.phase == "call")
     recompiles = Counter(event.code_place for event in process.recompiles if event.phase == "call")
-    # One compile time per frame dynamo compiled (a lazily compiled backward has no frame): frames beyond
-    # the function's graphs made none.
+    # One compile time per frame dynamo compiled (a lazily compiled backward has no frame): frames
+    # beyond the function's graphs made none.
     frames = Counter(_compiled_function(event.compiling, event.module) for event in process.health
-                     if event.what == COMPILE_SECONDS and event.phase == "call" and event.compiling is not None)
-    return {function: Compiled(graphs[function], recompiles[function], max(frames[function] - graphs[function], 0))
+                     if (event.what == COMPILE_SECONDS and event.phase == "call"
+                         and event.compiling is not None))
+    return {function: Compiled(graphs[function], recompiles[function],
+                               max(frames[function] - graphs[function], 0))
             for function in sorted({*graphs, *recompiles, *frames})}
 
 
-def _compiled_function(code: Optional[CodeLocation], module: Optional[CompiledModule] = None) -> str:
+def _compiled_function(code: Optional[CodeLocation],
+                       module: Optional[CompiledModule] = None) -> str:
     return UNKNOWN if code is None else code_place(code.function, code.filename, code.line, module)
 
 
 def _dynamo_ran(process: ProcessSnapshot, found: Summary) -> bool:
-    """Whether dynamo compiled anything in the process's call: a frame, a graph break, a recompile the limit refused."""
+    """Whether dynamo compiled anything in the process's call: a frame, a graph break, a
+    recompile the limit refused."""
     return (bool(found) or any(event.phase == "call" for event in process.graph_breaks)
             or any(hit.phase == "call" for hit in process.limit_hits))
 
 
-def differences(processes: list[ProcessSnapshot], label: Callable[[Optional[ProcessInfo]], str]) -> list[str]:
-    """The lines saying which processes compiled unlike the others, and how; empty when all compiled alike."""
+def differences(processes: list[ProcessSnapshot],
+                label: Callable[[Optional[ProcessInfo]], str]) -> list[str]:
+    """The lines saying which processes compiled unlike the others, and how; empty
+    when all compiled alike."""
     summaries = [(process, summary(process)) for process in processes]
-    summaries = [(process, found) for process, found in summaries if _dynamo_ran(process, found)]  # else compiled nothing in the call
+    # else compiled nothing in the call
+    summaries = [(process, found) for process, found in summaries if _dynamo_ran(process, found)]
     lines: list[str] = []
     if summaries:
         reference_process, reference = _reference(summaries)
         for process, found in summaries:
             if found != reference:
                 lines += _difference(process, found, reference_process, reference, label)
-    missing = _missing_ranks([process.info for process, _ in summaries], max((process.world or 0 for process in processes), default=0))
+    missing = _missing_ranks([process.info for process, _ in summaries],
+                             max((process.world or 0 for process in processes), default=0))
     if missing:
         ranks = ", ".join(map(str, missing))
-        names = ", ".join(_short(process.info, label(process.info)) for process, _ in sorted(summaries, key=lambda pair: _order(pair[0].info)))
-        lines.append(f"rank{'s' if len(missing) > 1 else ''} {ranks} compiled nothing in the call, while "
-                     f"{names} compiled")
+        names = ", ".join(_short(process.info, label(process.info)) for process, _ in sorted(
+            summaries, key=lambda pair: _order(pair[0].info)))
+        lines.append(f"rank{'s' if len(missing) > 1 else ''} {ranks} compiled nothing in the call, "
+                     f"while {names} compiled")
     return lines
 
 
 def _reference(summaries: list[tuple[ProcessSnapshot, Summary]]) -> tuple[ProcessSnapshot, Summary]:
-    """The summary most processes share; of equals, the one of the lowest rank (else the first to report)."""
+    """The summary most processes share; of equals, the one of the lowest rank
+    (else the first to report)."""
     ordered = sorted(summaries, key=lambda pair: _order(pair[0].info))
     shares = Counter(_key(found) for _, found in ordered)
     return max(ordered, key=lambda pair: shares[_key(pair[1])])  # max keeps the first of equals
@@ -103,8 +117,8 @@ def _order(info: Optional[ProcessInfo]) -> tuple[int, int]:
     return (0, rank) if rank is not None else (1, 0)
 
 
-def _difference(process: ProcessSnapshot, found: Summary, reference_process: ProcessSnapshot, reference: Summary,
-                label: Callable[[Optional[ProcessInfo]], str]) -> list[str]:
+def _difference(process: ProcessSnapshot, found: Summary, reference_process: ProcessSnapshot,
+                reference: Summary, label: Callable[[Optional[ProcessInfo]], str]) -> list[str]:
     name, other = label(process.info), label(reference_process.info)
     lines = [f"{name} compiled unlike {other}"]
     short, short_other = _short(process.info, name), _short(reference_process.info, other)
@@ -112,10 +126,12 @@ def _difference(process: ProcessSnapshot, found: Summary, reference_process: Pro
         mine, theirs = found.get(function), reference.get(function)
         if mine == theirs:
             continue
-        lines.append(f"    {function}: {_counts(mine)} in {short}, {_counts(theirs)} in {short_other}")
+        lines.append(f"    {function}: {_counts(mine)} in {short}, {_counts(theirs)} in "
+                     f"{short_other}")
         first = _first_recompile(process, function) or _first_recompile(reference_process, function)
         if first is not None:
-            lines.append(f"        first recompile ({_short(first.process, label(first.process))}): guard failed: "
+            lines.append("        first recompile "
+                         f"({_short(first.process, label(first.process))}): guard failed: "
                          f"{str(first.reasons[0]).splitlines()[0] if first.reasons else '(torch gave no reason)'}")
             if first.user_code is not None:
                 lines.append(f"        triggered by: {first.user_code}")
@@ -123,7 +139,8 @@ def _difference(process: ProcessSnapshot, found: Summary, reference_process: Pro
 
 
 def _counts(counts: Optional[Compiled]) -> str:
-    """``2 compiles (1 recompile)``, ``2 compiles without a graph (1 recompile)``, ``1 compile and 1 without a graph (...)``."""
+    """``2 compiles (1 recompile)``, ``2 compiles without a graph (1 recompile)``,
+    ``1 compile and 1 without a graph (...)``."""
     if counts is None:
         return "never compiled"
     graphs, recompiles, graphless = counts
@@ -132,7 +149,8 @@ def _counts(counts: Optional[Compiled]) -> str:
     elif graphless:
         compiled = f"{plural(graphless, 'compile')} without a graph"
     else:
-        compiled = plural(graphs, "compile") if graphs else "no graph compiled"  # a recompile seen, its frame's time not
+        # a recompile seen, its frame's time not
+        compiled = plural(graphs, "compile") if graphs else "no graph compiled"
     return f"{compiled} ({plural(recompiles, 'recompile')})"
 
 
@@ -142,11 +160,13 @@ def _short(info: Optional[ProcessInfo], name: str) -> str:
 
 
 def _first_recompile(process: ProcessSnapshot, function: str) -> Optional[RecompileEvent]:
-    return next((event for event in process.recompiles if event.phase == "call" and event.code_place == function), None)
+    return next((event for event in process.recompiles
+                 if event.phase == "call" and event.code_place == function), None)
 
 
 def _missing_ranks(infos: list[Optional[ProcessInfo]], world: int) -> list[int]:
-    """The ranks of the job (``world``, else up to the highest rank seen) that compiled nothing in the call."""
+    """The ranks of the job (``world``, else up to the highest rank seen) that
+    compiled nothing in the call."""
     ranks = {info.rank for info in infos if info is not None and info.rank is not None}
     if not ranks:
         return []

@@ -1,4 +1,5 @@
-"""Why a test compiled more than once: its call phase's recompiles and graph breaks as stable reasons. Pure code.
+"""Why a test compiled more than once: its call phase's recompiles and graph breaks as
+stable reasons. Pure code.
 
 A reason is one line of text that a baseline keeps and compares, e.g.::
 
@@ -30,21 +31,25 @@ from ..vocabulary.resume_names import resume_point
 from .guard_classes import classify
 
 _PACKAGES = re.compile(r"^.*?[/\\](?:site|dist)-packages[/\\]")
-_USER_FRAME = re.compile(r"^(?P<path>.+?):\d+ in (?P<function>[^:]+?)(?::|$)")  # a CodeLocation as text
+# a CodeLocation as text
+_USER_FRAME = re.compile(r"^(?P<path>.+?):\d+ in (?P<function>[^:]+?)(?::|$)")
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\w.~-]*[/\\])+(?P<name>[\w.-]+)")
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]+\b|\b\d{6,}\b")
 
 
 def stable_path(filename: str) -> str:
     """A file as a baseline names it on any machine: inside site-packages from the package on
-    (``torch/optim/adam.py``), else relative to the working directory where inside it, else as given."""
+    (``torch/optim/adam.py``), else relative to the working directory where inside it, else
+    as given."""
     found = _PACKAGES.match(filename)
-    return (filename[found.end():] if found is not None else display_path(filename)).replace(os.sep, "/")
+    return (filename[found.end():] if found is not None
+            else display_path(filename)).replace(os.sep, "/")
 
 
 def code_name(function: str, filename: str, line: int) -> str:
-    """The compiled code as a baseline names it: ``Adam.step``, ``outer.<locals>.inner``, or for the code dynamo
-    runs after a graph break ``train_step (resumed)`` (its name carries a line number, which this leaves out)."""
+    """The compiled code as a baseline names it: ``Adam.step``, ``outer.<locals>.inner``, or for the
+    code dynamo runs after a graph break ``train_step (resumed)`` (its name carries a line number,
+    which this leaves out)."""
     point = resume_point(function)
     if point is not None:
         return f"{point.function} (resumed)"
@@ -53,8 +58,9 @@ def code_name(function: str, filename: str, line: int) -> str:
 
 @lru_cache(maxsize=256)
 def _qualified_names(filename: str) -> dict[tuple[str, int], str]:
-    """``{(name, first line): qualified name}`` of a source file's functions (a code object's first line is its
-    first decorator's); empty where the file cannot be read or parsed."""
+    """``{(name, first line): qualified name}`` of a source file's
+    functions (a code object's first line is its first decorator's);
+    empty where the file cannot be read or parsed."""
     try:
         with open(filename, encoding="utf-8") as source:
             tree = ast.parse(source.read(), filename)
@@ -67,9 +73,11 @@ def _qualified_names(filename: str) -> dict[tuple[str, int], str]:
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 qualified = f"{prefix}{child.name}"
                 if not isinstance(child, ast.ClassDef):
-                    for first in {child.lineno, *(decorator.lineno for decorator in child.decorator_list)}:
+                    for first in {child.lineno,
+                                  *(decorator.lineno for decorator in child.decorator_list)}:
                         names.setdefault((child.name, first), qualified)
-                visit(child, f"{qualified}.<locals>." if not isinstance(child, ast.ClassDef) else f"{qualified}.")
+                visit(child, (f"{qualified}.<locals>." if not isinstance(child, ast.ClassDef)
+                              else f"{qualified}."))
             else:
                 visit(child, prefix)
 
@@ -78,16 +86,19 @@ def _qualified_names(filename: str) -> dict[tuple[str, int], str]:
 
 
 def recompile_reasons(event: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The reasons of one recompile event (as a result's details hold it), each with the failed guard it came from.
+    """The reasons of one recompile event (as a result's details hold it), each with the
+    failed guard it came from.
 
-    A module's method is named by its class and file (``Sequential.forward (torch/nn/modules/container.py)``), not
-    by dynamo's wrapper, and its guards by the user's names for its arguments.
+    A module's method is named by its class and file
+    (``Sequential.forward (torch/nn/modules/container.py)``), not by dynamo's
+    wrapper, and its guards by the user's names for its arguments.
     """
     module = module_from_dict(event.get("module"))
     if module is not None:
         where = f"{module.name} ({stable_path(module.filename)})"
     else:
-        where = f"{code_name(event['function'], event['filename'], event['line'])} ({stable_path(event['filename'])})"
+        where = (f"{code_name(event['function'], event['filename'], event['line'])} "
+                 f"({stable_path(event['filename'])})")
     for reason in event.get("reasons") or ({"guard": ""},):
         guard = reason.get("named_guard") or reason.get("guard") or ""
         yield f"recompile {where}: {classify(guard).label if guard else 'no reason given'}", reason
@@ -97,25 +108,32 @@ def graph_break_reason(event: dict[str, Any]) -> str:
     """The reason of one graph-break event (as a result's details hold it)."""
     place = stable_path(event["filename"])
     user = _USER_FRAME.match(event.get("user_code") or "")
-    # The user's frame names the function where it is the graph break's own file (it nearly always is).
-    where = f"{user['function']} ({place})" if user and stable_path(user["path"]) == place else place
-    return f"graph break in {where}: {graph_break_kind(event.get('reason') or '', event.get('graph_break_id'))}"
+    # The user's frame names the function where it is the graph break's own
+    # file (it nearly always is).
+    where = (f"{user['function']} ({place})" if user and stable_path(user["path"]) == place
+             else place)
+    return (f"graph break in {where}: "
+            f"{graph_break_kind(event.get('reason') or '', event.get('graph_break_id'))}")
 
 
 def graph_break_kind(reason: str, graph_break_id: Optional[str]) -> str:
-    """A graph break's kind: its first reason line, paths shortened to their file name and addresses and long numbers
-    taken out, then torch's id (``[GB0059]``) where it gave one."""
+    """A graph break's kind: its first reason line, paths shortened to their file name and addresses
+    and long numbers taken out, then torch's id (``[GB0059]``) where it gave one."""
     text = _ADDRESS.sub("N", _PATH.sub(lambda found: found["name"], reason.strip()))
     return f"{text} [{graph_break_id}]" if graph_break_id else text
 
 
 def call_reasons(details: Mapping[str, list[dict[str, Any]]]) -> list[str]:
-    """The sorted, distinct reasons of a result's call-phase recompiles and graph breaks (what its counts count)."""
+    """The sorted, distinct reasons of a result's call-phase recompiles and graph breaks
+    (what its counts count)."""
     return sorted({reason for reason, _, _ in reasons_with_events(details)})
 
 
-def reasons_with_events(details: Mapping[str, list[dict[str, Any]]]) -> Iterable[tuple[str, dict[str, Any], Optional[dict[str, Any]]]]:
-    """Each call-phase reason with the event it came from and, for a recompile, the failed guard it names (None for a graph break)."""
+def reasons_with_events(
+    details: Mapping[str, list[dict[str, Any]]],
+) -> Iterable[tuple[str, dict[str, Any], Optional[dict[str, Any]]]]:
+    """Each call-phase reason with the event it came from and, for a recompile, the failed guard it
+    names (None for a graph break)."""
     for event in details.get("recompile_events", ()):
         if event.get("phase") == "call":
             for reason, guard in recompile_reasons(event):

@@ -1,4 +1,5 @@
-"""Which tensor dims a recompile specialised, and why: the user's code, a dim compiled static, or dynamo's 0/1 rule. Pure code.
+"""Which tensor dims a recompile specialised, and why: the user's code, a dim compiled static, or
+dynamo's 0/1 rule. Pure code.
 
 A recompile's reasons are the failed guards of every cache entry of the frame,
 the newest first. Those on a tensor's size (:mod:`.guard_classes`: ``size``,
@@ -65,9 +66,11 @@ _STRIDE_CLASS = "stride"  # dynamo's own at a size 0 or 1 (see above); else not 
 _SIZES_DYNAMO_SPECIALISES = (0, 1)
 
 _ACTUAL = re.compile(r"size mismatch at index \d+\. expected \d+, actual (?P<size>\d+)")
-_NOT_EQUAL = re.compile(r"\.size\(\)\[\d+\] != (?P<after>\d+)$|^(?P<before>\d+) != |^Ne\(.*, (?P<ne>\d+)\)$")
+_NOT_EQUAL = re.compile(r"\.size\(\)\[\d+\] != (?P<after>\d+)$|^(?P<before>\d+) != |"
+                        r"^Ne\(.*, (?P<ne>\d+)\)$")
 _BOUND = re.compile(r"^2 <= |\.size\(\)\[\d+\] >= 2$")
-# How torch says a 0/1 guard is its own; a size guard's comment otherwise ends in the place in torch that made it.
+# How torch says a 0/1 guard is its own; a size guard's comment otherwise ends in the
+# place in torch that made it.
 _FRAMEWORK_NOTE = re.compile(r"not due user code|0/1 specialization in the framework")
 _MADE_IN_TORCH = re.compile(r"\([^()]*:\d+ in \S+\)$")
 _KWARGS = re.compile(r"^kwargs\['(?P<name>[^']+)'\]$")
@@ -78,8 +81,9 @@ _FIXES = {CODE: SIZE_COMPARED_FIX, STATIC: SIZE_FIX, ZERO_ONE: ZERO_ONE_FIX}
 
 @dataclass(frozen=True)
 class SizeGuard:
-    """A failed guard on one tensor dim: the tensor as dynamo names it (``x``), the dim, why, and the size the call had
-    where the guard says (None: it does not; a failed ``2 <= x.size()[0]`` means 0 or 1)."""
+    """A failed guard on one tensor dim: the tensor as dynamo names it (``x``), the dim,
+    why, and the size the call had where the guard says (None: it does not; a failed
+    ``2 <= x.size()[0]`` means 0 or 1)."""
 
     tensor: str
     dim: int
@@ -94,7 +98,8 @@ def size_guard(reason: GuardFailure, call_size: Optional[int] = None) -> Optiona
     ``call_size``: the size the call had, where the caller chose it (a sweep); at 0 or 1 a failed
     stride guard is dynamo's own 0/1 specialisation of the size it names.
     """
-    text = (reason.named or reason.guard).strip()  # a module's arguments by the user's names (module_names)
+    # a module's arguments by the user's names (module_names)
+    text = (reason.named or reason.guard).strip()
     classified = classify(text)
     if classified.name == _STRIDE_CLASS:
         return _stride_guard(classified.tensor, classified.dim, text, reason, call_size)
@@ -102,7 +107,8 @@ def size_guard(reason: GuardFailure, call_size: Optional[int] = None) -> Optiona
     if cause is None or classified.tensor is None or classified.dim is None:
         return None
     source = reason.source or ""
-    if cause == ZERO_ONE and _BOUND.search(text) and _MADE_IN_TORCH.search(source) and not _FRAMEWORK_NOTE.search(source):
+    if (cause == ZERO_ONE and _BOUND.search(text) and _MADE_IN_TORCH.search(source)
+            and not _FRAMEWORK_NOTE.search(source)):
         cause = CODE  # a bound the user's code set, where torch says so
     return SizeGuard(classified.tensor, classified.dim, cause, reason, _size_in(text))
 
@@ -132,7 +138,8 @@ def _size_in(guard: str) -> Optional[int]:
 
 @dataclass(frozen=True)
 class DimRecompile:
-    """One recompile as it concerns one tensor dim: why it recompiled there, the size, and the guard that says so."""
+    """One recompile as it concerns one tensor dim: why it recompiled there, the size, and
+    the guard that says so."""
 
     event: RecompileEvent
     tensor: str  # as dynamo names it
@@ -152,24 +159,29 @@ class DimRecompile:
         return self.reason.location if self.cause == CODE else None
 
     def describe(self, name: Optional[str] = None) -> str:
-        """``x dim 0 at size 3: your code specialised it (guard: x.size()[0] != 3)``; ``name``: the argument, if not the tensor's."""
-        size = f"size {self.size}" if self.size is not None else "size 0 or 1" if self.cause == ZERO_ONE else "a new size"
+        """``x dim 0 at size 3: your code specialised it (guard: x.size()[0] != 3)``; ``name``: the
+        argument, if not the tensor's."""
+        size = (f"size {self.size}" if self.size is not None
+                else "size 0 or 1" if self.cause == ZERO_ONE else "a new size")
         why = {CODE: "your code specialised it", STATIC: "it was compiled static",
                ZERO_ONE: "dynamo's own 0/1 specialisation"}[self.cause]
         guard = str(self.reason).splitlines()[0]
         return f"{name or self.tensor} dim {self.dim} at {size}: {why} (guard failed: {guard})"
 
     def lines(self, name: Optional[str] = None, where: str = "", indent: str = "    ") -> list[str]:
-        """The description, then where: the branch (the user's line in the guard), the call that recompiled, the usual fix.
+        """The description, then where: the branch (the user's line in the guard), the call that
+        recompiled, the usual fix.
 
-        ``where``: the process, as the first line's prefix (``rank 1 (pid 42): ``) where it is not the test's own.
+        ``where``: the process, as the first line's prefix (``rank 1 (pid 42): ``) where
+        it is not the test's own.
         """
         found = [f"{indent}{where}{self.event.code_name} recompiled: {self.describe(name)}"]
         if self.where is not None:
             found.append(f"{indent}    at: {self.where}")
         if self.event.user_code is not None:
             found.append(f"{indent}    triggered by: {self.event.user_code}")
-        found.append(f"{indent}    usual fix: {_FIXES[self.cause].format(tensor=self.tensor, dim=self.dim)}")
+        found.append(f"{indent}    usual fix: "
+                     f"{_FIXES[self.cause].format(tensor=self.tensor, dim=self.dim)}")
         return found
 
 
@@ -195,13 +207,17 @@ def dims_recompiled(event: RecompileEvent, call_size: Optional[int] = None) -> l
 
 
 def argument_of(tensor: str, names: Iterable[str]) -> Optional[str]:
-    """The argument name among ``names`` that dynamo's name of a tensor means (``x``, ``kwargs['x']``), else None."""
+    """The argument name among ``names`` that dynamo's name of a tensor means (``x``,
+    ``kwargs['x']``), else None."""
     keyword = _KWARGS.match(tensor)
     name = keyword["name"] if keyword else tensor
     return name if name in names else None
 
 
-def contract_breaks(event: RecompileEvent, dims: Mapping[str, tuple[int, ...]]) -> list[tuple[str, DimRecompile]]:
-    """The recompile's dims among ``dims`` (argument name: its dims), each with the argument it is."""
+def contract_breaks(event: RecompileEvent,
+                    dims: Mapping[str, tuple[int, ...]]) -> list[tuple[str, DimRecompile]]:
+    """The recompile's dims among ``dims`` (argument name: its dims), each
+    with the argument it is."""
     return [(argument, dim_recompile) for dim_recompile in dims_recompiled(event)
-            if (argument := argument_of(dim_recompile.tensor, dims)) is not None and dim_recompile.dim in dims[argument]]
+            if ((argument := argument_of(dim_recompile.tensor, dims)) is not None
+                and dim_recompile.dim in dims[argument])]

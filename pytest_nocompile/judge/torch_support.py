@@ -1,4 +1,5 @@
-"""Whether the installed torch gives what a budget kind counts, read from its metadata: never imports torch."""
+"""Whether the installed torch gives what a budget kind counts, read from its
+metadata: never imports torch."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from ..vocabulary.measures import plural_noun
 
 
 def too_old_for(kind: BudgetKind, installed: str, what: Optional[str] = None) -> Optional[str]:
-    """Why torch ``installed`` (a version string) cannot give what ``kind`` counts, or None when it can (or is not installed).
+    """Why torch ``installed`` (a version string) cannot give what ``kind`` counts, or None when it
+    can (or is not installed).
 
     ``what`` names what needs it (default: the kind's marker), e.g. a block assertion or a fixture.
     """
@@ -17,10 +19,12 @@ def too_old_for(kind: BudgetKind, installed: str, what: Optional[str] = None) ->
 
     since = kind.since_torch
     release = major_minor(installed)
-    if since is None or release is None or release >= since:  # None: "not installed", the watch says so itself, once the test runs
+    # None: "not installed", the watch says so itself, once the test runs
+    if since is None or release is None or release >= since:
         return None
     first = kind.since_torch_has or f"whose dynamo counts {plural_noun(2, kind.noun)}"
-    return f"{what or kind.marker} needs torch >= {since[0]}.{since[1]}, the first {first}; torch {installed} is installed"
+    return (f"{what or kind.marker} needs torch >= {since[0]}.{since[1]}, the first {first}; torch "
+            f"{installed} is installed")
 
 
 def installed_torch_lacks(kind: BudgetKind, what: Optional[str] = None) -> Optional[str]:
@@ -33,8 +37,9 @@ def installed_torch_lacks(kind: BudgetKind, what: Optional[str] = None) -> Optio
 
 
 def refuse_where_torch_lacks(kind: BudgetKind, what: str) -> None:
-    """Raise a ``RuntimeError`` naming the first torch that counts ``kind``, where the installed one does not:
-    ``what`` (a block assertion, a fixture) would count nothing there, and pass."""
+    """Raise a ``RuntimeError`` naming the first torch that counts ``kind``, where
+    the installed one does not: ``what`` (a block assertion, a fixture) would count
+    nothing there, and pass."""
     __tracebackhide__ = True
     lacking = installed_torch_lacks(kind, what)
     if lacking is not None:

@@ -1,4 +1,5 @@
-"""The verdict on a test, decided once from its snapshot: the kinds over budget, in which process, and the first cause.
+"""The verdict on a test, decided once from its snapshot: the kinds over budget, in which
+process, and the first cause.
 
 :func:`judge` reads a :class:`~..record.snapshot.TestSnapshot` and the
 test's budget, and nothing else: it never reads the record, whose lists a
@@ -25,10 +26,10 @@ if TYPE_CHECKING:
     from .contracts import Contract
 
 
-def over_budget(kind: BudgetKind, count: Amount, allowed: Optional[Amount], *, exact: bool = False, limit_hit: bool = False,
-                compile_error: bool = False) -> bool:
-    """The one rule: more than allowed (with ``exact``: other than allowed; for a floor: fewer), or a limit hit
-    or a swallowed compile error where the kind says so."""
+def over_budget(kind: BudgetKind, count: Amount, allowed: Optional[Amount], *, exact: bool = False,
+                limit_hit: bool = False, compile_error: bool = False) -> bool:
+    """The one rule: more than allowed (with ``exact``: other than allowed; for a floor: fewer), or
+    a limit hit or a swallowed compile error where the kind says so."""
     if allowed is None:
         return False
     if compile_error and kind.compile_error_fails:
@@ -38,13 +39,17 @@ def over_budget(kind: BudgetKind, count: Amount, allowed: Optional[Amount], *, e
     return count > allowed or (exact and count != allowed) or (limit_hit and kind.limit_hit_fails)
 
 
-def kinds_over_budget(snapshot: TestSnapshot, budget: RecompileBudget,
-                      found: Optional[list[tuple[ProcessSnapshot, tuple[str, ...]]]] = None) -> tuple[str, ...]:
-    """The keys of the kinds over budget in any process's call phase (``found``: :func:`processes_over_budget`'s, where
-    known), and the floors the test missed, in table order (a floor is judged on the whole test: see .floors)."""
+def kinds_over_budget(
+    snapshot: TestSnapshot, budget: RecompileBudget,
+    found: Optional[list[tuple[ProcessSnapshot, tuple[str, ...]]]] = None,
+) -> tuple[str, ...]:
+    """The keys of the kinds over budget in any process's call phase (``found``:
+    :func:`processes_over_budget`'s, where known), and the floors the test missed, in table order (a
+    floor is judged on the whole test: see .floors)."""
     if not budget.limits:
         return ()
-    over = {key for _, keys in (processes_over_budget(snapshot, budget) if found is None else found) for key in keys}
+    over = {key for _, keys in (processes_over_budget(snapshot, budget) if found is None else found)
+            for key in keys}
     if budget.has_floor:
         over.update(floors_missed(snapshot, budget))
     return tuple(key for key, _ in budget.limits if key in over)
@@ -59,7 +64,8 @@ def budget_count(process: ProcessSnapshot, kind: BudgetKind, budget: RecompileBu
     return process.counts[kind.key]
 
 
-def processes_over_budget(snapshot: TestSnapshot, budget: RecompileBudget) -> list[tuple[ProcessSnapshot, tuple[str, ...]]]:
+def processes_over_budget(snapshot: TestSnapshot,
+                          budget: RecompileBudget) -> list[tuple[ProcessSnapshot, tuple[str, ...]]]:
     """Each process over budget with the keys of its kinds over, in table order.
 
     A budget applies to each process on its own: eight ranks that each
@@ -78,16 +84,19 @@ def processes_over_budget(snapshot: TestSnapshot, budget: RecompileBudget) -> li
     return found
 
 
-def broken_contracts(snapshot: TestSnapshot, contracts: Sequence[Contract]) -> list[tuple[str, str]]:
+def broken_contracts(snapshot: TestSnapshot,
+                     contracts: Sequence[Contract]) -> list[tuple[str, str]]:
     """Each contract the test broke: its marker's name and its failure text."""
-    return [(contract.name, text) for contract in contracts if (text := contract.broken(snapshot)) is not None]
+    return [(contract.name, text) for contract in contracts
+            if (text := contract.broken(snapshot)) is not None]
 
 
 def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[str, ...]] = None,
           unmeasured: Optional[Mapping[str, str]] = None, contracts: Sequence[Contract] = (),
           broken: Optional[list[tuple[str, str]]] = None) -> TestResult:
-    """The verdict on a finished test, with everything the reports show (``over``, ``broken``: already judged at the
-    call's end, else judged here, ``broken`` on ``contracts``; ``unmeasured``: why kinds could not be measured here, by key)."""
+    """The verdict on a finished test, with everything the reports show (``over``, ``broken``:
+    already judged at the call's end, else judged here, ``broken`` on ``contracts``; ``unmeasured``:
+    why kinds could not be measured here, by key)."""
     processes: tuple[dict[str, Any], ...] = ()
     found = processes_over_budget(snapshot, budget) if budget.limits else []
     if over is None:
@@ -98,7 +107,8 @@ def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[
         counts = snapshot.own.counts
         cause = _first_cause(snapshot, budget, over, snapshot.own) if over else None
     else:  # the worst process's counts, kind by kind, and each process's
-        counts = {kind.key: max(process.counts[kind.key] for process in snapshot.processes) for kind in COUNTED_KINDS}
+        counts = {kind.key: max(process.counts[kind.key] for process in snapshot.processes)
+                  for kind in COUNTED_KINDS}
         cause = None
         if over and found:
             process, keys = found[0]
@@ -106,8 +116,10 @@ def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[
         elif over:  # a floor missed, by the test's processes together
             cause = _first_cause(snapshot, budget, over, snapshot.own)
         processes = tuple(
-            {**(_process(process.info) or {"pid": snapshot.pid, "rank": None}), "test_process": process.info is None,
-             **{kind.key: kind.measure.for_json(process.counts[kind.key]) for kind in COUNTED_KINDS}}
+            {**(_process(process.info) or {"pid": snapshot.pid, "rank": None}),
+             "test_process": process.info is None,
+             **{kind.key: kind.measure.for_json(process.counts[kind.key])
+                for kind in COUNTED_KINDS}}
             for process in snapshot.processes
         )
     if broken and cause is None:  # within its budgets: the contract's failure is the cause
@@ -115,17 +127,21 @@ def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[
     return TestResult(
         counts=counts,
         budgets=budget.by_key(),
-        verdict=(Verdict.OVER if over else Verdict.BROKEN if broken else Verdict.WITHIN if budget.limits else Verdict.NO_BUDGET),
+        verdict=(Verdict.OVER if over else Verdict.BROKEN if broken
+                 else Verdict.WITHIN if budget.limits else Verdict.NO_BUDGET),
         over=over,
         cause=cause,
         broken=tuple(name for name, _ in broken),
         details=_details(snapshot),
         processes=processes,
-        shown={key: {signal: KINDS_BY_KEY[key].measure.for_json(total) for signal, total in totals.items()}
+        shown={key: {signal: KINDS_BY_KEY[key].measure.for_json(total)
+                     for signal, total in totals.items()}
                for key, totals in snapshot.shown.items()},
         unmeasured=unmeasured or MEASURED,
         user_only=budget.user_only,
-        lower_bounds=_lower_bounds(snapshot) if _KINDS_WITH_LOWER_BOUNDS and any(process.health for process in snapshot.processes) else MEASURED,
+        lower_bounds=(_lower_bounds(snapshot)
+                      if (_KINDS_WITH_LOWER_BOUNDS
+                          and any(process.health for process in snapshot.processes)) else MEASURED),
     )
 
 
@@ -133,19 +149,23 @@ _KINDS_WITH_LOWER_BOUNDS = tuple(kind for kind in KINDS if kind.lower_bound_sign
 
 
 def _lower_bounds(snapshot: TestSnapshot) -> dict[str, str]:
-    """Why a kind's count is a lower bound, by key, where some process of the test said so (the first one's reason)."""
+    """Why a kind's count is a lower bound, by key, where some process of the test said so
+    (the first one's reason)."""
     found: dict[str, str] = {}
     for kind in _KINDS_WITH_LOWER_BOUNDS:
         for process in snapshot.processes:
             said = process.signals((kind.lower_bound_signal,), None)
             if said:
-                found[kind.key] = ("" if process.info is None else f"{process.label}: ") + (said[0].reason or kind.lower_bound_signal)
+                found[kind.key] = (("" if process.info is None else f"{process.label}: ")
+                                   + (said[0].reason or kind.lower_bound_signal))
                 break
     return found
 
 
-def _first_cause(snapshot: TestSnapshot, budget: RecompileBudget, over: tuple[str, ...], process: ProcessSnapshot) -> str:
-    """The first thing that put a process over budget: a recompile's guard, a graph break's reason, or the headline."""
+def _first_cause(snapshot: TestSnapshot, budget: RecompileBudget, over: tuple[str, ...],
+                 process: ProcessSnapshot) -> str:
+    """The first thing that put a process over budget: a recompile's guard, a graph break's
+    reason, or the headline."""
     kind = next(kind for kind in KINDS if kind.key in over)
     if kind.is_floor:
         return floor_cause(snapshot, budget, kind)
@@ -187,25 +207,33 @@ def _module(module: Optional[CompiledModule]) -> Optional[dict[str, Any]]:
 
 
 def _process(process: Optional[ProcessInfo]) -> Optional[dict[str, Any]]:
-    """A child process as the JSON report holds it: ``nth`` past the first of its pid, ``command`` when it said."""
-    return None if process is None else {"pid": process.pid, "rank": process.rank, **({"nth": process.nth} if process.nth > 1 else {}),
-                                         **({"command": process.command} if process.command else {})}
+    """A child process as the JSON report holds it: ``nth`` past the first of its pid,
+    ``command`` when it said."""
+    return (None if process is None
+            else {"pid": process.pid, "rank": process.rank,
+                  **({"nth": process.nth} if process.nth > 1 else {}),
+                  **({"command": process.command} if process.command else {})})
 
 
 def _refused(event: Optional[RecompileEvent]) -> Optional[dict[str, Any]]:
-    """The attempt dynamo refused at its limit (logged as a recompile, compiled nothing): its id and failed guards."""
-    return None if event is None else {"compile_id": event.compile_id, "guards": [reason.guard for reason in event.reasons]}
+    """The attempt dynamo refused at its limit (logged as a recompile, compiled nothing):
+    its id and failed guards."""
+    return None if event is None else {"compile_id": event.compile_id,
+                                       "guards": [reason.guard for reason in event.reasons]}
 
 
 def _reason(reason: GuardFailure) -> dict[str, Any]:
-    """A failed guard as the JSON report holds it: torch's text, its class and subject, and the usual fix where one is known."""
+    """A failed guard as the JSON report holds it: torch's text, its class and subject, and the
+    usual fix where one is known."""
     classified = classify(reason.named or reason.guard)  # a module's arguments by the user's names
-    return {"compile_id": reason.compile_id, "guard": reason.guard, "named_guard": reason.named, "source": reason.source,
-            "class": classified.name, "subject": classified.subject, "fix": classified.fix}
+    return {"compile_id": reason.compile_id, "guard": reason.guard, "named_guard": reason.named,
+            "source": reason.source, "class": classified.name, "subject": classified.subject,
+            "fix": classified.fix}
 
 
 def _details(snapshot: TestSnapshot) -> dict[str, list[dict[str, Any]]]:
-    if not any(process.health or process.recompiles or process.limit_hits or process.graph_breaks for process in snapshot.processes):
+    if not any(process.health or process.recompiles or process.limit_hits or process.graph_breaks
+               for process in snapshot.processes):
         return NO_DETAILS  # compiles alone are only counted
     return {
         "recompile_events": [
@@ -224,8 +252,9 @@ def _details(snapshot: TestSnapshot) -> dict[str, list[dict[str, Any]]]:
             for process in snapshot.processes for event in process.recompiles
         ],
         "recompile_limit_hits": [
-            {"limit_name": hit.limit_name, "limit": hit.limit, "function": hit.function, "phase": hit.phase,
-             "process": _process(hit.process), "refused_attempt": _refused(hit.refused)}
+            {"limit_name": hit.limit_name, "limit": hit.limit, "function": hit.function,
+             "phase": hit.phase, "process": _process(hit.process),
+             "refused_attempt": _refused(hit.refused)}
             for process in snapshot.processes for hit in process.limit_hits
         ],
         "graph_break_events": [
@@ -244,8 +273,10 @@ def _details(snapshot: TestSnapshot) -> dict[str, list[dict[str, Any]]]:
             for process in snapshot.processes for event in process.graph_breaks
         ],
         "health_events": [
-            {"what": event.what, "amount": event.amount, "reason": event.reason, "phase": event.phase, "compile_id": event.compile_id,
-             "compiling": _where(event.compiling), "module": _module(event.module), "thread": event.thread, "user_code": _where(event.user_code),
+            {"what": event.what, "amount": event.amount, "reason": event.reason,
+             "phase": event.phase, "compile_id": event.compile_id,
+             "compiling": _where(event.compiling), "module": _module(event.module),
+             "thread": event.thread, "user_code": _where(event.user_code),
              "process": _process(event.process)}
             for process in snapshot.processes for event in process.health
         ],

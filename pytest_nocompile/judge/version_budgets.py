@@ -1,4 +1,5 @@
-"""Budgets per torch version: a budget marker's ``torch=`` entries, read and matched against the installed torch. Pure code.
+"""Budgets per torch version: a budget marker's ``torch=`` entries, read and matched against the
+installed torch. Pure code.
 
 ``@pytest.mark.max_recompiles(0, torch={"<2.8": 1})`` allows 1 recompile on
 torch older than 2.8 and 0 elsewhere. Each key is a spec, a comparison and a
@@ -27,7 +28,8 @@ _COMPARISONS: dict[str, Callable[[tuple[int, int], tuple[int, int]], bool]] = {
 
 
 class VersionSpec:
-    """One key of ``torch=``: it :meth:`matches` a torch ``(major, minor)``, and reads as written without spaces (``<2.8``)."""
+    """One key of ``torch=``: it :meth:`matches` a torch ``(major, minor)``, and reads as written
+    without spaces (``<2.8``)."""
 
     __slots__ = ("comparison", "release")
 
@@ -43,7 +45,8 @@ class VersionSpec:
 
 
 def parse_spec(text: object) -> Optional[VersionSpec]:
-    """``text`` as a spec, or None where it is none (not a str, no comparison, a patch number, ...)."""
+    """``text`` as a spec, or None where it is none (not a str, no
+    comparison, a patch number, ...)."""
     if not isinstance(text, str):
         return None
     found = re.fullmatch(r"\s*(<=|>=|==|<|>)\s*(\d+)\.(\d+)\s*", text)
@@ -51,13 +54,16 @@ def parse_spec(text: object) -> Optional[VersionSpec]:
 
 
 def installed_torch() -> Optional[tuple[int, int]]:
-    """The installed torch's ``(major, minor)``, from its metadata; None where torch is not installed."""
+    """The installed torch's ``(major, minor)``, from its metadata; None where
+    torch is not installed."""
     return major_minor(installed_versions.distribution_version("torch"))
 
 
-def entry_in_force(entries: object, measure: Measure,
-                   torch: Optional[tuple[int, int]]) -> Optional[tuple[VersionSpec, Optional[Amount]]]:
-    """The first of ``entries`` (the ``torch=`` argument) whose spec matches ``torch``, as (spec, N); None if none does.
+def entry_in_force(
+    entries: object, measure: Measure, torch: Optional[tuple[int, int]],
+) -> Optional[tuple[VersionSpec, Optional[Amount]]]:
+    """The first of ``entries`` (the ``torch=`` argument) whose spec matches ``torch``, as
+    (spec, N); None if none does.
 
     Every entry is checked, matching or not, so a bad one fails on every
     torch: a ValueError says which and why.
@@ -79,5 +85,6 @@ def entry_in_force(entries: object, measure: Measure,
 def torch_form(kind: BudgetKind) -> str:
     """The accepted form of ``torch=``, for its usage errors."""
     symbol = kind.measure.symbol
-    return (f'@pytest.mark.{kind.marker}({symbol}, torch={{"<X.Y": {symbol}, ...}}), each key <X.Y, <=X.Y, >X.Y, >=X.Y '
-            f"or ==X.Y (torch's major.minor; the first that matches applies), each {symbol} {kind.measure.accepts} or None")
+    return (f'@pytest.mark.{kind.marker}({symbol}, torch={{"<X.Y": {symbol}, ...}}), each key '
+            "<X.Y, <=X.Y, >X.Y, >=X.Y or ==X.Y (torch's major.minor; the first that matches "
+            f"applies), each {symbol} {kind.measure.accepts} or None")

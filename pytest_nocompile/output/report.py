@@ -6,7 +6,13 @@ from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 from ..judge.guard_classes import classify
 from ..vocabulary.compile_cost import sum_by_signal
-from ..vocabulary.events import GuardFailure, HealthEvent, RecompileEvent, RecompileLimitHit, display_path
+from ..vocabulary.events import (
+    GuardFailure,
+    HealthEvent,
+    RecompileEvent,
+    RecompileLimitHit,
+    display_path,
+)
 from ..vocabulary.graph_break_events import GraphBreakEvent
 from ..vocabulary.kinds import KINDS, USER_ONLY, USER_ONLY_INI, USER_ONLY_OPTION, BudgetKind
 from ..vocabulary.measures import COUNT, Measure, plural
@@ -23,20 +29,24 @@ if TYPE_CHECKING:
 SECTION_TITLE = "nocompile recompiles"
 
 
-def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[set[object]] = None) -> list[str]:
+def format_event(index: int, total: int, event: RecompileEvent,
+                 shown: Optional[set[object]] = None) -> list[str]:
     """The lines for one recompile: what recompiled, which guards failed, whose code.
 
-    ``shown``: the guards (and fixes) earlier events of the same failure showed, left out here (and then added to).
+    ``shown``: the guards (and fixes) earlier events of the same failure showed, left out
+    here (and then added to).
     """
     lines = [f"[{index}/{total}] recompiled {event.code_place}"]
     repeated: list[GuardFailure] = []
     for reason in event.reasons or ():
-        if shown is not None and not _first_time(shown, (event.process, event.filename, event.line, reason.compile_id or reason.guard)):
+        if (shown is not None and not _first_time(shown, (event.process, event.filename, event.line,
+                                                          reason.compile_id or reason.guard))):
             repeated.append(reason)
             continue
         # Multi-line guards (an object's repr) stay inside the reason's indentation.
         lines.append("    guard failed: " + str(reason).replace("\n", "\n                  "))
-        # A place in dynamo's wrapper around a module (its "return fn(*args, **kwargs)") is nothing the user wrote.
+        # A place in dynamo's wrapper around a module (its "return fn(*args, **kwargs)") is
+        # nothing the user wrote.
         where = None if _in_wrapper(event, reason) else reason.location or reason.source
         if where:
             lines.append(f"      guarded at: {where}")
@@ -49,7 +59,8 @@ def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[
         lines.append("    guard failed: (torch gave no reason)")
     renamed = _torch_names(event)
     if renamed:
-        lines.append(f"    torch's names: {renamed} (dynamo compiled its wrapper around the module)")
+        lines.append(
+            f"    torch's names: {renamed} (dynamo compiled its wrapper around the module)")
     if event.user_code is not None:
         lines.append(f"    triggered by: {event.user_code}")
     if event.thread is not None:
@@ -58,13 +69,16 @@ def format_event(index: int, total: int, event: RecompileEvent, shown: Optional[
 
 
 def _in_wrapper(event: RecompileEvent, reason: GuardFailure) -> bool:
-    """Whether the guard's place is in dynamo's wrapper around a module (the recompiled code's own file)."""
+    """Whether the guard's place is in dynamo's wrapper around a module (the
+    recompiled code's own file)."""
     module, location = event.module, reason.location
-    return module is not None and module.wrapped and location is not None and location.filename == event.filename
+    return (module is not None and module.wrapped and location is not None
+            and location.filename == event.filename)
 
 
 def _torch_names(event: RecompileEvent) -> str:
-    """``args[0] for input, fn for self``: the names torch's guards gave the arguments a failure shows by the user's names."""
+    """``args[0] for input, fn for self``: the names torch's guards gave the arguments a failure
+    shows by the user's names."""
     module = event.module
     if module is None:
         return ""
@@ -73,7 +87,8 @@ def _torch_names(event: RecompileEvent) -> str:
 
 
 def _first_time(shown: set[object], key: object) -> bool:
-    """Whether a guard failure (its cache entry's key) or a fix is news to a failure text (and from now on, not).
+    """Whether a guard failure (its cache entry's key) or a fix is news to a failure
+    text (and from now on, not).
 
     dynamo's message for a recompile lists every cache entry of the frame
     with the guard that failed, the older ones again each time: 8 recompiles
@@ -89,7 +104,8 @@ def _first_time(shown: set[object], key: object) -> bool:
 
 
 def _repeated(reasons: list[GuardFailure]) -> str:
-    """``the guard of 0/0``, ``the guards of 0/0, 0/1``, ``the guards of 6 cache entries, 0/0 … 0/5``; ``2 guards`` without ids."""
+    """``the guard of 0/0``, ``the guards of 0/0, 0/1``,
+    ``the guards of 6 cache entries, 0/0 … 0/5``; ``2 guards`` without ids."""
     ids = [reason.compile_id for reason in reasons if reason.compile_id]
     if len(ids) != len(reasons):
         return plural(len(reasons), "guard")
@@ -115,11 +131,13 @@ def format_events(events: Sequence[RecompileEvent], with_phase: bool = False) ->
 def format_limit_hits(hits: Iterable[RecompileLimitHit]) -> list[str]:
     lines = []
     for hit in hits:
-        lines.append(f"dynamo hit config.{hit.limit_name} ({hit.limit}) for {hit.function_name}: later calls run "
-                     "uncompiled and log no recompiles, so the count above is a lower bound")
+        lines.append(f"dynamo hit config.{hit.limit_name} ({hit.limit}) for "
+                     f"{hit.function_name}: later calls run uncompiled and log no recompiles, "
+                     "so the count above is a lower bound")
         refused = hit.refused
         if refused is not None:  # dynamo logged the attempt, then refused it: not a recompile
-            reason = str(refused.reasons[0]).splitlines()[0] if refused.reasons else "(torch gave no reason)"
+            reason = (str(refused.reasons[0]).splitlines()[0] if refused.reasons
+                      else "(torch gave no reason)")
             lines.append(f"    refused attempt, not counted as a recompile: guard failed: {reason}")
     return lines
 
@@ -203,7 +221,8 @@ def _torch_advice(event: GraphBreakEvent, entry: str,
 
 
 def format_health_events(events: Sequence[HealthEvent], measure: Measure = COUNT) -> list[str]:
-    """One entry per health event: the signal and where it happened, torch's reason, the user's line."""
+    """One entry per health event: the signal and where it happened, torch's
+    reason, the user's line."""
     lines: list[str] = []
     for index, event in enumerate(events, start=1):
         amount = measure.event_amount(event.amount)
@@ -220,26 +239,31 @@ def format_health_events(events: Sequence[HealthEvent], measure: Measure = COUNT
 
 
 def _shown_totals(kind: BudgetKind, health: Sequence[HealthEvent]) -> list[str]:
-    """The line after a health kind's headline with its shown signals' totals (a compile time's breakdown), if any."""
-    totals = sum_by_signal((event.what, event.amount) for event in health if event.what in kind.shown_signals)
+    """The line after a health kind's headline with its shown signals' totals (a compile
+    time's breakdown), if any."""
+    totals = sum_by_signal((event.what, event.amount) for event in health
+                           if event.what in kind.shown_signals)
     if not totals:
         return []
-    text = kind.describe_shown(totals) if kind.describe_shown else ", ".join(f"{total:g} {name}" for name, total in totals.items())
+    text = (kind.describe_shown(totals) if kind.describe_shown
+            else ", ".join(f"{total:g} {name}" for name, total in totals.items()))
     return [f"    {kind.shown_label}: {text}"] if text else []
 
 
-def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent], limit_hits: Sequence[RecompileLimitHit],
-            graph_breaks: Sequence[GraphBreakEvent], not_counted: Sequence[RecompileEvent] = (),
+def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent],
+            limit_hits: Sequence[RecompileLimitHit], graph_breaks: Sequence[GraphBreakEvent],
+            not_counted: Sequence[RecompileEvent] = (),
             health: Sequence[HealthEvent] = (), health_not_counted: Sequence[HealthEvent] = (),
             budget_source: Optional[str] = None, user_only: bool = False) -> str:
-    """A kind's failure: its headline, then the events its table entry says explain it (``health``: the events of its
-    signals, listed, and of its shown signals, summed up in one line; ``health_not_counted``: its signals' events
-    outside the call phase, listed after them by a kind with lines of its own; ``budget_source``:
-    where a graph-break budget was set, to say how it would leave out the breaks inside torch;
-    ``user_only``: it leaves them out)."""
+    """A kind's failure: its headline, then the events its table entry says explain it
+    (``health``: the events of its signals, listed, and of its shown signals, summed up in one
+    line; ``health_not_counted``: its signals' events outside the call phase, listed after them
+    by a kind with lines of its own; ``budget_source``: where a graph-break budget was set, to
+    say how it would leave out the breaks inside torch; ``user_only``: it leaves them out)."""
     lines = [headline]
     if kind.events == "health":
-        lines += [f"    a lower bound: {event.reason}" for event in health if event.what == kind.lower_bound_signal][:1]
+        lines += [f"    a lower bound: {event.reason}" for event in health
+                  if event.what == kind.lower_bound_signal][:1]
         if kind.shown_signals:
             lines += _shown_totals(kind, health)
         counted = [event for event in health if event.what in kind.signals]
@@ -250,7 +274,8 @@ def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent
             lines += describe(counted)
             if health_not_counted:
                 total = sum(event.amount for event in health_not_counted)
-                lines.append(f"not counted (in fixtures, outside the call phase): {kind.measure.amount(total, kind.noun)}")
+                lines.append("not counted (in fixtures, outside the call phase): "
+                             f"{kind.measure.amount(total, kind.noun)}")
                 lines += describe(health_not_counted)
     for source in kind.explained_by:
         if source == "recompiles":
@@ -258,7 +283,8 @@ def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent
             if "graph_breaks" not in kind.explained_by:  # else each graph break is listed below
                 lines += graph_breaks_resumed_after(recompiles, graph_breaks)
             if not_counted:
-                lines.append(f"not counted (outside the call phase): {plural(len(not_counted), 'recompile')}")
+                lines.append("not counted (outside the call phase): "
+                             f"{plural(len(not_counted), 'recompile')}")
                 lines += format_events(not_counted, with_phase=True)
         elif source == "graph_breaks":
             torchs_note = None
@@ -282,19 +308,22 @@ def _how_to_leave_out(budget_source: Optional[str]) -> Optional[str]:
     return f"{USER_ONLY}=True"
 
 
-def format_budget_failure(snapshot: TestSnapshot, budget: RecompileBudget, over: Sequence[str], stance: Optional[str] = None) -> str:
+def format_budget_failure(snapshot: TestSnapshot, budget: RecompileBudget, over: Sequence[str],
+                          stance: Optional[str] = None) -> str:
     """The failure text of a test over its marker, CLI or ini budget: one part per kind in ``over``.
 
     When child processes reported, one part per process and kind over budget,
-    each headline naming its process, e.g. ``rank 1 (pid 4242, python -u train.py): 1 recompile > max_recompiles(0) (marker on the test)``.
-    A floor missed (``min_compiles``) is one part for the whole test, with why so little compiled
-    (``stance``: torch.compiler's stance when the call ended, when not the default).
+    each headline naming its process, e.g. ``rank 1 (pid 4242, python -u train.py): 1 recompile >
+    max_recompiles(0) (marker on the test)``. A floor missed (``min_compiles``) is one part for
+    the whole test, with why so little compiled (``stance``: torch.compiler's stance when the
+    call ended, when not the default).
     """
     from ..judge.floors import floor_count, why_too_few
     from ..judge.verdict import budget_count, processes_over_budget
 
     # Without children the test's own process is the only one, and its headline names none.
-    over_by_process = processes_over_budget(snapshot, budget) if snapshot.with_children else [(snapshot.own, tuple(over))]
+    over_by_process = (processes_over_budget(snapshot, budget) if snapshot.with_children
+                       else [(snapshot.own, tuple(over))])
     parts = []
     for process, kinds_over in over_by_process:
         label = f"{process.label}: " if snapshot.with_children else ""
@@ -318,27 +347,31 @@ def format_budget_failure(snapshot: TestSnapshot, budget: RecompileBudget, over:
 
 
 def lower_bound(events: ProcessSnapshot | ProcessEvents, kind: BudgetKind) -> list[HealthEvent]:
-    """The event saying a process's count of ``kind`` is a lower bound, if any: said once, as its source armed (in setup)."""
+    """The event saying a process's count of ``kind`` is a lower bound, if any: said once, as its
+    source armed (in setup)."""
     return events.signals((kind.lower_bound_signal,), None)[:1] if kind.lower_bound_signal else []
 
 
 def _outside_the_call(events: ProcessSnapshot, kind: BudgetKind) -> list[HealthEvent]:
-    """A kind's events in fixtures (setup, teardown so far), for a kind whose failure lists them: shown, not counted."""
+    """A kind's events in fixtures (setup, teardown so far), for a kind whose failure lists
+    them: shown, not counted."""
     if kind.describe_events is None or kind.events != "health":
         return []
     return [event for event in events.signals(kind.signals, None) if event.phase != "call"]
 
 
-def fixture_processes_after_their_test(tests: list[tuple[str, RecompileRecord, dict[str, int]]]) -> list[str]:
-    """What processes that fixtures started recompiled after their test ended (each record read anew): a line each,
-    counted against no test."""
+def fixture_processes_after_their_test(tests: list[tuple[str, RecompileRecord,
+                                                         dict[str, int]]]) -> list[str]:
+    """What processes that fixtures started recompiled after their test ended (each record read
+    anew): a line each, counted against no test."""
     lines = []
     for nodeid, record, sizes in tests:
         for key, child in record.children.items():
             late = len(child.recompiles) - sizes.get(key, 0)
             if late > 0:
-                lines.append(f"{child.info} (started in the {child.recompiles[-1].phase} of {nodeid}): {plural(late, 'recompile')} "
-                             "after that test ended, not counted")
+                lines.append(f"{child.info} (started in the {child.recompiles[-1].phase} of "
+                             f"{nodeid}): {plural(late, 'recompile')} after that test "
+                             "ended, not counted")
     return lines
 
 
@@ -360,11 +393,15 @@ def add_recompile_section(report: pytest.TestReport, snapshot: TestSnapshot, whe
         if listed:
             heading = "recorded besides those in the failure above"
     else:
-        if not (snapshot.own.recompiles or snapshot.with_children):  # the section lists recompiles: a test that only compiled has none
+        # the section lists recompiles: a test that only compiled has none
+        if not (snapshot.own.recompiles or snapshot.with_children):
             return
-        events = [event for process in snapshot.processes for event in process.recompiles if event.phase == when]
-        if when == "teardown" and snapshot.with_children:  # a process a fixture started in setup reports whenever it compiles
-            events = [event for child in snapshot.children for event in child.recompiles if event.phase == "setup"] + events
+        events = [event for process in snapshot.processes for event in process.recompiles
+                  if event.phase == when]
+        # a process a fixture started in setup reports whenever it compiles
+        if when == "teardown" and snapshot.with_children:
+            events = [event for child in snapshot.children for event in child.recompiles
+                      if event.phase == "setup"] + events
         phases = ", ".join(dict.fromkeys(event.phase for event in events))
         limit_hits, suffix = [], f" ({phases}, not counted)"
         shown = bool(events)

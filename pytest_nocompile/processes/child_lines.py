@@ -29,7 +29,8 @@ _SHOWN_REASONS = 5  # per file, in a warning
 
 
 class ChildReportWarning(pytest.PytestWarning):
-    """A process the test started could not report everything: lines of its report were skipped, or it could not write."""
+    """A process the test started could not report everything: lines of its report were skipped,
+    or it could not write."""
 
 
 class BadLine(ValueError):
@@ -37,30 +38,40 @@ class BadLine(ValueError):
 
 
 class ChildLine:
-    """A checked line: every field of the type the record expects, texts cut to their caps (else :class:`BadLine`)."""
+    """A checked line: every field of the type the record expects, texts cut to their caps
+    (else :class:`BadLine`)."""
 
-    __slots__ = ("moment", "pid", "key", "rank", "world", "command", "event", "message", "compile_id", "user_code", "thread", "started_in",
-                 "what", "amount", "compiling", "module")
+    __slots__ = ("moment", "pid", "key", "rank", "world", "command", "event", "message",
+                 "compile_id", "user_code", "thread", "started_in", "what", "amount", "compiling",
+                 "module")
 
-    def __init__(self, entry: dict[str, Any], file_token: str, started_in: Optional[str] = None) -> None:
-        self.started_in = started_in  # the test's phase that started the process (its folder's, never the line's word)
+    def __init__(self, entry: dict[str, Any], file_token: str,
+                 started_in: Optional[str] = None) -> None:
+        # the test's phase that started the process (its folder's, never the line's word)
+        self.started_in = started_in
         self.moment = _number(entry, "t")
         self.pid = _integer(entry, "pid")
         proc = _short_text(entry, "proc")
-        self.key = proc if proc is not None else f"{file_token}.jsonl"  # a writer without tokens: one file, one key
+        # a writer without tokens: one file, one key
+        self.key = proc if proc is not None else f"{file_token}.jsonl"
         self.rank = None if entry.get("rank") is None else _integer(entry, "rank")
-        self.world = None if entry.get("world") is None else _integer(entry, "world")  # the job's world size (absent from older writers)
-        self.command = _short_text(entry, "cmd")  # what the process runs (absent from older writers)
+        # the job's world size (absent from older writers)
+        self.world = None if entry.get("world") is None else _integer(entry, "world")
+        # what the process runs (absent from older writers)
+        self.command = _short_text(entry, "cmd")
         event = entry.get("event")
         if event not in EVENTS:
             raise BadLine(f"unknown event {_shown(event)}")
         self.event: str = event
         self.message = _message(entry) if event in _WITH_MESSAGE else ""
-        self.what: Optional[str] = None  # a health event's signal, its amount and (as message) its reason
+        # a health event's signal, its amount and (as message) its reason
+        self.what: Optional[str] = None
         self.amount = 0.0
         # A compile's or a health event's: the function dynamo was compiling.
-        self.compiling: Optional[CodeLocation] = _location(entry.get("compiling"), "compiling") if event in ("compile", "health") else None
-        self.module = _module(entry.get("module"))  # the module whose method dynamo compiled (absent from older writers)
+        self.compiling: Optional[CodeLocation] = (_location(entry.get("compiling"), "compiling")
+                                                  if event in ("compile", "health") else None)
+        # the module whose method dynamo compiled (absent from older writers)
+        self.module = _module(entry.get("module"))
         if event == "health":
             self.what = _short_text(entry, "what")
             if not self.what:
@@ -73,7 +84,8 @@ class ChildLine:
 
 
 def checked(reading: Reading) -> tuple[list[ChildLine], dict[str, list[str]]]:
-    """A read's good lines, the earliest process's first; and each file's skipped lines, as a warning shows them.
+    """A read's good lines, the earliest process's first; and each file's skipped
+    lines, as a warning shows them.
 
     Earliest first: of two processes of one pid (an ``exec``), the first to
     write is ``pid N`` and the program it became ``pid N #2``.
@@ -88,7 +100,8 @@ def checked(reading: Reading) -> tuple[list[ChildLine], dict[str, list[str]]]:
             except BadLine as bad:
                 lines.skipped.append((number, str(bad)))
         if lines.skipped:
-            skipped[lines.path] = [f"line {number}: {why}" if number else why for number, why in sorted(lines.skipped)]
+            skipped[lines.path] = [f"line {number}: {why}" if number else why
+                                   for number, why in sorted(lines.skipped)]
         by_file.append((good[0].moment if good else 0.0, good))
     return [line for _, good in sorted(by_file, key=lambda pair: pair[0]) for line in good], skipped
 
@@ -154,9 +167,10 @@ def _location(fields: Any, key: str = "user_code") -> Optional[CodeLocation]:
 
     if fields is None:
         return None
-    if (isinstance(fields, list) and len(fields) == 4 and isinstance(fields[0], str) and isinstance(fields[2], str)
-            and isinstance(fields[1], int) and not isinstance(fields[1], bool) and 0 <= fields[1] < _MAX_INT
-            and (fields[3] is None or isinstance(fields[3], str))):
+    if (isinstance(fields, list) and len(fields) == 4 and isinstance(fields[0], str)
+            and isinstance(fields[2], str)
+            and isinstance(fields[1], int) and not isinstance(fields[1], bool)
+            and 0 <= fields[1] < _MAX_INT and (fields[3] is None or isinstance(fields[3], str))):
         code = None if fields[3] is None else _capped(fields[3], 1000)
         return CodeLocation(_capped(fields[0], 4096), fields[1], _capped(fields[2], 1000), code)
     raise BadLine(f"'{key}' is not [file, line, function, code]")
@@ -172,7 +186,8 @@ def _module(fields: Any) -> Optional[CompiledModule]:
 
 
 def _capped(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit} more characters not shown]"
+    return (text if len(text) <= limit
+            else f"{text[:limit]}... [{len(text) - limit} more characters not shown]")
 
 
 def _type(value: Any) -> str:

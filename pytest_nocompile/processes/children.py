@@ -1,4 +1,5 @@
-"""A watched test's child processes, seen from the test's process: where they report, and for how long.
+"""A watched test's child processes, seen from the test's process: where they
+report, and for how long.
 
 Each phase of a watched test has a folder of its own under the run's folder
 (:mod:`.run_folders`: ``<tempdir>/pytest-nocompile-of-<user>/run-<pid>-<random>/``),
@@ -7,11 +8,12 @@ Each phase of a watched test has a folder of its own under the run's folder
 variable when it starts, so the folder it reports to says which phase
 started it: only processes started in the test's call count against the
 test. Beside it, :data:`~.event_files.READS_SYNCS_VAR` tells them whether the
-run reads syncs: only then do they turn torch's sync debug mode on. A process started in setup or teardown (a fixture's server) is
-reported in that phase, "not counted", whenever it compiles. Afterwards the
-variable is as the test found it and the test's folders are gone; the run's
-folder goes when the run ends. A process started outside any watched test
-never has the variable, so nothing it does counts against a later test.
+run reads syncs: only then do they turn torch's sync debug mode on. A process
+started in setup or teardown (a fixture's server) is reported in that phase, "not
+counted", whenever it compiles. Afterwards the variable is as the test found it
+and the test's folders are gone; the run's folder goes when the run ends. A
+process started outside any watched test never has the variable, so nothing it
+does counts against a later test.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ if TYPE_CHECKING:
     from .event_files import EventDirectory, Reading
     from .run_folders import RunFolder
 
-# The event files' reader (.event_files) loads when a test's process first wrote, or its folder is unusable.
+# The event files' reader (.event_files) loads when a test's process first wrote, or
+# its folder is unusable.
 
 class TestReports:
-    """One watched test's reports: ``<n>/`` with a folder per phase, each process's lines tagged with the phase that started it.
+    """One watched test's reports: ``<n>/`` with a folder per phase, each process's lines tagged
+    with the phase that started it.
 
     One folder for the test, made by the first process that writes: a read
     of a test whose processes wrote nothing (nearly every test) is one look,
@@ -45,7 +49,8 @@ class TestReports:
         self.base = base
         self.run = run  # the run's folder, in which a process makes the test's (base)
         self._phases: list[str] = []  # in the order they began
-        self._folders: dict[str, EventDirectory] = {}  # by phase, made once the test's folder exists
+        # by phase, made once the test's folder exists
+        self._folders: dict[str, EventDirectory] = {}
         self._written = False  # the test's folder exists: a process wrote (it stays until removed)
         self._usable = False  # the run's folder was seen writable during this test
 
@@ -60,7 +65,8 @@ class TestReports:
         return f"{self.base}/{phase}"
 
     def read(self, final: bool = False) -> Optional[Reading]:
-        """What is new in every phase's folder, each file tagged with the phase that started its process.
+        """What is new in every phase's folder, each file tagged with the phase
+        that started its process.
 
         None: no process wrote, and one could have (nearly every test; no
         object is made for it).
@@ -94,8 +100,10 @@ class TestReports:
         return reading
 
     def fixtures_reported(self) -> bool:
-        """Whether a process started in setup or teardown (a fixture's, which may outlive the test) has written."""
-        return self._written and any(phase != "call" and folder.exists() for phase, folder in self._folders.items())
+        """Whether a process started in setup or teardown (a fixture's, which may outlive
+        the test) has written."""
+        return self._written and any(phase != "call" and folder.exists()
+                                     for phase, folder in self._folders.items())
 
     def remove(self, just_read: bool = False) -> None:
         if self._written if just_read else os.access(self.base, os.F_OK):
@@ -106,19 +114,23 @@ class TestReports:
 
 
 class ChildReports:
-    """Per run, in each process that runs tests: the run's folder, a folder per watched test's phase, and the variable."""
+    """Per run, in each process that runs tests: the run's folder, a folder per watched test's
+    phase, and the variable."""
 
     def __init__(self) -> None:
         self._run: Optional[RunFolder] = None  # made with the first watched test
         self._tests = 0
         # The variable as every test finds it: set only when pytest itself runs in a watched test's
-        # process. Read once: a lookup of an absent variable raises and catches a KeyError, every test.
+        # process. Read once: a lookup of an absent variable raises and catches a KeyError, every
+        # test.
         self._found = os.environ.get(ENV_VAR)
         self._found_syncs = os.environ.get(READS_SYNCS_VAR)
-        self._syncs_now = self._found_syncs  # as this run last set it: the environment is written only when it changes
+        # as this run last set it: the environment is written only when it changes
+        self._syncs_now = self._found_syncs
 
     def begin(self) -> TestReports:
-        """A test's setup starts: the processes it starts report to its setup folder (made by the first that writes)."""
+        """A test's setup starts: the processes it starts report to its setup folder (made by
+        the first that writes)."""
         if self._run is None:
             import tempfile
 
@@ -134,9 +146,11 @@ class ChildReports:
         return reports
 
     def enter(self, reports: TestReports, phase: str) -> None:
-        """The test's call or teardown starts: processes started from now on report to that phase's folder."""
+        """The test's call or teardown starts: processes started from now on report
+        to that phase's folder."""
         os.environ[ENV_VAR] = reports.enter(phase)
-        # Whether the run reads syncs (a budget, a block assertion or a report of theirs, seen so far).
+        # Whether the run reads syncs (a budget, a block assertion or a report
+        # of theirs, seen so far).
         syncs = "1" if SYNC_SIGNAL in wanted_signals.wanted_signals() else self._found_syncs
         if syncs != self._syncs_now:  # nearly every run: never, and the environment is not written
             self._say_syncs(syncs)
@@ -144,8 +158,9 @@ class ChildReports:
             _restart_fork_server()
 
     def end(self, reports: TestReports, just_read: bool = False, keep: bool = False) -> None:
-        """The test ended: the variable back as the test found it, and its folders removed (``keep``: left for a
-        fixture's process that may go on reporting; the run's end removes them)."""
+        """The test ended: the variable back as the test found it, and its folders
+        removed (``keep``: left for a fixture's process that may go on reporting;
+        the run's end removes them)."""
         if self._found is None:
             try:
                 del os.environ[ENV_VAR]
@@ -159,7 +174,8 @@ class ChildReports:
             reports.remove(just_read)
 
     def _say_syncs(self, value: Optional[str]) -> None:
-        """Tell the test's processes, in their environment, whether they read syncs (``value``: ``"1"``, or as found)."""
+        """Tell the test's processes, in their environment, whether they read syncs (``value``:
+        ``"1"``, or as found)."""
         if value is not None:
             os.environ[READS_SYNCS_VAR] = value
         else:
@@ -174,7 +190,8 @@ class ChildReports:
 
 
 def _restart_fork_server() -> None:
-    """Stop multiprocessing's fork server if one runs: it restarts on its next use, with the phase's environment.
+    """Stop multiprocessing's fork server if one runs: it restarts on its next use,
+    with the phase's environment.
 
     Its children are forked from it and inherit its environment, not the
     environment of the process that asked for them: a server started before

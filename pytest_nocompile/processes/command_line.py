@@ -18,22 +18,26 @@ _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 
 
 def this_process(forked_from: Optional[int]) -> str:
-    """This process's name: its ``multiprocessing`` name, else "fork of pid N" (a fork without exec), else its command line."""
+    """This process's name: its ``multiprocessing`` name, else "fork of pid N" (a fork without
+    exec), else its command line."""
     multiprocessing = sys.modules.get("multiprocessing")
     if multiprocessing is not None:
         name = multiprocessing.current_process().name
         if name != "MainProcess":
-            return _cut(f"multiprocessing {' '.join(str(name).split())}")  # a user's Process(name=...) may be anything
+            # a user's Process(name=...) may be anything
+            return _cut(f"multiprocessing {' '.join(str(name).split())}")
     if forked_from is not None:
         return f"fork of pid {forked_from}"
     return shortened(sys.orig_argv)
 
 
 def shortened(argv: Sequence[str]) -> str:
-    """A command line as a shell would read it, the program by its file name, cut at :data:`LONGEST` characters."""
+    """A command line as a shell would read it, the program by its file name, cut at
+    :data:`LONGEST` characters."""
     if not argv:
         return "?"
-    words = [os.path.basename(argv[0]), *(_quoted(" ".join(arg.split())) for arg in argv[1:])]  # -c code on one line
+    # -c code on one line
+    words = [os.path.basename(argv[0]), *(_quoted(" ".join(arg.split())) for arg in argv[1:])]
     return _cut(" ".join(words))
 
 

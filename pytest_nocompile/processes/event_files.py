@@ -35,18 +35,21 @@ from __future__ import annotations
 
 import os
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
+# typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from typing import Any, Optional
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"
-# "1" beside ENV_VAR where the test's run reads syncs: only then does a child turn torch's sync debug mode on.
+# "1" beside ENV_VAR where the test's run reads syncs: only then does a child turn
+# torch's sync debug mode on.
 READS_SYNCS_VAR = "PYTEST_NOCOMPILE_SYNCS"
 SUFFIX = ".jsonl"
 UNREPORTED = ".unreported"  # <token>.<ERRNO>.unreported: that process could not write its lines
 MAX_MESSAGE = 20_000  # characters of a logged message a child writes (and a test shows)
-MAX_LINE = 1 << 20  # bytes: a line of this version is far shorter (its message is capped); a longer one is skipped
+# bytes: a line of this version is far shorter (its message is capped); a longer one is skipped
+MAX_LINE = 1 << 20
 _CHUNK = 1 << 16
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
 
@@ -61,10 +64,12 @@ class EventWriter:
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self._identity = (-1, "")  # (pid, token), replaced as one: a thread never sees half of it
-        self.broken = False  # a write failed (or the directory is gone: the test ended): nothing more is written
+        # a write failed (or the directory is gone: the test ended): nothing more is written
+        self.broken = False
 
     def token(self) -> str:
-        """This process's key: its pid and a random id, made anew in a fork (even one that ran no at-fork handler)."""
+        """This process's key: its pid and a random id, made anew in a fork (even one that
+        ran no at-fork handler)."""
         pid = os.getpid()
         made_in, token = self._identity
         if made_in != pid:
@@ -87,16 +92,19 @@ class EventWriter:
             self.broken = True
             import errno
 
-            if error.errno != errno.ENOENT:  # ENOENT: the run's directory is gone: its test ended, no one reads any more
+            # ENOENT: the run's directory is gone: its test ended, no one reads any more
+            if error.errno != errno.ENOENT:
                 self.unreported(errno.errorcode.get(error.errno or 0, "EIO"))
-        except Exception as error:  # an entry json cannot write: that line is lost (and said), the next may go
+        except Exception as error:
+            # an entry json cannot write: that line is lost (and said), the next may go
             self.unreported(type(error).__name__)
 
     def _append(self, path: str, data: bytes) -> None:
         try:
             fd = os.open(path, _APPEND, 0o600)
         except FileNotFoundError:
-            # The test's folder, then its phase's: not makedirs, as the run's folder gone means the test ended.
+            # The test's folder, then its phase's: not makedirs, as the run's folder
+            # gone means the test ended.
             for folder in (os.path.dirname(self.directory), self.directory):
                 try:
                     os.mkdir(folder)
@@ -110,28 +118,34 @@ class EventWriter:
             os.close(fd)
 
     def unreported(self, reason: str) -> None:
-        """Leave a marker the test's process looks for: an empty file (no data block needed), whose name says why."""
+        """Leave a marker the test's process looks for: an empty file (no data block
+        needed), whose name says why."""
         try:
-            os.close(os.open(os.path.join(self.directory, f"{self.token()}.{reason}{UNREPORTED}"), _APPEND, 0o600))
+            os.close(os.open(os.path.join(self.directory, f"{self.token()}.{reason}{UNREPORTED}"),
+                             _APPEND, 0o600))
         except OSError:
-            pass  # the folder itself is unusable: the test's process sees that (EventDirectory.read)
+            # the folder itself is unusable: the test's process sees that (EventDirectory.read)
+            pass
 
 
 class FileLines:
-    """What one process's file held that was new since the last read: its entries, and what was skipped."""
+    """What one process's file held that was new since the last read: its
+    entries, and what was skipped."""
 
     __slots__ = ("path", "token", "entries", "skipped", "started_in")
 
     def __init__(self, path: str, token: str) -> None:
         self.path = path
         self.token = token  # the file's name without its suffix: the writer's token
-        self.started_in: Optional[str] = None  # the test's phase that started the process, where its folder says
+        # the test's phase that started the process, where its folder says
+        self.started_in: Optional[str] = None
         self.entries: list[tuple[int, dict[str, Any]]] = []  # (line number, entry)
         self.skipped: list[tuple[int, str]] = []  # (line number, or 0 for the whole file; why)
 
 
 class Reading:
-    """One read of a test's directory: each file's new lines, processes that could not report, and the folder's state."""
+    """One read of a test's directory: each file's new lines, processes that could not report,
+    and the folder's state."""
 
     __slots__ = ("files", "unreported", "problem")
 
@@ -149,7 +163,8 @@ class _FileState:
         self.line = 0  # lines read so far
         self.overlong = 0  # bytes of a line over MAX_LINE being skipped (0: none)
         self.done = False  # a file not to read again (not a regular file, or a marker already seen)
-        self.identity = (0, 0)  # (device, inode): a file made anew under the same name is read from its start
+        # (device, inode): a file made anew under the same name is read from its start
+        self.identity = (0, 0)
 
 
 class EventDirectory:
@@ -164,20 +179,25 @@ class EventDirectory:
 
     def exists(self) -> bool:
         if not self._exists:
-            self._exists = os.access(self.path, os.F_OK)  # no exception when it does not: the usual case
+            # no exception when it does not: the usual case
+            self._exists = os.access(self.path, os.F_OK)
         return self._exists
 
     def read_new(self) -> list[dict[str, Any]]:
-        """The entries of the complete lines written since the last read, file by file (what :meth:`read` skips, left out)."""
+        """The entries of the complete lines written since the last read, file by file (what
+        :meth:`read` skips, left out)."""
         return [entry for lines in self.read().files for _, entry in lines.entries]
 
-    def read(self, final: bool = False, into: Optional[Reading] = None, check_missing: bool = True) -> Reading:
-        """What is new since the last read; ``final``: the test ended, so a last line without its newline is cut off.
+    def read(self, final: bool = False, into: Optional[Reading] = None,
+             check_missing: bool = True) -> Reading:
+        """What is new since the last read; ``final``: the test ended, so a last line
+        without its newline is cut off.
 
-        ``into``: add to this reading (several folders of one test); ``check_missing``: when the folder
-        is not there yet (no process wrote), look whether one could have made it.
-        Never raises and never blocks: a folder gone (the test removed it) is
-        no more reports; anything unexpected is skipped and said.
+        ``into``: add to this reading (several folders of one test);
+        ``check_missing``: when the folder is not there yet (no process wrote),
+        look whether one could have made it. Never raises and never blocks: a
+        folder gone (the test removed it) is no more reports; anything
+        unexpected is skipped and said.
         """
         reading = Reading() if into is None else into
         if not self.exists():
@@ -220,8 +240,11 @@ class EventDirectory:
         lines = FileLines(os.path.join(self.path, name), name[: -len(SUFFIX)])
         try:
             mode = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
-            # Never blocking, never following a link: a FIFO or a link put in its place since the stat is refused too.
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=folder) \
+            # Never blocking, never following a link: a FIFO or a link put in its place since
+            # the stat is refused too.
+            fd = os.open(name,
+                         os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC,
+                         dir_fd=folder) \
                 if stat.S_ISREG(mode) else -1
         except FileNotFoundError:
             return None  # removed since
@@ -233,9 +256,11 @@ class EventDirectory:
             if fd >= 0:
                 status = os.fstat(fd)
                 mode = status.st_mode
-                # Made anew (the folder was removed, and a process made it again): another inode, or,
-                # inodes being reused, shorter than what was read of it (a file here only grows).
-                if (status.st_dev, status.st_ino) != state.identity or status.st_size < state.offset:
+                # Made anew (the folder was removed, and a process made it again):
+                # another inode, or, inodes being reused, shorter than what was read of
+                # it (a file here only grows).
+                if ((status.st_dev, status.st_ino) != state.identity
+                        or status.st_size < state.offset):
                     state.offset, state.line, state.overlong = 0, 0, 0
                     state.identity = (status.st_dev, status.st_ino)
             if not stat.S_ISREG(mode):
@@ -269,7 +294,8 @@ def unusable(parent: str, path: str) -> Optional[str]:
 
 
 def _read_lines(fd: int, state: _FileState, lines: FileLines, final: bool) -> None:
-    """Read the complete lines after ``state.offset``, at most :data:`MAX_LINE` bytes of any one held at a time."""
+    """Read the complete lines after ``state.offset``, at most :data:`MAX_LINE` bytes of
+    any one held at a time."""
     position = state.offset
     pending = b""  # the start of a line whose newline has not come yet
     while True:
@@ -284,7 +310,8 @@ def _read_lines(fd: int, state: _FileState, lines: FileLines, final: bool) -> No
                 state.offset = position
                 continue
             state.line += 1
-            lines.skipped.append((state.line, f"{state.overlong + end} bytes, over the {MAX_LINE}-byte limit"))
+            lines.skipped.append(
+                (state.line, f"{state.overlong + end} bytes, over the {MAX_LINE}-byte limit"))
             state.overlong = 0
             chunk = chunk[end + 1:]
         *complete, pending = (pending + chunk).split(b"\n")
@@ -297,7 +324,8 @@ def _read_lines(fd: int, state: _FileState, lines: FileLines, final: bool) -> No
             state.offset = position
     if final and (pending or state.overlong):
         state.line += 1
-        lines.skipped.append((state.line, "cut off, no newline at its end (its process stopped while writing it?)"))
+        lines.skipped.append(
+            (state.line, "cut off, no newline at its end (its process stopped while writing it?)"))
         state.offset, state.overlong = position, 0
 
 
@@ -335,8 +363,9 @@ def _why(error: OSError) -> str:
 def _kind(mode: int) -> str:
     import stat
 
-    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISLNK, "a symbolic link"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
         if test(mode):
             return kind
     return "an unknown kind of file"

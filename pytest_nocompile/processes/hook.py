@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import os
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
+# typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -32,7 +33,8 @@ RELAY_VAR = "PYTEST_NOCOMPILE_STDERR_RELAY"  # stderr_relay.RELAY_VAR, likewise
 PTH_FILE = "pytest-nocompile.pth"
 START_FILE = "pytest-nocompile.start"
 
-ran: list[str] = []  # which of the two files started this process's hook; ``--nocompile-check-hook`` reads it
+# which of the two files started this process's hook; ``--nocompile-check-hook`` reads it
+ran: list[str] = []
 _fork_handler_installed = False
 
 
@@ -43,7 +45,8 @@ def start() -> None:
 
 
 def start_from_pth() -> None:
-    """What ``pytest-nocompile.pth`` calls (Pythons before 3.15; its own line checks the variable first)."""
+    """What ``pytest-nocompile.pth`` calls (Pythons before 3.15; its own line
+    checks the variable first)."""
     if os.environ.get(ENV_VAR):
         _start_reporting(PTH_FILE)
 
@@ -55,13 +58,15 @@ def _start_reporting(hook_file: str) -> None:
         install_fork_handler()  # its forks report on their own
         from . import startup
 
-        startup.start()  # once per process: a second call (the other file, a second site-packages path) does nothing
+        # once per process: a second call (the other file, a second site-packages path) does nothing
+        startup.start()
     except Exception:  # never the process's problem
         pass
 
 
 def install_fork_handler() -> None:
-    """Make every fork of this process report on its own while the variable is set (once per process).
+    """Make every fork of this process report on its own while the variable
+    is set (once per process).
 
     Here, not in :mod:`.startup`: a run installs it at its first watched test, and loads the
     reporting code only in a fork that has something to report.
@@ -85,7 +90,8 @@ def _after_fork() -> None:
 
 
 def watch_this_process(directory: Optional[Union[str, os.PathLike[str]]] = None) -> bool:
-    """Report this process's compiles, recompiles and graph breaks to the watched test that started it.
+    """Report this process's compiles, recompiles and graph breaks to the
+    watched test that started it.
 
     The start-up hook does this by itself in every Python process a watched
     test starts. Call this where the hook cannot run: in a process started
@@ -112,9 +118,10 @@ def watch_this_process(directory: Optional[Union[str, os.PathLike[str]]] = None)
 
 
 def child_env(env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
-    """``env`` (default: empty) plus ``PYTEST_NOCOMPILE_EVENTS`` (and, where set, ``PYTEST_NOCOMPILE_SYNCS`` and
-    ``PYTEST_NOCOMPILE_STDERR_RELAY``, which say whether the run reads syncs and what this process's stderr
-    passes through) when this process runs in a watched test.
+    """``env`` (default: empty) plus ``PYTEST_NOCOMPILE_EVENTS`` (and, where set,
+    ``PYTEST_NOCOMPILE_SYNCS`` and ``PYTEST_NOCOMPILE_STDERR_RELAY``, which say whether
+    the run reads syncs and what this process's stderr passes through) when this
+    process runs in a watched test.
 
     For a child started with an environment of its own, which would not be
     watched without the variable::

@@ -1,5 +1,5 @@
-"""Who this process is on disk: its effective user id, which the run's folders and their removal check before they
-touch anything. Stdlib only."""
+"""Who this process is on disk: its effective user id, which the run's folders and their removal
+check before they touch anything. Stdlib only."""
 
 from __future__ import annotations
 

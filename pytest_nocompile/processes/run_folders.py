@@ -1,4 +1,5 @@
-"""The run's folder for its children's reports: where it is, what proves it ours, and when a later run removes it.
+"""The run's folder for its children's reports: where it is, what proves it ours, and
+when a later run removes it.
 
 Every run that watches child processes keeps their reports in one folder::
 
@@ -22,8 +23,8 @@ crashed xdist worker) leaves it; the next run in the same ``<tempdir>`` that
 watches a test removes it, and any other folder of the parent that carries
 the marker, is owned by this user and whose lock nobody holds. That clean-up
 is bounded (:data:`CLEAN_UP_SECONDS`, :data:`CLEAN_UP_ENTRIES`), follows no
-symbolic link (:mod:`.tree_removal`), and never raises: what it could not remove waits for a later run.
-Nothing outside the per-user parent is ever removed.
+symbolic link (:mod:`.tree_removal`), and never raises: what it could not remove
+waits for a later run. Nothing outside the per-user parent is ever removed.
 
 Stdlib only, and never raising: it runs inside a test's setup.
 """
@@ -40,11 +41,12 @@ from .owner import user_id
 if TYPE_CHECKING:
     from .tree_removal import Budget
 
-# The removal code (.tree_removal) loads only where something is to be removed: a dead run's folder, or
-# reports a process wrote; a run whose tests started no process leaves only its marker and lock.
+# The removal code (.tree_removal) loads only where something is to be removed: a dead run's folder,
+# or reports a process wrote; a run whose tests started no process leaves only its marker and lock.
 
 PARENT_PREFIX = "pytest-nocompile-of-"  # then the user's name
-RUN_PREFIX = "run-"  # then the pid (for people reading the folder, never trusted) and mkdtemp's random part
+# then the pid (for people reading the folder, never trusted) and mkdtemp's random part
+RUN_PREFIX = "run-"
 PRIVATE_PREFIX = "pytest-nocompile-run-"  # a run's folder when the per-user parent cannot be used
 MARKER = "pytest-nocompile-run"  # written once the lock is held: the plugin made this folder
 LOCK = "lock"  # flock'ed for the run's life
@@ -52,16 +54,20 @@ LOCK = "lock"  # flock'ed for the run's life
 CLEAN_UP_SECONDS = 0.5  # a run's removal of dead runs' folders stops after this long...
 CLEAN_UP_ENTRIES = 20_000  # ...or after removing this many files and folders
 CANDIDATES = 1_000  # folders of the parent looked at, at most, per run
-_HELD: set[str] = set()  # names of the folders this process's runs hold (nested runs in one process skip them)
+# names of the folders this process's runs hold (nested runs in one process skip them)
+_HELD: set[str] = set()
 
 
 def user_name() -> str:
-    """This user's name as a file name (pytest's rule), or ``uid<N>`` where none is known (a container's arbitrary uid).
+    """This user's name as a file name (pytest's rule), or ``uid<N>`` where none is known (a
+    container's arbitrary uid).
 
-    The name ``getpass.getuser()`` gives, read as it reads it (the variables, then the password database), without
-    importing getpass, which loads the terminal's module too (a run's start pays for it).
+    The name ``getpass.getuser()`` gives, read as it reads it (the variables, then the
+    password database), without importing getpass, which loads the terminal's module too
+    (a run's start pays for it).
     """
-    name = next((value for key in ("LOGNAME", "USER", "LNAME", "USERNAME") if (value := os.environ.get(key))), None)
+    name = next((value for key in ("LOGNAME", "USER", "LNAME", "USERNAME")
+                 if (value := os.environ.get(key))), None)
     if name is None:
         try:
             import pwd
@@ -73,7 +79,8 @@ def user_name() -> str:
 
 
 def user_parent(temp: str) -> Optional[str]:
-    """The per-user parent of run folders in ``temp``, made if missing; None if it is not safely ours."""
+    """The per-user parent of run folders in ``temp``, made if missing; None if
+    it is not safely ours."""
     if user_id() < 0:
         return None
     path = os.path.join(temp, PARENT_PREFIX + user_name())
@@ -109,7 +116,8 @@ class RunFolder:
 
     @classmethod
     def make(cls, temp: str) -> RunFolder:
-        """Make this run's folder in ``temp``'s per-user parent, after removing dead runs' folders there."""
+        """Make this run's folder in ``temp``'s per-user parent, after removing
+        dead runs' folders there."""
         import tempfile
 
         parent = user_parent(temp)
@@ -128,7 +136,8 @@ class RunFolder:
         return cls(tempfile.mkdtemp(prefix=PRIVATE_PREFIX, dir=temp), None)
 
     def remove(self) -> bool:
-        """Remove the folder (bounded), then its parent if empty; True if the folder is gone. Never raises."""
+        """Remove the folder (bounded), then its parent if empty; True if the folder
+        is gone. Never raises."""
         if self._lock_fd is None:
             from .tree_removal import Budget, remove_tree
 
@@ -143,25 +152,29 @@ class RunFolder:
             _HELD.discard(os.path.basename(self.path))
             if removed:
                 try:
-                    os.rmdir(os.path.dirname(self.path))  # the per-user parent, only if empty: the last run leaves no trace
+                    # the per-user parent, only if empty: the last run leaves no trace
+                    os.rmdir(os.path.dirname(self.path))
                 except OSError:
                     pass
         return removed
 
 
 def _lock_and_mark(path: str) -> Optional[int]:
-    """Hold the folder's lock, then mark it; the lock's descriptor, or None where locks do not work (no marker then)."""
+    """Hold the folder's lock, then mark it; the lock's descriptor, or None where locks do not
+    work (no marker then)."""
     try:
         import fcntl
     except ImportError:
         return None
     try:
-        fd = os.open(os.path.join(path, LOCK), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open(os.path.join(path, LOCK),
+                     os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError:
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.close(os.open(os.path.join(path, MARKER), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+        os.close(os.open(os.path.join(path, MARKER), os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                         | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
     except OSError:  # without a lock no marker: no other run may ever take the folder for dead
         os.close(fd)
         return None
@@ -169,7 +182,8 @@ def _lock_and_mark(path: str) -> Optional[int]:
 
 
 def remove_dead_runs(parent: str, budget: Optional[Budget] = None) -> None:
-    """Remove the folders of ``parent`` that a dead run of this user left (marker, owner, lock free). Never raises."""
+    """Remove the folders of ``parent`` that a dead run of this user left (marker, owner,
+    lock free). Never raises."""
     try:
         import fcntl
     except ImportError:
@@ -192,22 +206,28 @@ def remove_dead_runs(parent: str, budget: Optional[Budget] = None) -> None:
         os.close(parent_fd)
 
 
-def _remove_if_dead(fcntl: object, parent_fd: int, name: str, budget: Optional[Budget]) -> Optional[Budget]:
-    """Remove the folder if a dead run of this user left it; the budget spent so far (made at the first dead one:
-    a scan that finds only live runs loads no removal code)."""
+def _remove_if_dead(fcntl: object, parent_fd: int, name: str,
+                    budget: Optional[Budget]) -> Optional[Budget]:
+    """Remove the folder if a dead run of this user left it; the budget spent so far (made at the
+    first dead one: a scan that finds only live runs loads no removal code)."""
     try:
-        folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+        folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=parent_fd)
     except OSError:  # a symbolic link, a file, unreadable, or gone
         return budget
     lock = None
     try:
-        marker = os.stat(MARKER, dir_fd=folder, follow_symlinks=False)  # none (OSError): not a run's folder, left as it is
-        if os.fstat(folder).st_uid != user_id() or not stat.S_ISREG(marker.st_mode) or marker.st_uid != user_id():
+        # none (OSError): not a run's folder, left as it is
+        marker = os.stat(MARKER, dir_fd=folder, follow_symlinks=False)
+        if (os.fstat(folder).st_uid != user_id() or not stat.S_ISREG(marker.st_mode)
+                or marker.st_uid != user_id()):
             return budget
         try:
-            lock = os.open(LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=folder)
+            lock = os.open(LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                           dir_fd=folder)
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # type: ignore[attr-defined]
-        except OSError:  # held: a live run's (or locks do not work here: then it is not ours to judge)
+        except OSError:
+            # held: a live run's (or locks do not work here: then it is not ours to judge)
             return budget
         if budget is None:
             from .tree_removal import Budget
@@ -224,17 +244,20 @@ def _remove_if_dead(fcntl: object, parent_fd: int, name: str, budget: Optional[B
 
 
 def _remove_marked_folder(path: str, seconds: float, entries: int) -> bool:
-    """Remove a run's folder by path (this run's own, at its end), within ``seconds`` and ``entries``; True if it is gone."""
+    """Remove a run's folder by path (this run's own, at its end), within ``seconds`` and
+    ``entries``; True if it is gone."""
     head, name = os.path.split(path)
     try:
         parent = os.open(head, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return False
     try:
-        folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=parent)
         try:
             budget: Optional[Budget] = None
-            if not set(os.listdir(folder)) <= {MARKER, LOCK}:  # a process of its tests wrote: the removal code loads to empty it
+            # a process of its tests wrote: the removal code loads to empty it
+            if not set(os.listdir(folder)) <= {MARKER, LOCK}:
                 from .tree_removal import Budget
 
                 budget = Budget(seconds, entries)
@@ -250,8 +273,8 @@ def _remove_marked_folder(path: str, seconds: float, entries: int) -> bool:
 
 
 def _remove_marked(parent: int, name: str, folder: int, budget: Optional[Budget]) -> bool:
-    """Remove a marked run folder whose lock this process holds (``budget``: for its contents; None: it has none
-    but its marker and lock).
+    """Remove a marked run folder whose lock this process holds (``budget``: for its contents; None:
+    it has none but its marker and lock).
 
     The marker and the lock go last, so a removal cut short (budget spent,
     an entry it may not remove) leaves a folder a later run still recognises
@@ -272,7 +295,8 @@ def _remove_marked(parent: int, name: str, folder: int, budget: Optional[Budget]
 
 
 def remove_test_folder(path: str) -> None:
-    """Remove a test's (or one phase's) reports as the test ends: bounded, what is left goes with the run's folder."""
+    """Remove a test's (or one phase's) reports as the test ends: bounded, what is left goes
+    with the run's folder."""
     from .tree_removal import Budget, remove_tree
 
     remove_tree(path, Budget(0.5, 100_000))

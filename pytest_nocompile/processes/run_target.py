@@ -1,4 +1,5 @@
-"""A fresh process's entry that runs one piece of a user's code, watched: ``python -m pytest_nocompile.processes.run_target SPEC``.
+"""A fresh process's entry that runs one piece of a user's code, watched:
+``python -m pytest_nocompile.processes.run_target SPEC``.
 
 The parent (:mod:`..warm_start`) hands over, as one JSON argument, what to
 run and where the process reports: a top-level function of a module (called
@@ -34,7 +35,8 @@ def main(argv: list[str]) -> None:
         if "script" in spec:
             _run_script(spec["script"])
         else:
-            sys.path[:] = [*spec["sys_path"], *(entry for entry in sys.path if entry not in spec["sys_path"])]
+            sys.path[:] = [*spec["sys_path"],
+                           *(entry for entry in sys.path if entry not in spec["sys_path"])]
             _function(spec["module"], spec["qualname"], spec.get("file"))()
     except SystemExit:
         raise  # a script's own exit status
@@ -44,12 +46,14 @@ def main(argv: list[str]) -> None:
 
 
 def _print_users_traceback(error: BaseException) -> None:
-    """Python's traceback from the user's first frame: the failure the parent shows ends with it, not with ours."""
+    """Python's traceback from the user's first frame: the failure the parent shows ends
+    with it, not with ours."""
     import traceback
 
     frames = error.__traceback__
-    while frames is not None and frames.tb_next is not None and (frames.tb_frame.f_code.co_filename == __file__
-                                                                 or "runpy" in frames.tb_frame.f_code.co_filename):
+    while (frames is not None and frames.tb_next is not None
+            and (frames.tb_frame.f_code.co_filename == __file__
+                 or "runpy" in frames.tb_frame.f_code.co_filename)):
         frames = frames.tb_next
     traceback.print_exception(type(error), error, frames)
 
@@ -58,7 +62,8 @@ def _run_script(path: str) -> None:
     import runpy
 
     sys.argv[:] = [path]
-    sys.path[0] = os.path.dirname(os.path.abspath(path))  # python script.py's first entry, not this module's folder
+    # python script.py's first entry, not this module's folder
+    sys.path[0] = os.path.dirname(os.path.abspath(path))
     runpy.run_path(path, run_name="__main__")
 
 

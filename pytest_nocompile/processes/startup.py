@@ -1,4 +1,5 @@
-"""What runs in a process a watched test started: its recompiles, limit hits and graph breaks go to the test.
+"""What runs in a process a watched test started: its recompiles, limit hits and
+graph breaks go to the test.
 
 The ``pytest-nocompile.pth`` start-up hook, installed with the package, calls
 :func:`start` in every Python process of the environment whose environment
@@ -34,7 +35,8 @@ import time
 from ..observe import arrival
 from .event_files import ENV_VAR, MAX_MESSAGE, READS_SYNCS_VAR, EventWriter
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
+# typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from typing import Any, Optional
@@ -43,12 +45,14 @@ if TYPE_CHECKING:
     from ..vocabulary.module_names import CompiledModule
 
 _reporter: Optional[_Reporter] = None  # this process's, once it reports
-# Where the capture and dynamo's state live, looked up in sys.modules only: a child imports neither for us.
+# Where the capture and dynamo's state live, looked up in sys.modules only: a child
+# imports neither for us.
 _OBSERVE = __package__.rpartition(".")[0] + ".observe"
 
 
 def start() -> None:
-    """The start-up hook's entry (its caller catches what it raises): report to the directory the environment names, if any."""
+    """The start-up hook's entry (its caller catches what it raises): report to the directory the
+    environment names, if any."""
     directory = os.environ.get(ENV_VAR)
     # Once per process: site-packages reached by two paths (lib and lib64) runs a .pth twice.
     if directory and (_reporter is None or _reporter.pid != os.getpid()):
@@ -56,10 +60,12 @@ def start() -> None:
 
 
 def report_to(directory: str, forked_from: Optional[int] = None) -> None:
-    """Report this process's events to ``directory``, from when dynamo arrives (or now, if it has); its forks
-    report on their own once :func:`.hook.install_fork_handler` ran (every caller runs it).
+    """Report this process's events to ``directory``, from when dynamo arrives (or now,
+    if it has); its forks report on their own once :func:`.hook.install_fork_handler`
+    ran (every caller runs it).
 
-    ``forked_from``: the parent's pid, in a fork that ran no ``exec`` (its command line is its parent's).
+    ``forked_from``: the parent's pid, in a fork that ran no ``exec`` (its
+    command line is its parent's).
     """
     global _reporter
     reporter = _reporter = _Reporter(directory, forked_from)
@@ -72,16 +78,19 @@ def report_to(directory: str, forked_from: Optional[int] = None) -> None:
 
 
 def report_after_fork(directory: str) -> None:
-    """In a fork (see :func:`.hook.install_fork_handler`): stop what it inherited and report from the child, to a file of its own."""
+    """In a fork (see :func:`.hook.install_fork_handler`): stop what it inherited and report from
+    the child, to a file of its own."""
     capture = sys.modules.get(_OBSERVE + ".capture")
     if capture is not None:
-        capture.DYNAMO_LOGS.forget_after_fork()  # the parent's sinks would get records the parent never sees
+        # the parent's sinks would get records the parent never sees
+        capture.DYNAMO_LOGS.forget_after_fork()
     arrival.forget_callbacks()
     report_to(directory, os.getppid())
 
 
 class _Reporter:
-    """A sink of this process's dynamo capture that writes each event as it happens, so no exit is needed to report it."""
+    """A sink of this process's dynamo capture that writes each event as it happens, so no exit
+    is needed to report it."""
 
     def __init__(self, directory: str, forked_from: Optional[int] = None) -> None:
         self.pid = os.getpid()
@@ -89,8 +98,10 @@ class _Reporter:
         self._rank: Optional[int] = None  # as last seen: it outlives destroy_process_group()
         self._world: Optional[int] = None  # the job's world size, as last seen with the rank
         self._forked_from = forked_from
-        self._command: Optional[str] = None  # what the process runs, made at its first line (multiprocessing names it by then)
-        self.reads_syncs = os.environ.get(READS_SYNCS_VAR) == "1"  # as the test's process said, when this process started
+        # what the process runs, made at its first line (multiprocessing names it by then)
+        self._command: Optional[str] = None
+        # as the test's process said, when this process started
+        self.reads_syncs = os.environ.get(READS_SYNCS_VAR) == "1"
 
     def arm(self) -> None:
         try:
@@ -102,14 +113,16 @@ class _Reporter:
                 return
             from ..observe.capture import DYNAMO_LOGS
 
-            if not self.reads_syncs:  # their source never arms here (it would turn torch's sync debug mode on)
+            # their source never arms here (it would turn torch's sync debug mode on)
+            if not self.reads_syncs:
                 from ..observe import wanted_signals
                 from ..observe.sources.sync_warnings import SyncWarnings
 
                 wanted_signals.narrow(wanted_signals.wanted_signals() - SyncWarnings.signals)
             DYNAMO_LOGS.attach(self)
         except Exception as error:
-            self._write("problem", message=f"pytest-nocompile could not watch this process: {type(error).__name__}: {error}")
+            self._write("problem", message="pytest-nocompile could not watch this process: "
+                                           f"{type(error).__name__}: {error}")
 
     def arm_early(self) -> None:
         try:
@@ -117,17 +130,20 @@ class _Reporter:
 
             DYNAMO_LOGS.attach_early(self)
         except Exception as error:
-            self._write("problem", message=f"pytest-nocompile could not watch this process: {type(error).__name__}: {error}")
+            self._write("problem", message="pytest-nocompile could not watch this process: "
+                                           f"{type(error).__name__}: {error}")
 
     def _write(self, event: str, **fields: Any) -> None:
-        """Write one line; never raises (a sink's error would reach dynamo, and end the child's compile)."""
+        """Write one line; never raises (a sink's error would reach dynamo, and
+        end the child's compile)."""
         try:
             message = fields.get("message")
             if message is not None:
                 fields["message"] = str(message)[:MAX_MESSAGE]
             state = sys.modules.get(_OBSERVE + ".dynamo_state")
             try:
-                rank, world = (state.process_rank(), state.process_world_size()) if state is not None else (None, None)
+                rank, world = ((state.process_rank(), state.process_world_size())
+                               if state is not None else (None, None))
             except Exception:  # RANK=² and such: no rank, and no error of ours in the child
                 rank, world = None, None
             if rank is None:
@@ -137,38 +153,49 @@ class _Reporter:
                 from .command_line import this_process
 
                 self._command = this_process(self._forked_from)
-            self.writer.write({"t": time.time(), "rank": rank, "world": world, "cmd": self._command, "event": event, **fields})
+            self.writer.write({"t": time.time(), "rank": rank, "world": world, "cmd": self._command,
+                               "event": event, **fields})
         except Exception as error:  # a line lost: the test hears of it
             self.writer.unreported(type(error).__name__)
 
     # The sink's methods (see sink.Sink).
-    def add_recompile(self, message: str, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],
+    def add_recompile(self, message: str, compile_id: Optional[str],
+                      user_code: Optional[CodeLocation], thread: Optional[str],
                       module: Optional[CompiledModule] = None) -> None:
-        self._write("recompile", message=message, compile_id=compile_id, user_code=_where(user_code), thread=thread, **_module(module))
+        self._write("recompile", message=message, compile_id=compile_id,
+                    user_code=_where(user_code), thread=thread, **_module(module))
 
-    def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],
-                    compiling: Optional[CodeLocation] = None, module: Optional[CompiledModule] = None) -> None:
-        self._write("compile", compile_id=compile_id, user_code=_where(user_code), thread=thread, compiling=_where(compiling), **_module(module))
+    def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation],
+                    thread: Optional[str], compiling: Optional[CodeLocation] = None,
+                    module: Optional[CompiledModule] = None) -> None:
+        self._write("compile", compile_id=compile_id, user_code=_where(user_code), thread=thread,
+                    compiling=_where(compiling), **_module(module))
 
-    def add_limit_warning(self, message: str, compile_id: Optional[str], thread: Optional[str]) -> None:
+    def add_limit_warning(self, message: str, compile_id: Optional[str],
+                          thread: Optional[str]) -> None:
         self._write("limit", message=message, compile_id=compile_id, thread=thread)
 
     def add_graph_break(self, message: str, module: Optional[CompiledModule] = None) -> None:
         self._write("graph_break", message=message, **_module(module))
 
-    def add_health(self, what: str, amount: float, reason: Optional[str], compile_id: Optional[str], user_code: Optional[CodeLocation],
-                   thread: Optional[str], compiling: Optional[CodeLocation] = None, module: Optional[CompiledModule] = None) -> None:
-        self._write("health", what=what, amount=amount, message=reason, compile_id=compile_id, user_code=_where(user_code), thread=thread,
-                    compiling=_where(compiling), **_module(module))
+    def add_health(self, what: str, amount: float, reason: Optional[str], compile_id: Optional[str],
+                   user_code: Optional[CodeLocation], thread: Optional[str],
+                   compiling: Optional[CodeLocation] = None,
+                   module: Optional[CompiledModule] = None) -> None:
+        self._write("health", what=what, amount=amount, message=reason, compile_id=compile_id,
+                    user_code=_where(user_code), thread=thread, compiling=_where(compiling),
+                    **_module(module))
 
 
 def _module(module: Optional[CompiledModule]) -> dict[str, Any]:
-    """A line's ``module`` field, where dynamo compiled a module's method (older readers skip a field they do not know)."""
+    """A line's ``module`` field, where dynamo compiled a module's method (older readers skip a
+    field they do not know)."""
     return {} if module is None else {"module": module.to_dict()}
 
 
 def _where(user_code: Optional[CodeLocation]) -> Optional[list[Any]]:
     try:
-        return None if user_code is None else [user_code.filename, user_code.line, user_code.function, user_code.code]
+        return (None if user_code is None
+                else [user_code.filename, user_code.line, user_code.function, user_code.code])
     except Exception:
         return None

@@ -1,4 +1,5 @@
-"""Removing a folder tree within a budget of time and entries, following no symbolic link and never raising.
+"""Removing a folder tree within a budget of time and entries, following no
+symbolic link and never raising.
 
 What :mod:`.run_folders` removes (a run's folder, a test's reports) can be
 deep, large, or partly not ours; the removal here stops when its
@@ -36,7 +37,8 @@ class Budget:
 
 
 def remove_tree(path: str, budget: Budget) -> bool:
-    """Remove ``path`` and everything below it without following links; True if it is gone. Never raises.
+    """Remove ``path`` and everything below it without following links; True if
+    it is gone. Never raises.
 
     Iterative, so no depth gives a RecursionError; stops when ``budget`` is
     spent, leaving the rest; an entry it may not remove is left too.
@@ -71,7 +73,8 @@ def remove_tree(path: str, budget: Budget) -> bool:
 
 
 def _open_folder(parent: int, name: str) -> Optional[int]:
-    """A folder's descriptor (never through a link), making it readable first if this user owns it and may not read it."""
+    """A folder's descriptor (never through a link), making it readable first if this user owns
+    it and may not read it."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         return os.open(name, flags, dir_fd=parent)
@@ -90,7 +93,8 @@ def _open_folder(parent: int, name: str) -> Optional[int]:
 
 
 def remove_contents(root: int, budget: Budget, keep: tuple[str, ...] = ()) -> bool:
-    """Empty the folder open as ``root`` (but the top-level names in ``keep``); True if nothing else is left.
+    """Empty the folder open as ``root`` (but the top-level names in ``keep``);
+    True if nothing else is left.
 
     Depth first, holding at most :data:`_OPEN_DEPTH` folders open: a folder
     deeper than that is moved up to ``root`` (a rename, within the same file
@@ -133,7 +137,8 @@ def remove_contents(root: int, budget: Budget, keep: tuple[str, ...] = ()) -> bo
                 elif len(stack) > _OPEN_DEPTH:
                     moved += 1
                     try:
-                        os.rename(entry.name, f".moved-up-{os.getpid()}-{moved}", src_dir_fd=folder, dst_dir_fd=root)
+                        os.rename(entry.name, f".moved-up-{os.getpid()}-{moved}", src_dir_fd=folder,
+                                  dst_dir_fd=root)
                     except OSError:
                         complete = False
                 else:

@@ -1,4 +1,5 @@
-"""The live view of a test's recompiles that the ``nocompile_recompiles`` fixture gives (and a block assertion's log)."""
+"""The live view of a test's recompiles that the ``nocompile_recompiles`` fixture gives (and a
+block assertion's log)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ class RecompileLog(Sequence["RecompileEvent"]):
     test runs. Index it, iterate it, or filter it with :meth:`in_phase`.
     """
 
-    def __init__(self, events: list[RecompileEvent], children: Optional[Callable[[], list[RecompileEvent]]] = None) -> None:
+    def __init__(self, events: list[RecompileEvent],
+                 children: Optional[Callable[[], list[RecompileEvent]]] = None) -> None:
         self._events = events
         self._children = children  # child processes' recompiles, read anew at each look
 

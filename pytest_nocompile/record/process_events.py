@@ -1,4 +1,5 @@
-"""One process's events in a test: the test's own, or a child's that reported; counted per kind and phase."""
+"""One process's events in a test: the test's own, or a child's that reported;
+counted per kind and phase."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from ..vocabulary.kinds import COUNTED_KINDS, BudgetKind
 from ..vocabulary.measures import Amount
 
 if TYPE_CHECKING:
-    from ..vocabulary.events import CodeLocation, CompileEvent, HealthEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
+    from ..vocabulary.events import (
+        CodeLocation,
+        CompileEvent,
+        HealthEvent,
+        Phase,
+        ProcessInfo,
+        RecompileEvent,
+        RecompileLimitHit,
+    )
     from ..vocabulary.graph_break_events import GraphBreakEvent
     from ..vocabulary.module_names import CompiledModule
 
@@ -17,23 +26,27 @@ if TYPE_CHECKING:
 class ProcessEvents:
     """One process's events in a test: the test's own (``info`` None) or a child's that reported."""
 
-    __slots__ = ("info", "world", "recompiles", "limit_hits", "graph_breaks", "compiles", "health", "problems", "call_counts", "_pending",
-                 "_break_places", "_changes", "_counts")
+    __slots__ = ("info", "world", "recompiles", "limit_hits", "graph_breaks", "compiles", "health",
+                 "problems", "call_counts", "_pending", "_break_places", "_changes", "_counts")
 
     def __init__(self, info: Optional[ProcessInfo] = None) -> None:
         self.info = info
-        self.world: Optional[int] = None  # a child's job's world size, where it said (with its rank)
+        # a child's job's world size, where it said (with its rank)
+        self.world: Optional[int] = None
         self.recompiles: list[RecompileEvent] = []
         self.limit_hits: list[RecompileLimitHit] = []
         self.graph_breaks: list[GraphBreakEvent] = []
         self.compiles: list[CompileEvent] = []
-        self.health: list[HealthEvent] = []  # compile-health signals (cache misses, CUDA-graph re-records, ...)
+        # compile-health signals (cache misses, CUDA-graph re-records, ...)
+        self.health: list[HealthEvent] = []
         self.problems: list[str] = []  # why a child could not watch itself
         self.call_counts: Optional[dict[str, Amount]] = None  # fixed when the test's call ended
         self._pending: Optional[RecompileEvent] = None  # the last recompile, until a graph compiles
-        self._break_places: Optional[set[tuple[str, str, int, str]]] = None  # made at the first graph break
-        # Events added so far, counted after each is in (a compiling thread may add one while counts() runs),
-        # and counts() as of that many: the judge, the result and the properties read one dict.
+        # made at the first graph break
+        self._break_places: Optional[set[tuple[str, str, int, str]]] = None
+        # Events added so far, counted after each is in (a compiling thread may add one while
+        # counts() runs), and counts() as of that many: the judge, the result and the
+        # properties read one dict.
         self._changes = 0
         self._counts: Optional[tuple[int, dict[str, Amount]]] = None
 
@@ -48,7 +61,8 @@ class ProcessEvents:
         self._changes += 1
 
     def add_graph_break(self, event: GraphBreakEvent) -> None:
-        """A graph break, unless the same one (phase, place in user code, reason) was recorded already.
+        """A graph break, unless the same one (phase, place in user code,
+        reason) was recorded already.
 
         A recompile traces the frame again, and with it the graph breaks it had: one place in the
         user's code breaking the graph is one graph break, however often dynamo traced it. A break
@@ -66,9 +80,11 @@ class ProcessEvents:
         self._changes += 1
 
     def add_limit_hit(self, hit: RecompileLimitHit, compile_id: Optional[str]) -> None:
-        """A limit hit; the recompile dynamo logged just before it, for the same compile, was refused: it moves here."""
+        """A limit hit; the recompile dynamo logged just before it, for the same compile, was
+        refused: it moves here."""
         pending = self._pending
-        if pending is not None and self.recompiles and self.recompiles[-1] is pending and _same_attempt(pending, hit, compile_id):
+        if (pending is not None and self.recompiles and self.recompiles[-1] is pending
+                and _same_attempt(pending, hit, compile_id)):
             self.recompiles.pop()
             hit = replace(hit, refused=pending)
         self._pending = None
@@ -76,7 +92,8 @@ class ProcessEvents:
         self._changes += 1
 
     def add_health(self, event: HealthEvent) -> None:
-        """A health event; one of amount 0 with a reason gives torch's reason for the same signal just counted.
+        """A health event; one of amount 0 with a reason gives torch's reason for the
+        same signal just counted.
 
         torch counts a cache bypass, then logs why: two sources report the two
         (:mod:`.observe.cache_bypass_reasons`). The reason joins the latest
@@ -101,7 +118,8 @@ class ProcessEvents:
             if not self.health:  # most tests: no health event, every health kind 0 without a scan
                 return 0
             signals = kind.signals
-            total = sum(event.amount for event in self.health if event.what in signals and (phase is None or event.phase == phase))
+            total = sum(event.amount for event in self.health
+                        if event.what in signals and (phase is None or event.phase == phase))
             return total  # an int where the amounts are (counts); seconds are floats
         events = getattr(self, kind.events)
         if phase is None or not events:
@@ -110,7 +128,8 @@ class ProcessEvents:
 
     def signals(self, names: tuple[str, ...], phase: Optional[Phase] = "call") -> list[HealthEvent]:
         """The health events of these names, of one phase (None: every phase)."""
-        return [event for event in self.health if event.what in names and (phase is None or event.phase == phase)]
+        return [event for event in self.health
+                if event.what in names and (phase is None or event.phase == phase)]
 
     def counts(self) -> dict[str, Amount]:
         """Every counted kind's call-phase count (as fixed when the call ended, once it has)."""
@@ -127,11 +146,14 @@ class ProcessEvents:
         return {kind.key: self.count(kind) for kind in COUNTED_KINDS}
 
     def sizes(self) -> tuple[int, int, int, int, int]:
-        """How many recompiles, limit hits, graph breaks, compiles and health events so far (a block's starting point)."""
-        return len(self.recompiles), len(self.limit_hits), len(self.graph_breaks), len(self.compiles), len(self.health)
+        """How many recompiles, limit hits, graph breaks, compiles and health events so far (a
+        block's starting point)."""
+        return (len(self.recompiles), len(self.limit_hits), len(self.graph_breaks),
+                len(self.compiles), len(self.health))
 
     def rename(self, info: ProcessInfo) -> None:
-        """The process reported its rank (it initialised torch.distributed): its earlier events are that rank's too."""
+        """The process reported its rank (it initialised torch.distributed): its earlier
+        events are that rank's too."""
         self.info = info
         self.recompiles[:] = [replace(event, process=info) for event in self.recompiles]
         self.limit_hits[:] = [replace(hit, process=info) for hit in self.limit_hits]
@@ -140,22 +162,26 @@ class ProcessEvents:
         self.health[:] = [replace(event, process=info) for event in self.health]
 
 
-def _same_attempt(recompile: RecompileEvent, hit: RecompileLimitHit, compile_id: Optional[str]) -> bool:
+def _same_attempt(recompile: RecompileEvent, hit: RecompileLimitHit,
+                  compile_id: Optional[str]) -> bool:
     if compile_id is not None and recompile.compile_id is not None:
         return compile_id == recompile.compile_id
     # No compile ids: the limit warning names the function as "'f' (file:line)".
     return hit.function.strip("'").startswith(recompile.function)
 
 
-def recompile_event(message: str, phase: Phase, compile_id: Optional[str], user_code: Optional[CodeLocation], thread: Optional[str],
+def recompile_event(message: str, phase: Phase, compile_id: Optional[str],
+                    user_code: Optional[CodeLocation], thread: Optional[str],
                     module: Optional[CompiledModule] = None) -> RecompileEvent:
-    """The recompile a message logs; one torch wrote in a form this parser does not know is still a recompile."""
+    """The recompile a message logs; one torch wrote in a form this parser does not
+    know is still a recompile."""
     from ..vocabulary.events import RecompileEvent, UnrecognisedMessage, event_from_message
 
     try:
         return event_from_message(message, phase, compile_id, user_code, thread, module)
     except UnrecognisedMessage:
-        return RecompileEvent("<unparsed>", "?", 0, (), message, phase, compile_id, user_code, thread, module=module)
+        return RecompileEvent("<unparsed>", "?", 0, (), message, phase, compile_id, user_code,
+                              thread, module=module)
 
 
 def graph_break_event(message: str, phase: Phase) -> GraphBreakEvent:
@@ -169,5 +195,6 @@ def graph_break_event(message: str, phase: Phase) -> GraphBreakEvent:
     try:
         event = parse_graph_break_message(message, phase)
     except UnrecognisedMessage:
-        return GraphBreakEvent("?", 0, message.splitlines()[0] if message else "<unparsed>", None, message, phase)
+        return GraphBreakEvent("?", 0, message.splitlines()[0] if message else "<unparsed>", None,
+                               message, phase)
     return replace(event, inside_torch=True) if is_torch_file(event.filename) else event

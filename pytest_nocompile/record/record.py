@@ -1,4 +1,5 @@
-"""What the plugin recorded for one test: each process's events, and the test's phase; taken as one value by :meth:`RecompileRecord.snapshot`.
+"""What the plugin recorded for one test: each process's events, and the test's phase; taken as one
+value by :meth:`RecompileRecord.snapshot`.
 
 Every count is a count of events the plugin saw: one :class:`~.events.CompileEvent`
 per graph dynamo compiled, one :class:`~.events.RecompileEvent` per recompile
@@ -35,7 +36,14 @@ if TYPE_CHECKING:
     from ..processes.child_lines import ChildReportWarning
     from ..processes.children import TestReports
     from ..processes.event_files import EventDirectory
-    from ..vocabulary.events import CodeLocation, CompileEvent, Phase, ProcessInfo, RecompileEvent, RecompileLimitHit
+    from ..vocabulary.events import (
+        CodeLocation,
+        CompileEvent,
+        Phase,
+        ProcessInfo,
+        RecompileEvent,
+        RecompileLimitHit,
+    )
     from ..vocabulary.graph_break_events import GraphBreakEvent
     from ..vocabulary.module_names import CompiledModule
     from .log import RecompileLog
@@ -52,25 +60,31 @@ class RecompileRecord:
     """
 
     # Slots: a record is made for every watched test, nearly always to stay empty.
-    __slots__ = ("phase", "own", "_log", "call_started_at", "call_ended_at", "children", "_reports", "_skipped",
-                 "_folder_problems", "_problems_shown", "pid")
+    __slots__ = ("phase", "own", "_log", "call_started_at", "call_ended_at", "children", "_reports",
+                 "_skipped", "_folder_problems", "_problems_shown", "pid")
 
     def __init__(self) -> None:
         self.phase: Phase = "setup"
         self.own = ProcessEvents()
-        self._log: Optional[RecompileLog] = None  # made when asked for: it refers back to the record
-        self.call_started_at: Optional[float] = None  # time.time(), to place children's events in a phase
+        # made when asked for: it refers back to the record
+        self._log: Optional[RecompileLog] = None
+        # time.time(), to place children's events in a phase
+        self.call_started_at: Optional[float] = None
         self.call_ended_at: Optional[float] = None
-        self.children: dict[str, ProcessEvents] = {}  # by token: the processes the test started that reported
-        self._reports: Optional[EventDirectory | TestReports] = None  # where its child processes report
-        self._skipped: dict[str, list[str]] = {}  # by child's file: the lines not counted, and why (.child_intake adds to them)
+        # by token: the processes the test started that reported
+        self.children: dict[str, ProcessEvents] = {}
+        # where its child processes report
+        self._reports: Optional[EventDirectory | TestReports] = None
+        # by child's file: the lines not counted, and why (.child_intake adds to them)
+        self._skipped: dict[str, list[str]] = {}
         self._folder_problems: list[str] = []  # why the test's processes could not report at all
         self._problems_shown: set[str] = set()  # in the call's failure: no warning repeats them
         self.pid = os.getpid()
 
     @property
     def log(self) -> RecompileLog:
-        """The live view of the test's recompiles, in every process (the ``nocompile_recompiles`` fixture)."""
+        """The live view of the test's recompiles, in every process (the
+        ``nocompile_recompiles`` fixture)."""
         if self._log is None:
             from .log import RecompileLog
 
@@ -97,22 +111,25 @@ class RecompileRecord:
     def empty(self) -> bool:
         """Nothing was recorded in any process (the usual case for a test that never compiles)."""
         own = self.own
-        return not (own.compiles or own.recompiles or own.limit_hits or own.graph_breaks or own.health or self.children
-                    or self._skipped or self._folder_problems)
+        return not (own.compiles or own.recompiles or own.limit_hits or own.graph_breaks
+                    or own.health or self.children or self._skipped or self._folder_problems)
 
     def read_children_from(self, reports: EventDirectory | TestReports) -> None:
-        """Take child processes' events from this directory, at each phase's end and whenever they are looked at."""
+        """Take child processes' events from this directory, at each phase's end and
+        whenever they are looked at."""
         self._reports = reports
 
     # -- phases -----------------------------------------------------------------
 
     def start_call(self, at: Optional[float] = None) -> None:
         """The call starts (``at``: its ``time.time()``, for records built from written lines)."""
-        self.call_started_at = time.time() if at is None else at  # children's events are placed by it when read
+        # children's events are placed by it when read
+        self.call_started_at = time.time() if at is None else at
         self.phase = "call"
 
     def end_call(self) -> None:
-        """The call ended: later events are teardown's, and children's counts are fixed as read now."""
+        """The call ended: later events are teardown's, and children's counts
+        are fixed as read now."""
         if self.phase == "call":
             self.call_ended_at = time.time()
             self.phase = "teardown"
@@ -147,7 +164,8 @@ class RecompileRecord:
         """The test's processes as they stand now, as one value for the judge and the outputs."""
         from .snapshot import ProcessSnapshot, TestSnapshot
 
-        return TestSnapshot(tuple(ProcessSnapshot(process, self.process_label(process.info)) for process in self.processes()), self.pid)
+        return TestSnapshot(tuple(ProcessSnapshot(process, self.process_label(process.info))
+                                  for process in self.processes()), self.pid)
 
     def process_of(self, process: Optional[ProcessInfo]) -> ProcessEvents:
         """One process's events: the test's own (None), or a child's."""
@@ -162,7 +180,8 @@ class RecompileRecord:
 
     def all_events(self) -> list[RecompileEvent]:
         """Every process's recompiles read so far: the test's own, then each child's."""
-        return [event for process in self.processes() for event in process.recompiles] if self.children else self.own.recompiles
+        return ([event for process in self.processes() for event in process.recompiles]
+                if self.children else self.own.recompiles)
 
     def all_compiles(self) -> list[CompileEvent]:
         return [event for process in self.processes() for event in process.compiles]
@@ -176,24 +195,27 @@ class RecompileRecord:
         return {key: len(child.recompiles) for key, child in self.children.items()}
 
     def child_problems(self) -> list[str]:
-        """Why processes of the test could not be watched, or could not report (each said once, here or in a warning)."""
+        """Why processes of the test could not be watched, or could not report (each said once,
+        here or in a warning)."""
         problems = self._all_problems()
         self._problems_shown.update(problems)
         return problems
 
     def _all_problems(self) -> list[str]:
-        own = [f"{child.info}: {problem}" for child in self.children.values() for problem in child.problems]
+        own = [f"{child.info}: {problem}" for child in self.children.values()
+               for problem in child.problems]
         return self._folder_problems + own if self._folder_problems else own
 
     def child_warnings(self) -> list[ChildReportWarning]:
-        """The test's warnings as it ends, each given once: a file's skipped lines, and processes that could not report
-        (unless a failure said so already)."""
+        """The test's warnings as it ends, each given once: a file's skipped lines, and processes
+        that could not report (unless a failure said so already)."""
         if not (self._skipped or self.children or self._folder_problems):
             return []
         from ..processes.child_lines import skipped_warning, unreported_warning
 
         found = [skipped_warning(path, reasons) for path, reasons in self._skipped.items()]
-        problems = [problem for problem in self._all_problems() if problem not in self._problems_shown]
+        problems = [problem for problem in self._all_problems()
+                    if problem not in self._problems_shown]
         if problems:
             found.append(unreported_warning(problems))
         self._skipped, self._problems_shown = {}, self._problems_shown.union(problems)
@@ -202,10 +224,12 @@ class RecompileRecord:
     def _children_events(self) -> list[RecompileEvent]:
         """For the fixture's live view: what children wrote until now."""
         self.read_children()
-        return [event for child in self.children.values() for event in child.recompiles] if self.children else []
+        return ([event for child in self.children.values() for event in child.recompiles]
+                if self.children else [])
 
     def read_children(self, final: bool = False) -> None:
-        """Add what child processes wrote since the last read, each event in the phase it was logged in.
+        """Add what child processes wrote since the last read, each event in
+        the phase it was logged in.
 
         ``final``: the test ended, so a line still without its newline is cut
         off. Never raises: what cannot be read is skipped and said.
@@ -215,12 +239,14 @@ class RecompileRecord:
             return
         try:
             reading = reports.read(final)
-            if reading is not None and (reading.files or reading.unreported or reading.problem):  # else nothing to load .child_intake for
+            # else nothing to load .child_intake for
+            if reading is not None and (reading.files or reading.unreported or reading.problem):
                 from .child_intake import take
 
                 take(self, reading, reports.path)
         except Exception as error:  # a defect of ours: the test must not pay for it
-            self.note_folder_problem(f"could not read the reports in {reports.path}: {type(error).__name__}: {error}")
+            self.note_folder_problem(f"could not read the reports in {reports.path}: "
+                                     f"{type(error).__name__}: {error}")
 
     def note_folder_problem(self, problem: str) -> None:
         """Why the test's processes could not report at all (said once)."""
@@ -229,19 +255,23 @@ class RecompileRecord:
 
     # -- the sink: what capture hands over (in whatever thread compiled) --------
 
-    def add_recompile(self, message: str, compile_id: str | None, user_code: CodeLocation | None, thread: str | None,
-                      module: CompiledModule | None = None) -> None:
+    def add_recompile(self, message: str, compile_id: str | None, user_code: CodeLocation | None,
+                      thread: str | None, module: CompiledModule | None = None) -> None:
         from .process_events import recompile_event
 
-        self.own.add_recompile(recompile_event(message, self.phase, compile_id, user_code, thread, module))
+        self.own.add_recompile(
+            recompile_event(message, self.phase, compile_id, user_code, thread, module))
 
-    def add_compile(self, compile_id: str | None, user_code: CodeLocation | None, thread: str | None, compiling: CodeLocation | None = None,
+    def add_compile(self, compile_id: str | None, user_code: CodeLocation | None,
+                    thread: str | None, compiling: CodeLocation | None = None,
                     module: CompiledModule | None = None) -> None:
         from ..vocabulary.events import CompileEvent
 
-        self.own.add_compile(CompileEvent(compile_id, user_code, self.phase, thread, compiling=compiling, module=module))
+        self.own.add_compile(CompileEvent(compile_id, user_code, self.phase, thread,
+                                          compiling=compiling, module=module))
 
-    def add_limit_warning(self, message: str, compile_id: str | None = None, thread: str | None = None) -> None:
+    def add_limit_warning(self, message: str, compile_id: str | None = None,
+                          thread: str | None = None) -> None:
         from ..vocabulary.events import parse_limit_warning
 
         hit = parse_limit_warning(message, self.phase)
@@ -253,8 +283,11 @@ class RecompileRecord:
 
         self.own.add_graph_break(replace(graph_break_event(message, self.phase), module=module))
 
-    def add_health(self, what: str, amount: float, reason: str | None, compile_id: str | None, user_code: CodeLocation | None,
-                   thread: str | None, compiling: CodeLocation | None = None, module: CompiledModule | None = None) -> None:
+    def add_health(self, what: str, amount: float, reason: str | None, compile_id: str | None,
+                   user_code: CodeLocation | None, thread: str | None,
+                   compiling: CodeLocation | None = None,
+                   module: CompiledModule | None = None) -> None:
         from ..vocabulary.events import HealthEvent
 
-        self.own.add_health(HealthEvent(what, amount, reason, compile_id, user_code, self.phase, thread, compiling=compiling, module=module))
+        self.own.add_health(HealthEvent(what, amount, reason, compile_id, user_code, self.phase,
+                                        thread, compiling=compiling, module=module))

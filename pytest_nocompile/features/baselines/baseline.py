@@ -33,12 +33,14 @@ if TYPE_CHECKING:
     from ...judge.result import TestResult
 
 BASELINE_FORMAT = "pytest-nocompile-baseline/2"
-COUNTS_ONLY_FORMAT = "pytest-nocompile-baseline/1"  # written before reasons and torch versions; still read
+# written before reasons and torch versions; still read
+COUNTS_ONLY_FORMAT = "pytest-nocompile-baseline/1"
 GATED = tuple(kind.key for kind in KINDS if kind.gated_by_baseline)
 EVENTS_SHOWN = 5  # per test that rose: enough to act on; the JSON report lists every one
 ANY_TORCH = ""  # the one version key of a counts-only baseline
 
-Entries = dict[str, dict[str, Any]]  # node id: {gated kind key: count, ..., "reasons": [reason, ...]}
+# node id: {gated kind key: count, ..., "reasons": [reason, ...]}
+Entries = dict[str, dict[str, Any]]
 
 
 class BaselineError(ValueError):
@@ -47,7 +49,8 @@ class BaselineError(ValueError):
 
 @dataclass
 class Baseline:
-    """A baseline file as read: its entries by torch ``major.minor`` (:data:`ANY_TORCH` alone for format 1)."""
+    """A baseline file as read: its entries by torch ``major.minor``
+    (:data:`ANY_TORCH` alone for format 1)."""
 
     versions: dict[str, Entries]
     counts_only: bool = False  # format 1: no reasons, and one set of entries for every torch
@@ -60,13 +63,15 @@ def torch_minor(version: str) -> str:
 
 
 def _version_key(minor: str) -> tuple[int, ...]:
-    """How a baseline's torch versions sort: ``2.9`` before ``2.13``; a key that is no ``X.Y`` is (-1,)."""
+    """How a baseline's torch versions sort: ``2.9`` before ``2.13``; a key that
+    is no ``X.Y`` is (-1,)."""
     return (major_minor(minor) if re.fullmatch(r"\d+\.\d+", minor) else None) or (-1,)
 
 
-def baseline_entry(counts: Mapping[str, Any], details: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """What a baseline keeps of one test, from its counts and its events' details (a result's, or a JSON report's test):
-    its gated counts and the reasons behind them."""
+def baseline_entry(counts: Mapping[str, Any],
+                   details: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """What a baseline keeps of one test, from its counts and its events' details (a result's, or a
+    JSON report's test): its gated counts and the reasons behind them."""
     return {**{key: counts.get(key) for key in GATED}, "reasons": call_reasons(details)}
 
 
@@ -126,12 +131,16 @@ def saved_baseline(
 
 
 def document_of(baseline: Baseline) -> dict[str, Any]:
-    """A baseline as JSON, sorted (torch versions oldest first; written one count or reason a line): saving the same
-    results again writes the same bytes, and a change reads as a diff in code review."""
+    """A baseline as JSON, sorted (torch versions oldest first; written one count or
+    reason a line): saving the same results again writes the same bytes, and a change
+    reads as a diff in code review."""
     if baseline.counts_only:
-        return {"format": COUNTS_ONLY_FORMAT, "tests": dict(sorted(baseline.versions.get(ANY_TORCH, {}).items()))}
+        return {"format": COUNTS_ONLY_FORMAT,
+                "tests": dict(sorted(baseline.versions.get(ANY_TORCH, {}).items()))}
     return {"format": BASELINE_FORMAT,
-            "torch": {minor: dict(sorted(entries.items())) for minor, entries in sorted(baseline.versions.items(), key=lambda item: _version_key(item[0]))}}
+            "torch": {minor: dict(sorted(entries.items()))
+                      for minor, entries in sorted(baseline.versions.items(),
+                                                   key=lambda item: _version_key(item[0]))}}
 
 
 def previous_baseline(path: str) -> Optional[Baseline]:
@@ -148,7 +157,8 @@ def load_baseline(path: str) -> Baseline:
         with open(path) as source:
             document = json.load(source)
     except FileNotFoundError:
-        raise BaselineError(f"baseline {path} does not exist (write one with --nocompile-save={path})") from None
+        raise BaselineError(f"baseline {path} does not exist (write one with "
+                            f"--nocompile-save={path})") from None
     except (OSError, ValueError) as error:
         raise BaselineError(f"baseline {path} is not readable JSON: {error}") from None
     return baseline_from_document(document, path)
@@ -160,16 +170,20 @@ def baseline_from_document(document: Any, path: str) -> Baseline:
     if found == COUNTS_ONLY_FORMAT:
         tests = document.get("tests")
         if not _valid_entries(tests):
-            raise BaselineError(f"baseline {path} is corrupt: 'tests' must map node ids to counts ({', '.join(GATED)})")
+            raise BaselineError(f"baseline {path} is corrupt: 'tests' must map node ids to counts "
+                                f"({', '.join(GATED)})")
         return Baseline({ANY_TORCH: tests}, counts_only=True)
     if found != BASELINE_FORMAT:
-        raise BaselineError(f"baseline {path} has format {found!r}, expected {BASELINE_FORMAT!r} (or {COUNTS_ONLY_FORMAT!r})")
+        raise BaselineError(f"baseline {path} has format {found!r}, expected {BASELINE_FORMAT!r} "
+                            f"(or {COUNTS_ONLY_FORMAT!r})")
     versions = document.get("torch")
     if not isinstance(versions, dict) or not all(
-        isinstance(minor, str) and _version_key(minor) != (-1,) and _valid_entries(entries) for minor, entries in versions.items()
+        isinstance(minor, str) and _version_key(minor) != (-1,) and _valid_entries(entries)
+        for minor, entries in versions.items()
     ):
-        raise BaselineError(f"baseline {path} is corrupt: 'torch' must map torch versions (2.13) to node ids to counts "
-                            f"({', '.join(GATED)}) and 'reasons' (a list of text)")
+        raise BaselineError(f"baseline {path} is corrupt: 'torch' must map torch versions "
+                            f"(2.13) to node ids to counts ({', '.join(GATED)}) and 'reasons' "
+                            "(a list of text)")
     return Baseline(versions)
 
 
@@ -177,8 +191,10 @@ def _valid_entries(tests: object) -> bool:
     return isinstance(tests, dict) and all(
         isinstance(entry, dict)
         and any(key in entry for key in GATED)
-        and all(isinstance(entry[key], int) and not isinstance(entry[key], bool) for key in GATED if key in entry)
-        and (isinstance(entry.get("reasons", []), list) and all(isinstance(reason, str) for reason in entry.get("reasons", [])))
+        and all(isinstance(entry[key], int) and not isinstance(entry[key], bool) for key in GATED
+                if key in entry)
+        and (isinstance(entry.get("reasons", []), list)
+             and all(isinstance(reason, str) for reason in entry.get("reasons", [])))
         for entry in tests.values()
     )
 
@@ -186,8 +202,9 @@ def _valid_entries(tests: object) -> bool:
 def entries_for(baseline: Baseline, torch_version: str) -> tuple[Entries, str]:
     """The entries a run on ``torch_version`` compares with, and the line that says which."""
     if baseline.counts_only:
-        return baseline.versions[ANY_TORCH], ("counts only (a baseline of format 1, for any torch): reasons are not compared; "
-                                              "save it again to gate on reasons")
+        return (baseline.versions[ANY_TORCH],
+                ("counts only (a baseline of format 1, for any torch): reasons are not compared; "
+                 "save it again to gate on reasons"))
     mine = torch_minor(torch_version)
     if mine in baseline.versions:
         return baseline.versions[mine], f"compared with the entries for torch {mine}"
@@ -196,23 +213,31 @@ def entries_for(baseline: Baseline, torch_version: str) -> tuple[Entries, str]:
     older = [minor for minor in baseline.versions if _version_key(minor) < _version_key(mine)]
     if older:
         nearest = max(older, key=_version_key)
-        return baseline.versions[nearest], f"no entries for torch {mine}: compared with torch {nearest}'s, the nearest older"
+        return (baseline.versions[nearest],
+                f"no entries for torch {mine}: compared with torch {nearest}'s, the nearest older")
     nearest = min(baseline.versions, key=_version_key)
-    return baseline.versions[nearest], f"no entries for torch {mine} or older: compared with torch {nearest}'s, the nearest newer"
+    return (baseline.versions[nearest], f"no entries for torch {mine} or older: compared with "
+                                        f"torch {nearest}'s, the nearest newer")
 
 
 @dataclass
 class Comparison:
     """How this run's counts and reasons stand against a baseline."""
 
-    increased: list[tuple[str, str, int, int]] = field(default_factory=list)  # nodeid, what, before, now
+    # nodeid, what, before, now
+    increased: list[tuple[str, str, int, int]] = field(default_factory=list)
     decreased: list[tuple[str, str, int, int]] = field(default_factory=list)
     new: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)  # in the baseline, not run here (a -k subset, another shard, or gone)
-    explained: dict[str, list[str]] = field(default_factory=dict)  # nodeid: the lines naming what made its counts rise
-    new_reasons: dict[str, list[tuple[str, list[str]]]] = field(default_factory=dict)  # nodeid: each new reason, and the lines on where it came from
-    gone_reasons: dict[str, list[str]] = field(default_factory=dict)  # nodeid: reasons of the baseline not seen here
-    traces: dict[str, str] = field(default_factory=dict)  # nodeid: the structured trace kept of a test that regressed
+    # in the baseline, not run here (a -k subset, another shard, or gone)
+    removed: list[str] = field(default_factory=list)
+    # nodeid: the lines naming what made its counts rise
+    explained: dict[str, list[str]] = field(default_factory=dict)
+    # nodeid: each new reason, and the lines on where it came from
+    new_reasons: dict[str, list[tuple[str, list[str]]]] = field(default_factory=dict)
+    # nodeid: reasons of the baseline not seen here
+    gone_reasons: dict[str, list[str]] = field(default_factory=dict)
+    # nodeid: the structured trace kept of a test that regressed
+    traces: dict[str, str] = field(default_factory=dict)
     entries: str = ""  # which torch's entries were compared with
 
     @property
@@ -225,23 +250,28 @@ class Comparison:
         for nodeid in sorted(rose.keys() | self.new_reasons.keys()):
             if nodeid in rose:
                 lines.append(f"{nodeid}: " + ", ".join(rose[nodeid]))
-                if nodeid not in self.new_reasons:  # else its new reasons, below, show where they came from
+                # else its new reasons, below, show where they came from
+                if nodeid not in self.new_reasons:
                     lines += self.explained.get(nodeid, [])
             for reason, explained in self.new_reasons.get(nodeid, []):
                 lines += [f"{nodeid}: new reason: {reason}", *explained]
             if nodeid in self.traces:
                 lines.append(f"    trace: {self.traces[nodeid]}")
-        lines += [f"{nodeid}: " + ", ".join(changes) for nodeid, changes in _by_test(self.decreased, "fell").items()]
-        lines += [f"{nodeid}: reason gone: {reason}" for nodeid, reasons in sorted(self.gone_reasons.items()) for reason in reasons]
+        lines += [f"{nodeid}: " + ", ".join(changes)
+                  for nodeid, changes in _by_test(self.decreased, "fell").items()]
+        lines += [f"{nodeid}: reason gone: {reason}"
+                  for nodeid, reasons in sorted(self.gone_reasons.items()) for reason in reasons]
         lines += [f"new test (not in baseline): {nodeid}" for nodeid in self.new]
         if self.removed:  # one line: a -k subset or another shard leaves most of the baseline out
             lines.append(f"{plural(len(self.removed), 'test')} of the baseline did not run here "
-                         "(deselected, not collected, run by another shard, or removed): not compared")
-        return lines if len(lines) > bool(self.entries) else [*lines, "no change against the baseline"]
+                         "(deselected, not collected, run by another shard, or "
+                         "removed): not compared")
+        return (lines if len(lines) > bool(self.entries)
+                else [*lines, "no change against the baseline"])
 
     def regressions(self) -> dict[str, list[str]]:
-        """By test, what failed it against the baseline, a line each (``recompiles rose 0 -> 2``, ``new reason: ...``):
-        what the JSON report's entry of each such test holds."""
+        """By test, what failed it against the baseline, a line each (``recompiles rose 0 -> 2``,
+        ``new reason: ...``): what the JSON report's entry of each such test holds."""
         found = _by_test(self.increased, "rose")
         for nodeid, reasons in self.new_reasons.items():
             found.setdefault(nodeid, []).extend(f"new reason: {reason}" for reason, _ in reasons)
@@ -253,7 +283,8 @@ class Comparison:
         new = sum(len(reasons) for reasons in self.new_reasons.values())
         what = [plural(len(self.increased), "count") + " rose"] if self.increased else []
         what += [plural(new, "new reason")] if new else []
-        return f"{' and '.join(what)} against the baseline {path}, in {plural(tests, 'test')} (listed above)"
+        return (f"{' and '.join(what)} against the baseline {path}, in {plural(tests, 'test')} "
+                "(listed above)")
 
 
 def _by_test(changes: list[tuple[str, str, int, int]], verb: str) -> dict[str, list[str]]:
@@ -278,8 +309,9 @@ def compare(baseline: Baseline, results: dict[str, TestResult], torch_version: s
 
 
 def regression_check(baseline: Baseline, torch_version: str) -> Callable[[str, TestResult], bool]:
-    """Whether one test's result fails against its entry (a count rose, a reason is new), as the run's comparison will
-    judge it: for a process that has to decide when the test ends (keep its trace), before the run's results are in."""
+    """Whether one test's result fails against its entry (a count rose, a reason is new), as the
+    run's comparison will judge it: for a process that has to decide when the test ends (keep its
+    trace), before the run's results are in."""
     entries, _ = entries_for(baseline, torch_version)
 
     def regressed(nodeid: str, result: TestResult) -> bool:
@@ -289,8 +321,10 @@ def regression_check(baseline: Baseline, torch_version: str) -> Callable[[str, T
     return regressed
 
 
-def _compare_test(comparison: Comparison, nodeid: str, before: dict[str, Any], result: TestResult) -> bool:
-    """One test's counts and reasons against its entry, into ``comparison``; whether they regressed."""
+def _compare_test(comparison: Comparison, nodeid: str, before: dict[str, Any],
+                  result: TestResult) -> bool:
+    """One test's counts and reasons against its entry, into ``comparison``;
+    whether they regressed."""
     rose = []
     for key in GATED:
         if key not in before:  # a kind newer than this baseline
@@ -308,12 +342,16 @@ def _compare_test(comparison: Comparison, nodeid: str, before: dict[str, Any], r
     return bool(rose) or nodeid in comparison.new_reasons
 
 
-def _compare_reasons(comparison: Comparison, nodeid: str, before: set[str], result: TestResult) -> None:
-    """A reason the baseline lacks fails the test, shown with the event it came from; one it has that did not come is reported."""
+def _compare_reasons(comparison: Comparison, nodeid: str, before: set[str],
+                     result: TestResult) -> None:
+    """A reason the baseline lacks fails the test, shown with the event it came from; one it has
+    that did not come is reported."""
     now: dict[str, tuple[dict[str, Any], Optional[dict[str, Any]]]] = {}
     for reason, event, guard in reasons_with_events(result.details):
-        now.setdefault(reason, (event, guard))  # the first event of each reason: where it first came from
-    new = [(reason, _recompile_lines(*now[reason]) if now[reason][1] is not None else _graph_break_lines(now[reason][0]))
+        # the first event of each reason: where it first came from
+        now.setdefault(reason, (event, guard))
+    new = [(reason, (_recompile_lines(*now[reason]) if now[reason][1] is not None
+                     else _graph_break_lines(now[reason][0])))
            for reason in sorted(now.keys() - before)]
     if new:
         comparison.new_reasons[nodeid] = new
@@ -323,35 +361,45 @@ def _compare_reasons(comparison: Comparison, nodeid: str, before: set[str], resu
 
 
 def explain_rise(result: TestResult, rose: list[str]) -> list[str]:
-    """The call-phase events behind the kinds that rose, a line or two each: function, guard and the user's line."""
+    """The call-phase events behind the kinds that rose, a line or two each: function,
+    guard and the user's line."""
     sources = {source for key in rose for source in KINDS_BY_KEY[key].explained_by}
     signals = {signal for key in rose for signal in KINDS_BY_KEY[key].signals}
-    events = [("recompiles", event) for event in result.details["recompile_events"] if "recompiles" in sources] + \
-             [("graph_breaks", event) for event in result.details["graph_break_events"] if "graph_breaks" in sources] + \
-             [("health", event) for event in result.details["health_events"] if event["what"] in signals]
-    called = [(source, event) for source, event in events if event.get("phase") == "call"]  # what the counts count
+    events = [("recompiles", event) for event in result.details["recompile_events"]
+              if "recompiles" in sources] + \
+             [("graph_breaks", event) for event in result.details["graph_break_events"]
+              if "graph_breaks" in sources] + \
+             [("health", event) for event in result.details["health_events"]
+              if event["what"] in signals]
+    # what the counts count
+    called = [(source, event) for source, event in events if event.get("phase") == "call"]
     lines: list[str] = []
     for source, event in called[:EVENTS_SHOWN]:
         lines += _LINES[source](event)
     if len(called) > EVENTS_SHOWN:
-        lines.append(f"    and {len(called) - EVENTS_SHOWN} more (--nocompile-json=PATH writes every one)")
+        lines.append(f"    and {len(called) - EVENTS_SHOWN} more (--nocompile-json=PATH "
+                     "writes every one)")
     return lines
 
 
 def _recompile_lines(event: dict[str, Any], reason: Optional[dict[str, Any]] = None) -> list[str]:
-    """A recompile in a line or three: what recompiled, the failed guard (``reason``, else its first), the user's line, the fix."""
+    """A recompile in a line or three: what recompiled, the failed guard (``reason``, else its
+    first), the user's line, the fix."""
     from ...vocabulary.events import GuardFailure, code_place
     from ...vocabulary.module_names import module_from_dict
 
     reasons = event.get("reasons") or []
     chosen = reason if reason is not None else (reasons[0] if reasons else None)
     if chosen and chosen.get("guard"):
-        guard = (str(GuardFailure(chosen["guard"], chosen.get("compile_id"), named=chosen.get("named_guard"))).splitlines() or [""])[0]
+        guard = (str(GuardFailure(chosen["guard"], chosen.get("compile_id"),
+                                  named=chosen.get("named_guard"))).splitlines() or [""])[0]
         others = len(reasons) - 1
-        more = f" (and {plural(others, 'other failed guard')})" if others > 0 and reason is None else ""
+        more = (f" (and {plural(others, 'other failed guard')})" if others > 0 and reason is None
+                else "")
     else:
         guard, more = "(torch gave no reason)", ""
-    where = code_place(event["function"], event["filename"], event["line"], module_from_dict(event.get("module")))
+    where = code_place(event["function"], event["filename"], event["line"],
+                       module_from_dict(event.get("module")))
     lines = [f"    {_process_prefix(event)}recompiled {where}: "
              f"guard failed: {guard}{more}"]
     if event.get("user_code"):
@@ -365,7 +413,8 @@ def _graph_break_lines(event: dict[str, Any]) -> list[str]:
     from ...vocabulary.events import display_path
     from ...vocabulary.module_names import module_from_dict
 
-    lines = [f"    {_process_prefix(event)}graph break at {display_path(event['filename'])}:{event['line']}: {event['reason']}"]
+    lines = [f"    {_process_prefix(event)}graph break at "
+             f"{display_path(event['filename'])}:{event['line']}: {event['reason']}"]
     module = module_from_dict(event.get("module"))
     if module is not None:  # as the failure names it: the module's class and method, and where
         lines.append(f"        compiling: {module.place}")
@@ -383,7 +432,8 @@ def _health_lines(event: dict[str, Any]) -> list[str]:
     return lines
 
 
-_LINES = {"recompiles": _recompile_lines, "graph_breaks": _graph_break_lines, "health": _health_lines}
+_LINES = {"recompiles": _recompile_lines, "graph_breaks": _graph_break_lines,
+          "health": _health_lines}
 
 
 def _process_prefix(event: dict[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""Merging shards: the baselines or JSON reports of runs that each ran part of a suite, into one file. Pure code.
+"""Merging shards: the baselines or JSON reports of runs that each ran part of a suite,
+into one file. Pure code.
 
 A suite split over CI jobs (a matrix, pytest-split, several xdist hosts)
 saves a baseline or a report per shard; ``python -m pytest_nocompile merge
@@ -27,7 +28,8 @@ from .baseline import (
 
 
 class MergeError(ValueError):
-    """The inputs cannot be merged: unreadable, of mixed or unknown formats, or shards disagreeing on a test."""
+    """The inputs cannot be merged: unreadable, of mixed or unknown formats, or shards
+    disagreeing on a test."""
 
 
 def merge_files(paths: list[str]) -> dict[str, Any]:
@@ -35,10 +37,12 @@ def merge_files(paths: list[str]) -> dict[str, Any]:
     documents = [(path, _read(path)) for path in paths]
     formats = {_format_of(path, document) for path, document in documents}
     if len(formats) > 1:
-        raise MergeError(f"cannot merge files of different formats ({', '.join(sorted(formats))}): give baselines or reports, not both")
+        raise MergeError(f"cannot merge files of different formats ({', '.join(sorted(formats))}): "
+                         "give baselines or reports, not both")
     if formats == {JSON_FORMAT}:
         return merge_reports(documents)
-    return document_of(merge_baselines([(path, baseline_from_document(document, path)) for path, document in documents]))
+    return document_of(merge_baselines(
+        [(path, baseline_from_document(document, path)) for path, document in documents]))
 
 
 def _read(path: str) -> Any:
@@ -52,8 +56,8 @@ def _read(path: str) -> Any:
 def _format_of(path: str, document: Any) -> str:
     found = document.get("format") if isinstance(document, dict) else None
     if found not in (BASELINE_FORMAT, COUNTS_ONLY_FORMAT, JSON_FORMAT):
-        raise MergeError(f"{path} is neither a pytest-nocompile baseline ({BASELINE_FORMAT}) nor a report ({JSON_FORMAT}): "
-                         f"its format is {found!r}")
+        raise MergeError(f"{path} is neither a pytest-nocompile baseline ({BASELINE_FORMAT}) nor a "
+                         f"report ({JSON_FORMAT}): its format is {found!r}")
     return str(found)
 
 
@@ -70,29 +74,36 @@ def merge_baselines(baselines: list[tuple[str, Baseline]]) -> Baseline:
 
 
 def merge_reports(documents: list[tuple[str, Any]]) -> dict[str, Any]:
-    """One report holding every shard's tests; shards of one torch only (a report names the torch it ran)."""
+    """One report holding every shard's tests; shards of one torch only (a report
+    names the torch it ran)."""
     versions = {document.get("torch_version") for _, document in documents}
     if len(versions) > 1:
-        raise MergeError(f"cannot merge reports of different torch versions ({', '.join(sorted(map(str, versions)))}): "
-                         "merge each torch's shards apart, or their baselines, which keep torch versions apart")
+        raise MergeError("cannot merge reports of different torch versions "
+                         f"({', '.join(sorted(map(str, versions)))}): merge each torch's shards "
+                         "apart, or their baselines, which keep torch versions apart")
     tests: dict[str, dict[str, Any]] = {}
     kept: dict[str, dict[str, Any]] = {}
     owners: dict[tuple[str, str], str] = {}
     for path, document in documents:
         listed = document.get("tests")
-        if not isinstance(listed, list) or not all(isinstance(test, dict) and isinstance(test.get("nodeid"), str) for test in listed):
-            raise MergeError(f"{path} is corrupt: 'tests' must be a list of tests with their node ids")
+        if (not isinstance(listed, list) or not all(
+                isinstance(test, dict) and isinstance(test.get("nodeid"), str) for test in listed)):
+            raise MergeError(f"{path} is corrupt: 'tests' must be a list of tests with "
+                             "their node ids")
         for test in listed:
             nodeid = test["nodeid"]
-            _agree(kept, nodeid, baseline_entry(test, test), owners, "", path)  # what two shards that ran it must agree on
+            # what two shards that ran it must agree on
+            _agree(kept, nodeid, baseline_entry(test, test), owners, "", path)
             tests.setdefault(nodeid, test)
     first = documents[0][1]
-    return {**{key: value for key, value in first.items() if key != "tests"}, "tests": [tests[nodeid] for nodeid in sorted(tests)]}
+    return {**{key: value for key, value in first.items() if key != "tests"},
+            "tests": [tests[nodeid] for nodeid in sorted(tests)]}
 
 
-def _agree(into: dict[str, dict[str, Any]], nodeid: str, entry: dict[str, Any], owners: dict[tuple[str, str], str],
-           minor: str, path: str) -> None:
-    """Add ``entry`` for ``nodeid``, where no earlier shard has one, or where it says the same; else fail, naming the test."""
+def _agree(into: dict[str, dict[str, Any]], nodeid: str, entry: dict[str, Any],
+           owners: dict[tuple[str, str], str], minor: str, path: str) -> None:
+    """Add ``entry`` for ``nodeid``, where no earlier shard has one, or where it says the same; else
+    fail, naming the test."""
     earlier = into.get(nodeid)
     if earlier is None:
         into[nodeid] = entry
@@ -100,8 +111,8 @@ def _agree(into: dict[str, dict[str, Any]], nodeid: str, entry: dict[str, Any], 
         return
     if _comparable(earlier) != _comparable(entry):
         on = f" on torch {minor}" if minor else ""
-        raise MergeError(f"{nodeid}: shards disagree{on}: {owners[(minor, nodeid)]} has {_describe(earlier)}, "
-                         f"{path} has {_describe(entry)}")
+        raise MergeError(f"{nodeid}: shards disagree{on}: {owners[(minor, nodeid)]} has "
+                         f"{_describe(earlier)}, {path} has {_describe(entry)}")
 
 
 def _comparable(entry: dict[str, Any]) -> dict[str, Any]:
@@ -109,7 +120,8 @@ def _comparable(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _describe(entry: dict[str, Any]) -> str:
-    counts = ", ".join(f"{key.replace('_', ' ')} {entry[key]}" for key in GATED if entry.get(key) is not None)
+    counts = ", ".join(f"{key.replace('_', ' ')} {entry[key]}" for key in GATED
+                       if entry.get(key) is not None)
     reasons = entry.get("reasons") or []
     return f"{counts}; " + ("reasons: " + "; ".join(sorted(reasons)) if reasons else "no reasons")
 
@@ -127,6 +139,7 @@ def write_merged(out: str, paths: list[str]) -> str:
         what = f"{len(document['tests'])} tests"
     else:
         torch = document.get("torch") or {"any torch": document.get("tests", {})}
-        what = "; ".join(f"torch {minor}: {len(entries)} tests" if minor != "any torch" else f"{len(entries)} tests"
+        what = "; ".join(f"torch {minor}: {len(entries)} tests" if minor != "any torch"
+                         else f"{len(entries)} tests"
                          for minor, entries in torch.items())
     return f"merged {len(paths)} files into {out} ({what})"

@@ -1,4 +1,5 @@
-"""Where torch keeps its compile caches on disk, and the environment that makes them private to one folder.
+"""Where torch keeps its compile caches on disk, and the environment that makes
+them private to one folder.
 
 Verified against torch 2.13's sources (``torch/_inductor/runtime/cache_dir_utils.py``
 and the readers of these variables):
@@ -27,7 +28,8 @@ from typing import Union
 INDUCTOR_CACHE_VAR = "TORCHINDUCTOR_CACHE_DIR"
 TRITON_CACHE_VAR = "TRITON_CACHE_DIR"
 
-# Each turns one remote cache off where set to "0" (torch reads them as tri-state: unset means torch's default).
+# Each turns one remote cache off where set to "0" (torch reads them as tri-state: unset
+# means torch's default).
 REMOTE_CACHE_VARS = (
     "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE",
     "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE",
@@ -38,16 +40,19 @@ REMOTE_CACHE_VARS = (
 
 
 def cache_folders_env(folder: Union[str, os.PathLike[str]]) -> dict[str, str]:
-    """The variables that put inductor's and Triton's on-disk caches in ``folder`` (made here, if missing)."""
+    """The variables that put inductor's and Triton's on-disk caches in ``folder``
+    (made here, if missing)."""
     root = os.path.abspath(os.fspath(folder))
-    env = {INDUCTOR_CACHE_VAR: os.path.join(root, "inductor"), TRITON_CACHE_VAR: os.path.join(root, "triton")}
+    env = {INDUCTOR_CACHE_VAR: os.path.join(root, "inductor"),
+           TRITON_CACHE_VAR: os.path.join(root, "triton")}
     for path in env.values():
         os.makedirs(path, exist_ok=True)
     return env
 
 
 def private_process_env(folder: Union[str, os.PathLike[str]]) -> dict[str, str]:
-    """For a new process: every compile cache in ``folder``, the temp folder too, and no remote cache."""
+    """For a new process: every compile cache in ``folder``, the temp folder
+    too, and no remote cache."""
     env = cache_folders_env(folder)
     temp = os.path.join(os.path.abspath(os.fspath(folder)), "tmp")
     os.makedirs(temp, exist_ok=True)

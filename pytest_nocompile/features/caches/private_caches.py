@@ -1,4 +1,5 @@
-"""``--nocompile-private-caches`` (ini ``nocompile_private_caches``): compile caches of its own for each process that runs tests.
+"""``--nocompile-private-caches`` (ini ``nocompile_private_caches``): compile caches of its own for
+each process that runs tests.
 
 torch's on-disk compile caches default to one folder per user
 (``<tempdir>/torchinductor_<user>``), shared by every process: xdist workers
