@@ -1,4 +1,5 @@
-"""The run's folders for children's reports: made per user, kept while their run lives, removed only when provably ours.
+"""The run's folders for children's reports: made per user, kept while their run lives, removed only
+when provably ours.
 
 Most cases here call the folder code directly with a temporary ``TMPDIR``;
 the end-to-end ones run pytest on a user's test file, whose child processes
@@ -23,7 +24,13 @@ import pytest
 
 from nocompile_testing import RunPytest
 from pytest_nocompile.processes import run_folders
-from pytest_nocompile.processes.run_folders import LOCK, MARKER, PARENT_PREFIX, RunFolder, remove_dead_runs
+from pytest_nocompile.processes.run_folders import (
+    LOCK,
+    MARKER,
+    PARENT_PREFIX,
+    RunFolder,
+    remove_dead_runs,
+)
 from pytest_nocompile.processes.tree_removal import Budget, remove_tree
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"
@@ -43,8 +50,8 @@ def temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def short_temp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fresh TMPDIR with a short path: a fork server's socket lives there, and AF_UNIX paths end at 107 bytes
-    (a pytester folder under xdist is longer)."""
+    """A fresh TMPDIR with a short path: a fork server's socket lives there, and AF_UNIX paths end
+    at 107 bytes (a pytester folder under xdist is longer)."""
     import shutil
     import tempfile
 
@@ -61,12 +68,14 @@ def parent_of(temp: Path) -> Path:
 
 def dead_pid() -> int:
     """The pid of a process that has ended (in this pid namespace)."""
-    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)
     return int(finished.stdout)
 
 
 def marked_run(parent: Path, name: str, files: int = 1) -> Path:
-    """A run's folder as the plugin makes it (marker and lock file), with reports in it, its lock held by nobody."""
+    """A run's folder as the plugin makes it (marker and lock file), with reports in it, its lock
+    held by nobody."""
     parent.mkdir(mode=0o700, exist_ok=True)
     folder = parent / name
     (folder / "1-call").mkdir(parents=True)
@@ -87,27 +96,32 @@ def lock_holder() -> Iterator[list[subprocess.Popen[str]]]:
         holder.wait()
 
 
-HOLD_LOCK = "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); print(os.getpid(), flush=True); sys.stdin.read()"
+HOLD_LOCK = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+             "fcntl.flock(fd, fcntl.LOCK_EX); print(os.getpid(), flush=True); sys.stdin.read()")
 
 
 def hold_lock(lock: Path, prefix: list[str]) -> subprocess.Popen[str]:
-    holder = subprocess.Popen([*prefix, sys.executable, "-c", HOLD_LOCK, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    holder = subprocess.Popen([*prefix, sys.executable, "-c", HOLD_LOCK, str(lock)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     assert holder.stdout is not None
     if not holder.stdout.readline():  # it prints its pid once it holds the lock
-        pytest.skip(f"{' '.join(prefix) or 'a helper'} could not hold a lock here: {holder.stderr.read() if holder.stderr else ''}")
+        pytest.skip(f"{' '.join(prefix) or 'a helper'} could not hold a lock here: "
+                    f"{holder.stderr.read() if holder.stderr else ''}")
     return holder
 
 
-# -- 1. a run's folder is live while its lock is held, whatever its name's pid -----------------------------------
+# -- 1. a run's folder is live while its lock is held, whatever its name's pid ---------------------
 
 UNSHARE = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child"]
 
 
-@pytest.mark.parametrize("holder_prefix", [[], UNSHARE], ids=["holder-in-this-pid-namespace", "holder-in-another-pid-namespace"])
+@pytest.mark.parametrize("holder_prefix", [[], UNSHARE],
+                         ids=["holder-in-this-pid-namespace", "holder-in-another-pid-namespace"])
 def test_a_folder_named_for_a_dead_pid_is_kept_while_its_lock_is_held(
         temp: Path, lock_holder: list[subprocess.Popen[str]], holder_prefix: list[str]) -> None:
-    # A run in another container sharing /tmp: its pid means nothing here (a dead one, say), but it holds its lock.
+    # A run in another container sharing /tmp: its pid means nothing here (a dead one, say), but it
+    # holds its lock.
     if holder_prefix:
         probe = subprocess.run([*holder_prefix, "true"], capture_output=True, text=True)
         if probe.returncode != 0:
@@ -115,13 +129,15 @@ def test_a_folder_named_for_a_dead_pid_is_kept_while_its_lock_is_held(
     foreign = marked_run(parent_of(temp), f"run-{dead_pid()}-live")
     lock_holder.append(hold_lock(foreign / LOCK, holder_prefix))
 
-    ours = RunFolder.make(str(temp))  # what a run's first watched test does: remove dead runs' folders, make its own
+    # what a run's first watched test does: remove dead runs' folders, make its own
+    ours = RunFolder.make(str(temp))
     assert foreign.is_dir() and (foreign / "1-call" / "0.jsonl").is_file()
     assert ours.remove()
 
     holder = lock_holder.pop()
     assert holder.stdin is not None
-    holder.stdin.close()  # the foreign run ends (unshare waits for its child): its lock goes with it
+    # the foreign run ends (unshare waits for its child): its lock goes with it
+    holder.stdin.close()
     holder.wait(timeout=30)
     later = RunFolder.make(str(temp))
     assert not foreign.exists()
@@ -129,7 +145,8 @@ def test_a_folder_named_for_a_dead_pid_is_kept_while_its_lock_is_held(
 
 
 def test_a_live_runs_own_folder_is_never_taken_for_dead(temp: Path) -> None:
-    # Two runs at once (xdist workers, or nested runs in one process): neither removes the other's folder.
+    # Two runs at once (xdist workers, or nested runs in one process): neither removes the other's
+    # folder.
     first = RunFolder.make(str(temp))
     second = RunFolder.make(str(temp))
     assert Path(first.path).is_dir() and Path(second.path).is_dir() and first.path != second.path
@@ -138,11 +155,12 @@ def test_a_live_runs_own_folder_is_never_taken_for_dead(temp: Path) -> None:
     assert first.remove() and not parent_of(temp).exists()
 
 
-# -- 7. only folders the plugin made, of this user, in this user's parent --------------------------------------
+# -- 7. only folders the plugin made, of this user, in this user's parent --------------------------
 
 def test_only_marked_folders_of_this_user_in_its_own_parent_are_removed(temp: Path) -> None:
     pid = dead_pid()
-    users_own = [temp / "pytest-nocompile-2024-report", temp / f"pytest-nocompile-{pid}-abc"]  # a user's, an old run's
+    # a user's, an old run's
+    users_own = [temp / "pytest-nocompile-2024-report", temp / f"pytest-nocompile-{pid}-abc"]
     for folder in users_own:
         folder.mkdir()
         (folder / "data.txt").write_text("keep me")
@@ -166,13 +184,15 @@ def test_only_marked_folders_of_this_user_in_its_own_parent_are_removed(temp: Pa
 
 def test_other_users_parents_and_a_parent_not_safely_ours_are_left_alone(temp: Path) -> None:
     outside = temp / "outside"
-    dead = marked_run(outside, f"run-{dead_pid()}-dead")  # looks dead and marked, but is not in a parent of ours
+    # looks dead and marked, but is not in a parent of ours
+    dead = marked_run(outside, f"run-{dead_pid()}-dead")
     parent_of(temp).symlink_to(outside)  # someone put a link where this user's parent goes
     other_parent = temp / f"{PARENT_PREFIX}someone-else"
     other_dead = marked_run(other_parent, f"run-{dead_pid()}-dead")
 
     run = RunFolder.make(str(temp))
-    assert Path(run.path).parent == temp and Path(run.path).name.startswith("pytest-nocompile-run-")  # a private folder instead
+    # a private folder instead
+    assert Path(run.path).parent == temp and Path(run.path).name.startswith("pytest-nocompile-run-")
     assert dead.is_dir() and other_dead.is_dir() and parent_of(temp).is_symlink()
     assert run.remove() and not Path(run.path).exists()
     assert dead.is_dir() and other_dead.is_dir()
@@ -184,11 +204,13 @@ def test_this_users_parent_is_private(temp: Path) -> None:
     os.chmod(parent, 0o777)
     run = RunFolder.make(str(temp))
     assert Path(run.path).parent == parent
-    assert stat.S_IMODE(os.lstat(parent).st_mode) == 0o700 and stat.S_IMODE(os.lstat(run.path).st_mode) == 0o700
+    assert (stat.S_IMODE(os.lstat(parent).st_mode) == 0o700
+            and stat.S_IMODE(os.lstat(run.path).st_mode) == 0o700)
     run.remove()
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="only root can make a folder another user owns")
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="only root can make a folder another user owns")
 def test_a_parent_another_user_owns_is_not_used_even_by_root(temp: Path) -> None:
     parent = parent_of(temp)
     dead = marked_run(parent, f"run-{dead_pid()}-dead")
@@ -200,10 +222,11 @@ def test_a_parent_another_user_owns_is_not_used_even_by_root(temp: Path) -> None
     run.remove()
 
 
-# -- 8. hostile names and trees never make a test error ---------------------------------------------------------
+# -- 8. hostile names and trees never make a test error --------------------------------------------
 
 def make_deep_tree(top: Path, depth: int) -> None:
-    """``top/d/d/.../d/leaf`` ``depth`` folders deep: deeper than any path a single system call accepts."""
+    """``top/d/d/.../d/leaf`` ``depth`` folders deep: deeper than any path a single system call
+    accepts."""
     top.mkdir(parents=True)
     fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
     for _ in range(depth):
@@ -215,12 +238,14 @@ def make_deep_tree(top: Path, depth: int) -> None:
     os.close(fd)
 
 
-def test_a_tree_deeper_than_the_recursion_limit_is_removed_without_following_links(tmp_path: Path) -> None:
+def test_a_tree_deeper_than_the_recursion_limit_is_removed_without_following_links(
+        tmp_path: Path) -> None:
     kept = tmp_path / "kept"
     kept.mkdir()
     (kept / "precious").write_text("keep me")
     tree = tmp_path / "tree"
-    # A low recursion limit stands for a deep tree (a real 1,000-deep one takes seconds to remove on some disks).
+    # A low recursion limit stands for a deep tree (a real 1,000-deep one takes seconds to remove on
+    # some disks).
     frames = len(inspect.stack(0))
     make_deep_tree(tree / "deep", frames + 300)
     (tree / "link").symlink_to(kept, target_is_directory=True)
@@ -280,7 +305,8 @@ def test_hostile_names_and_trees_in_tmpdir_never_make_a_watched_test_error(
     make_deep_tree(temp / f"pytest-nocompile-{huge}-deep", 40)  # main's RecursionError, given depth
     parent = parent_of(temp)
     dead = marked_run(parent, f"run-{huge}-x")
-    make_deep_tree(dead / "1-call" / "deep", 80)  # deeper than the folders removal holds open at once
+    # deeper than the folders removal holds open at once
+    make_deep_tree(dead / "1-call" / "deep", 80)
     (dead / "1-call" / "link").symlink_to(outside, target_is_directory=True)
     (parent / f"run-{huge}-file").write_text("a file where a folder is expected")
     (parent / f"run-{huge}-link").symlink_to(outside, target_is_directory=True)
@@ -291,16 +317,19 @@ def test_hostile_names_and_trees_in_tmpdir_never_make_a_watched_test_error(
     pytester.makepyfile(test_hostile=HOSTILE_TEMP_RUN)
     result = run("-p", "no:randomly")
     result.assert_outcomes(passed=1)
-    for folder in (dead, unreadable):  # gone, or (clean-up is bounded in time) still marked for a later run
+    # gone, or (clean-up is bounded in time) still marked for a later run
+    for folder in (dead, unreadable):
         assert not folder.exists() or (folder / MARKER).is_file()
     remove_dead_runs(str(parent), Budget(30.0, 1_000_000))
     assert not dead.exists() and not unreadable.exists()
     assert (outside / "precious").read_text() == "keep me"
-    assert (parent / f"run-{huge}-file").is_file() and (parent / f"run-{huge}-link").is_symlink() and (parent / "run-").is_dir()
-    assert (temp / f"pytest-nocompile-{huge}-x").is_dir() and (temp / f"pytest-nocompile-{huge}-deep").is_dir()
+    assert ((parent / f"run-{huge}-file").is_file() and (parent / f"run-{huge}-link").is_symlink()
+            and (parent / "run-").is_dir())
+    assert ((temp / f"pytest-nocompile-{huge}-x").is_dir()
+            and (temp / f"pytest-nocompile-{huge}-deep").is_dir())
 
 
-# -- 12. a killed run's folder: where it is, and gone with the next run -----------------------------------------
+# -- 12. a killed run's folder: where it is, and gone with the next run ----------------------------
 
 KILLED_RUN = '''
 import os, time
@@ -322,15 +351,18 @@ def test_a_killed_runs_folder_is_under_the_users_parent_and_removed_by_the_next_
     pytester.makepyfile(test_killed=KILLED_RUN)
     env = {**os.environ, "WHERE": str(where), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env.pop(ENV_VAR, None)
-    killed = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "nocompile", "-p", "no:cacheprovider", "test_killed.py"],
-                              cwd=pytester.path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    killed = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "nocompile",
+                               "-p", "no:cacheprovider", "test_killed.py"],
+                              cwd=pytester.path, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not where.exists() and time.monotonic() < deadline and killed.poll() is None:
         time.sleep(0.05)
     killed.send_signal(how)
     killed.wait(timeout=60)
     run_folder = Path(where.read_text()).parent.parent  # <run>/<test>/<phase>
-    assert run_folder.parent == parent_of(temp) and run_folder.name.startswith(f"run-{killed.pid}-")  # where it is said to be
+    # where it is said to be
+    assert run_folder.parent == parent_of(temp) and run_folder.name.startswith(f"run-{killed.pid}-")
     assert (run_folder / MARKER).is_file()
 
     pytester.makepyfile(test_next=HOSTILE_TEMP_RUN)
@@ -340,22 +372,26 @@ def test_a_killed_runs_folder_is_under_the_users_parent_and_removed_by_the_next_
 
 def test_clean_up_is_bounded_and_a_later_run_resumes_it(temp: Path) -> None:
     parent = parent_of(temp)
-    dead = [marked_run(parent, f"run-{dead_pid() if index == 0 else 0}-{index}", files=40) for index in range(5)]
+    dead = [marked_run(parent, f"run-{dead_pid() if index == 0 else 0}-{index}", files=40)
+            for index in range(5)]
     remove_dead_runs(str(parent), Budget(10.0, 60))  # 41 entries a folder: one folder and a half
     left = [folder for folder in dead if folder.exists()]
     assert len(left) == 4
-    assert sorted(len(list((folder / "1-call").iterdir())) for folder in left)[0] < 40  # one was cut short...
-    assert all((folder / MARKER).is_file() and (folder / LOCK).is_file() for folder in left)  # ...still recognisable
+    # one was cut short...
+    assert sorted(len(list((folder / "1-call").iterdir())) for folder in left)[0] < 40
+    # ...still recognisable
+    assert all((folder / MARKER).is_file() and (folder / LOCK).is_file() for folder in left)
     for _ in range(4):
         remove_dead_runs(str(parent), Budget(10.0, 60))
     assert not any(folder.exists() for folder in dead)
 
     late = marked_run(parent, "run-0-late")
-    remove_dead_runs(str(parent), Budget(0.0, 1_000_000))  # no time at all: nothing done, nothing raised
+    # no time at all: nothing done, nothing raised
+    remove_dead_runs(str(parent), Budget(0.0, 1_000_000))
     assert (late / "1-call" / "0.jsonl").is_file()
 
 
-# -- 6. only processes started in the call count against the test -----------------------------------------------
+# -- 6. only processes started in the call count against the test ----------------------------------
 
 # A child reports the way the start-up hook does: to the folder the variable named when it started.
 FIXTURE_PROCESSES = '''
@@ -365,12 +401,14 @@ import pytest
 REPORTER = """
 import os, sys, time
 from pytest_nocompile.processes.event_files import EventWriter
-writer = EventWriter(os.environ["PYTEST_NOCOMPILE_EVENTS"])  # read at start, as the start-up hook does
+# read at start, as the start-up hook does
+writer = EventWriter(os.environ["PYTEST_NOCOMPILE_EVENTS"])
 def recompile(n):
-    message = ("Recompiling function scale in /src/model.py:3\\\\n    triggered by the following guard failure(s):\\\\n"
+    message = ("Recompiling function scale in /src/model.py:3\\\\n"
+               "    triggered by the following guard failure(s):\\\\n"
                f"    - 0/0: n == {n}")
-    writer.write({"t": time.time(), "pid": os.getpid(), "rank": None, "event": "recompile", "message": message,
-                  "compile_id": f"0/{n}", "user_code": None, "thread": None})
+    writer.write({"t": time.time(), "pid": os.getpid(), "rank": None, "event": "recompile",
+                  "message": message, "compile_id": f"0/{n}", "user_code": None, "thread": None})
 """
 
 SERVER = REPORTER + """
@@ -430,17 +468,22 @@ def test_only_processes_started_in_the_call_count_and_a_fixtures_are_shown_by_th
     passes = output.split("= PASSES =")[1].split("short test summary")[0]
     first = passes.split("test_the_server_recompiles_in_a_later_tests_call")[0]
     assert "nocompile recompiles (setup, teardown, not counted)" in first, output
-    assert "(setup) [1/2] recompiled scale (/src/model.py:3)" in first and "(teardown) [2/2] recompiled scale" in first, output
+    assert ("(setup) [1/2] recompiled scale (/src/model.py:3)" in first
+            and "(teardown) [2/2] recompiled scale" in first), output
 
-    tests = {test["nodeid"].split("::")[1]: test for test in json.loads((pytester.path / "report.json").read_text())["tests"]}
+    tests = {test["nodeid"].split("::")[1]: test
+             for test in json.loads((pytester.path / "report.json").read_text())["tests"]}
     first_test = tests["test_sets_up_the_server_which_recompiles_in_its_call"]
     assert first_test["verdict"] == "within budget" and first_test["recompiles"] == 0
-    assert sorted(event["phase"] for event in first_test["recompile_events"]) == ["setup", "teardown"]
+    assert sorted(event["phase"]
+                  for event in first_test["recompile_events"]) == ["setup", "teardown"]
     assert tests["test_the_server_recompiles_in_a_later_tests_call"]["recompiles"] == 0
     assert tests["test_a_process_started_in_the_call_counts"]["recompiles"] == 1
-    # The session server went on compiling in the second test: said once, at the end, against no test.
+    # The session server went on compiling in the second test: said once, at the end, against no
+    # test.
     result.stdout.fnmatch_lines(["pid * (started in the setup of test_fixture_processes.py::"
-                                 "test_sets_up_the_server_which_recompiles_in_its_call): 1 recompile after that test ended, not counted"])
+                                 "test_sets_up_the_server_which_recompiles_in_its_call): "
+                                 "1 recompile after that test ended, not counted"])
     assert not parent_of(temp).exists()
 
 
@@ -451,10 +494,11 @@ from pytest_nocompile.processes.event_files import EventWriter
 
 def recompile():
     # What a forked child's reporter does: report where the variable it inherited points.
-    message = "Recompiling function scale in /src/model.py:3\\n    triggered by the following guard failure(s):\\n    - 0/0: n == 1"
+    message = ("Recompiling function scale in /src/model.py:3\\n"
+               "    triggered by the following guard failure(s):\\n    - 0/0: n == 1")
     EventWriter(os.environ["PYTEST_NOCOMPILE_EVENTS"]).write(
-        {"t": time.time(), "pid": os.getpid(), "rank": None, "event": "recompile", "message": message,
-         "compile_id": "0/1", "user_code": None, "thread": None})
+        {"t": time.time(), "pid": os.getpid(), "rank": None, "event": "recompile",
+         "message": message, "compile_id": "0/1", "user_code": None, "thread": None})
 
 def nothing():
     pass

@@ -22,7 +22,8 @@ from nocompile_testing import RunPytest, expect_lines, line_regex
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"
 
 # What the children below run: compile once with n=1, and with RECOMPILE, again with n=2. A named
-# function, not a lambda: torch 2.11 guards a lambda of exec'd code through its own wrapper (args[1]).
+# function, not a lambda: torch 2.11 guards a lambda of exec'd code through its own wrapper
+# (args[1]).
 CHILD_CODE = '''
 import torch
 def scale(x, n):
@@ -50,7 +51,8 @@ def compile_in_process(recompile):
 
 
 def two_rank_tests(target: str, over: str, within: str) -> str:
-    """Two user tests spawning ``target(rank, store, odd_rank)`` on two gloo ranks: rank 1 is odd in ``over``, none in ``within``."""
+    """Two user tests spawning ``target(rank, store, odd_rank)`` on two gloo ranks: rank 1 is odd in
+    ``over``, none in ``within``."""
     return f'''
 @pytest.mark.max_recompiles(0)
 def {over}(tmp_path):
@@ -77,34 +79,41 @@ def worker(rank, store, recompiling_rank):
 ''' + two_rank_tests("worker", "test_rank_1_recompiles", "test_both_ranks_clean")
 
 
-def test_spawned_rank_that_recompiles_fails_the_test_naming_it(run: RunPytest, pytester: pytest.Pytester) -> None:
+def test_spawned_rank_that_recompiles_fails_the_test_naming_it(
+        run: RunPytest, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ranks=SPAWNED_RANKS)
     result = run("--nocompile-json=report.json", "--junitxml=junit.xml")
     result.assert_outcomes(passed=1, failed=1)
     expect_lines(result, [
-        "rank 1 (pid *, multiprocessing SpawnProcess-*): 1 recompile > max_recompiles(0) (marker on the test)",
+        "rank 1 (pid *, multiprocessing SpawnProcess-*): 1 recompile > max_recompiles(0) "
+        "(marker on the test)",
         "[1/1] recompiled <lambda> (test_ranks.py:*)",
         "    guard failed: 0/0: n == 1",
     ])
-    result.stdout.fnmatch_lines(["    triggered by: test_ranks.py:* in worker: f(torch.ones(2), 2)"])
+    result.stdout.fnmatch_lines(
+        ["    triggered by: test_ranks.py:* in worker: f(torch.ones(2), 2)"])
     assert "rank 0 (pid" not in result.stdout.str()  # within budget: not in the failure
-    result.stdout.re_match_lines([line_regex("test_ranks.py::test_rank_1_recompiles: rank 1 (pid *): <lambda> recompiled: 0/0: n == 1")])
+    result.stdout.re_match_lines([line_regex(
+        "test_ranks.py::test_rank_1_recompiles: rank 1 (pid *): <lambda> recompiled: 0/0: n == 1")])
 
-    tests = {test["nodeid"]: test for test in json.loads((pytester.path / "report.json").read_text())["tests"]}
+    tests = {test["nodeid"]: test
+             for test in json.loads((pytester.path / "report.json").read_text())["tests"]}
     failing = tests["test_ranks.py::test_rank_1_recompiles"]
     assert failing["recompiles"] == 1  # the worst process's
-    by_rank = {process["rank"]: process for process in failing["processes"] if not process["test_process"]}
+    by_rank = {process["rank"]: process for process in failing["processes"]
+               if not process["test_process"]}
     assert by_rank[1]["recompiles"] == 1 and by_rank[1]["compiles"] == 2
     assert by_rank[1]["command"].startswith("multiprocessing SpawnProcess-")
     assert [event["process"]["rank"] for event in failing["recompile_events"]] == [1]
     clean = tests["test_ranks.py::test_both_ranks_clean"]
     assert clean["verdict"] == "within budget" and clean["recompiles"] == 0
-    assert sorted(process["compiles"] for process in clean["processes"]) == [0, 1, 1]  # the test's own, then two ranks
+    # the test's own, then two ranks
+    assert sorted(process["compiles"] for process in clean["processes"]) == [0, 1, 1]
 
     junit = ElementTree.parse(pytester.path / "junit.xml")
     properties = [(p.get("name"), p.get("value")) for p in junit.iter("property")]
-    assert any(name == "nocompile_process" and str(value).startswith("rank 1 (pid ") and "recompiles=1" in str(value)
-               for name, value in properties)
+    assert any(name == "nocompile_process" and str(value).startswith("rank 1 (pid ")
+               and "recompiles=1" in str(value) for name, value in properties)
 
 
 CHILDREN_OF_EVERY_KIND = HELPERS + '''
@@ -136,11 +145,13 @@ def test_child_exits_hard_after_recompiling():
 
 @pytest.mark.max_recompiles(0)
 def test_child_killed_after_recompiling():
-    assert python(CHILD_CODE + "import os, signal; os.kill(os.getpid(), signal.SIGKILL)").returncode == -signal.SIGKILL
+    assert python(CHILD_CODE + "import os, signal; "
+                  "os.kill(os.getpid(), signal.SIGKILL)").returncode == -signal.SIGKILL
 
 @pytest.mark.max_recompiles(0)
 def test_grandchild():
-    inner = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {('RECOMPILE = True' + CHILD_CODE)!r}], check=True)"
+    inner = ("import subprocess, sys; subprocess.run([sys.executable, '-c', "
+             f"{('RECOMPILE = True' + CHILD_CODE)!r}], check=True)")
     python(inner, check=True)
 
 @pytest.mark.max_recompiles(0)
@@ -154,10 +165,12 @@ def test_children_within_their_own_budgets():
 '''
 
 
-def test_children_of_every_kind_report_to_their_test(run: RunPytest, pytester: pytest.Pytester) -> None:
+def test_children_of_every_kind_report_to_their_test(
+        run: RunPytest, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_children=CHILDREN_OF_EVERY_KIND)
     result = run("-rA")
-    outcomes = {line.split()[1]: line.split()[0] for line in result.stdout.lines if line.startswith(("PASSED ", "FAILED "))}
+    outcomes = {line.split()[1]: line.split()[0] for line in result.stdout.lines
+                if line.startswith(("PASSED ", "FAILED "))}
     assert outcomes == {
         "test_children.py::test_multiprocessing[fork]": "FAILED",
         "test_children.py::test_multiprocessing[forkserver]": "FAILED",
@@ -169,16 +182,23 @@ def test_children_of_every_kind_report_to_their_test(run: RunPytest, pytester: p
         "test_children.py::test_child_that_compiles_once_passes": "PASSED",
         "test_children.py::test_children_within_their_own_budgets": "PASSED",
     }, result.stdout.str()
-    # Every failure names its child process and the guard (the test's own process never compiles). Counted in
-    # the failure sections: with CI set, pytest repeats whole messages in its short summary.
+    # Every failure names its child process and the guard (the test's own process never compiles).
+    # Counted in the failure sections: with CI set, pytest repeats whole messages in its short
+    # summary.
     failures = result.stdout.str().split("short test summary info")[0].splitlines()
-    # Each child is named by what it runs: its multiprocessing name, else its command line (shortened).
-    headline = re.compile(r"pid \d+ \((?P<name>.*)\): 1 recompile > max_recompiles\(0\) \(marker on the test\)")
+    # Each child is named by what it runs: its multiprocessing name, else its command line
+    # (shortened).
+    headline = re.compile(
+        r"pid \d+ \((?P<name>.*)\): 1 recompile > max_recompiles\(0\) \(marker on the test\)")
     names = [match["name"] for match in map(headline.fullmatch, failures) if match]
-    python_c = r"python -c 'RECOMPILE = True import torch def scale\(x, n\): r…|python3 -c 'RECOMPILE = True import torch def scale\(x, n\): …"
-    expected = [r"multiprocessing ForkProcess-\d+", r"multiprocessing ForkServerProcess-\d+", r"multiprocessing SpawnProcess-\d+", *[python_c] * 4]
-    assert len(names) == 7 and all(re.fullmatch(pattern, name) for pattern, name in zip(expected, names)), names
-    assert len([line for line in failures if re.fullmatch(r"    guard failed: (0/0: )?(n|L\['n'\]) == 1", line)]) == 7
+    python_c = (r"python -c 'RECOMPILE = True import torch def scale\(x, n\): r…"
+                r"|python3 -c 'RECOMPILE = True import torch def scale\(x, n\): …")
+    expected = [r"multiprocessing ForkProcess-\d+", r"multiprocessing ForkServerProcess-\d+",
+                r"multiprocessing SpawnProcess-\d+", *[python_c] * 4]
+    assert len(names) == 7 and all(re.fullmatch(pattern, name)
+                                   for pattern, name in zip(expected, names)), names
+    assert len([line for line in failures
+                if re.fullmatch(r"    guard failed: (0/0: )?(n|L\['n'\]) == 1", line)]) == 7
 
 
 FIXTURE_SERVER = HELPERS + '''
@@ -186,9 +206,11 @@ import time
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
-    """A process that compiles and recompiles when told to, started by the first test that asks for it."""
+    """A process that compiles and recompiles when told to, started by the first test that asks
+    for it."""
     folder = tmp_path_factory.mktemp("server")
-    code = (f"import os, time\\nwhile not os.path.exists({str(folder / 'go')!r}): time.sleep(0.05)\\n"
+    code = ("import os, time\\n"
+            f"while not os.path.exists({str(folder / 'go')!r}): time.sleep(0.05)\\n"
             f"RECOMPILE = True\\n{CHILD_CODE}\\nopen({str(folder / 'done')!r}, 'w').close()\\n")
     process = subprocess.Popen([sys.executable, "-c", code])
     yield folder
@@ -202,7 +224,8 @@ def test_starts_the_server(server):
 def test_server_recompiles_during_a_later_test(server):
     (server / "go").write_text("go")
     deadline = time.monotonic() + 120
-    while not (server / "done").exists() and time.monotonic() < deadline:  # it recompiles now, in this test's call
+    # it recompiles now, in this test's call
+    while not (server / "done").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert (server / "done").exists()
 
@@ -219,7 +242,8 @@ def test_a_process_started_by_an_earlier_test_does_not_count_against_a_later_one
     result = run("-p", "no:randomly")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["no test compiled in its call phase (2 watched)"])
-    assert [name for name in os.listdir(temp) if name.startswith("pytest-nocompile-")] == []  # nothing left behind
+    # nothing left behind
+    assert [name for name in os.listdir(temp) if name.startswith("pytest-nocompile-")] == []
 
 
 IDLE_RUN = HELPERS + '''
@@ -237,10 +261,12 @@ def test_a_run_wide_budget_fails_a_test_whose_child_recompiles_though_its_own_pr
     pytester.makepyfile(test_idle=IDLE_RUN.replace("EXPECTED", "tempfile.gettempdir()"))
     result = run("--max-recompiles=0", "-p", "no:randomly")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*_ test_only_a_child_compiles _*", "pid *: 1 recompile > max_recompiles(0) (from --max-recompiles)"])
+    result.stdout.fnmatch_lines(["*_ test_only_a_child_compiles _*",
+                                 "pid *: 1 recompile > max_recompiles(0) (from --max-recompiles)"])
 
 
-def test_the_opt_out_watches_the_test_process_only(run: RunPytest, pytester: pytest.Pytester) -> None:
+def test_the_opt_out_watches_the_test_process_only(
+        run: RunPytest, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_idle=IDLE_RUN.replace("EXPECTED", "'unset'"))
     run("--max-recompiles=0", "--nocompile-no-subprocess").assert_outcomes(passed=2)
     pytester.makeini("[pytest]\nnocompile_subprocess = false\n")
@@ -258,7 +284,9 @@ def test_recompiles_fixture_lists_children(nocompile_recompiles):
     assert event.phase == "call" and event.function == "scale"
 
 def test_block_counts_children(nocompile_assert_max_recompiles):
-    with pytest.raises(RecompileBudgetExceeded, match=r"pid \\d+ \\(python3? -c 'RECOMPILE = True import torch .*\\): 1 recompile > nocompile_assert_max_recompiles\\(0\\)"):
+    with pytest.raises(RecompileBudgetExceeded,
+                       match=r"pid \\d+ \\(python3? -c 'RECOMPILE = True import torch .*\\): "
+                             r"1 recompile > nocompile_assert_max_recompiles\\(0\\)"):
         with nocompile_assert_max_recompiles(0):
             python(CHILD_CODE, check=True)
     with nocompile_assert_max_recompiles(1) as block:
@@ -267,19 +295,23 @@ def test_block_counts_children(nocompile_assert_max_recompiles):
 
 @pytest.mark.max_recompiles(0)
 def test_users_own_torch_logs_still_print_in_the_child():
-    done = python(CHILD_CODE, env={**os.environ, "TORCH_LOGS": "recompiles"}, capture_output=True, text=True)
+    done = python(CHILD_CODE, env={**os.environ, "TORCH_LOGS": "recompiles"},
+                  capture_output=True, text=True)
     assert "Recompiling function" in done.stderr
 '''
 
 
-def test_fixtures_see_children_and_a_childs_own_torch_logs_still_print(run: RunPytest, pytester: pytest.Pytester) -> None:
+def test_fixtures_see_children_and_a_childs_own_torch_logs_still_print(
+        run: RunPytest, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_fixtures=FIXTURES_AND_LOGS)
     result = run("-rA")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*_ test_users_own_torch_logs_still_print_in_the_child _*", "pid *: 1 recompile > max_recompiles(0) (marker on the test)"])
+    result.stdout.fnmatch_lines(["*_ test_users_own_torch_logs_still_print_in_the_child _*",
+                                 "pid *: 1 recompile > max_recompiles(0) (marker on the test)"])
 
 
-def test_xdist_workers_watch_their_tests_children(run: RunPytest, pytester: pytest.Pytester) -> None:
+def test_xdist_workers_watch_their_tests_children(
+        run: RunPytest, pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     pytester.makepyfile(test_children=HELPERS + '''
 @pytest.mark.max_recompiles(0)
@@ -292,7 +324,8 @@ def test_clean_child():
 ''')
     result = run("-p", "xdist", "-n", "2")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.re_match_lines([line_regex("test_children.py::test_recompiling_child: pid *: scale recompiled: 0/0: n == 1")])
+    result.stdout.re_match_lines([line_regex(
+        "test_children.py::test_recompiling_child: pid *: scale recompiled: 0/0: n == 1")])
 
 
 TORCHRUN_SCRIPT = '''
@@ -315,11 +348,13 @@ import pytest
 
 @pytest.mark.max_recompiles(0)
 def test_train_under_torchrun():
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "train.py"], check=True)
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    "--nproc-per-node=2", "train.py"], check=True)
 ''')
     result = run()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["rank 1 (pid *): 1 recompile > max_recompiles(0) (marker on the test)"])
+    result.stdout.fnmatch_lines(
+        ["rank 1 (pid *): 1 recompile > max_recompiles(0) (marker on the test)"])
     assert "rank 0 (pid" not in result.stdout.str().split("= nocompile =")[0]
 
 
@@ -334,20 +369,27 @@ def train(rank, store, shape_changes_on_rank):
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.compile(torch.nn.Linear(4, 1), backend="eager"))
     for step in range(3):
-        rows = 8 if rank == shape_changes_on_rank and step == 2 else 4  # the batch shape depends on the rank
+        # the batch shape depends on the rank
+        rows = 8 if rank == shape_changes_on_rank and step == 2 else 4
         model(torch.randn(rows, 4)).sum().backward()
-    dist.barrier()  # without it a rank could exit with gloo's work in flight and abort (torch 2.13 CPU: 5 runs in 8)
+    # without it a rank could exit with gloo's work in flight and abort
+    # (torch 2.13 CPU: 5 runs in 8)
+    dist.barrier()
     dist.destroy_process_group()
 ''' + two_rank_tests("train", "test_rank_1_batch_shape_changes", "test_fixed_shapes")
 
 
-def test_ddp_on_gloo_whose_batch_shape_depends_on_the_rank(run: RunPytest, pytester: pytest.Pytester) -> None:
+def test_ddp_on_gloo_whose_batch_shape_depends_on_the_rank(
+        run: RunPytest, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ddp=DDP)
     result = run()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*_ test_rank_1_batch_shape_changes _*", "rank 1 (pid *): 1 recompile > max_recompiles(0) (marker on the test)",
-                                 "?1/1? recompiled *", "    guard failed: *size mismatch at index 0. expected 4, actual 8",
-                                 "    triggered by: test_ddp.py:12 in train: model(torch.randn(rows, 4)).sum().backward()"])
+    result.stdout.fnmatch_lines([
+        "*_ test_rank_1_batch_shape_changes _*",
+        "rank 1 (pid *): 1 recompile > max_recompiles(0) (marker on the test)",
+        "?1/1? recompiled *",
+        "    guard failed: *size mismatch at index 0. expected 4, actual 8",
+        "    triggered by: test_ddp.py:13 in train: model(torch.randn(rows, 4)).sum().backward()"])
 
 
 # -- the start-up hook ------------------------------------------------------------------
@@ -355,7 +397,8 @@ def test_ddp_on_gloo_whose_batch_shape_depends_on_the_rank(run: RunPytest, pytes
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {key: value for key, value in os.environ.items() if key != ENV_VAR}
-    return subprocess.run([sys.executable, "-c", code], env={**environment, **env}, capture_output=True, text=True, check=True)
+    return subprocess.run([sys.executable, "-c", code], env={**environment, **env},
+                          capture_output=True, text=True, check=True)
 
 
 def test_the_start_up_hook_is_installed_and_imports_nothing_unless_asked(tmp_path: Path) -> None:
@@ -364,12 +407,15 @@ def test_the_start_up_hook_is_installed_and_imports_nothing_unless_asked(tmp_pat
 
     hook = Path(__file__).parent.parent / "pytest-nocompile.pth"
     folders = {sysconfig.get_paths()["purelib"], *site.getsitepackages()}
-    installed = [Path(folder) / hook.name for folder in folders if (Path(folder) / hook.name).exists()]
+    installed = [Path(folder) / hook.name for folder in folders
+                 if (Path(folder) / hook.name).exists()]
     assert installed and installed[0].read_text() == hook.read_text()
     assert ENV_VAR in hook.read_text()
 
-    probe = "import sys; print(sorted(m for m in sys.modules if m.startswith(('pytest_nocompile', 'torch', 'logging'))))"
+    probe = ("import sys; print(sorted(m for m in sys.modules if m.startswith(('pytest_nocompile', "
+             "'torch', 'logging'))))")
     assert _python(probe).stdout.strip() == "[]"
     armed = _python(probe, **{ENV_VAR: str(tmp_path / "test")}).stdout
-    assert "pytest_nocompile.processes.startup" in armed and "torch" not in armed and "logging" not in armed
+    assert ("pytest_nocompile.processes.startup" in armed and "torch" not in armed
+            and "logging" not in armed)
     assert not (tmp_path / "test").exists()  # nothing compiled: nothing written

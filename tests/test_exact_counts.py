@@ -1,32 +1,58 @@
-"""Exact counts: what the plugin counts is what happened, whatever the test does to torch's state."""
+"""Exact counts: what the plugin counts is what happened, whatever the test does to torch's
+state."""
 
-# torch's own TestCase and logging helpers (torch.testing._internal) import expecttest: the test extra installs it.
+# torch's own TestCase and logging helpers (torch.testing._internal) import expecttest: the test
+# extra installs it.
 #
 # Against the baseline commit 9c439f4 (torch 2.13 CPU):
-#   test_a_dynamo_testcase_that_clears_counters_still_fails_its_compile_budget[marker]    FAILS on 9c439f4 (passes, "no test compiled": compiles 0)
-#   test_a_dynamo_testcase_that_clears_counters_still_fails_its_compile_budget[option]    FAILS on 9c439f4 (passes, "no test compiled": compiles 0)
-#   test_a_test_that_clears_counters_or_resets_dynamo_is_counted_exactly[clears dynamo's counters]  FAILS on 9c439f4 (compiles 0, not 2)
-#   test_a_test_that_clears_counters_or_resets_dynamo_is_counted_exactly[resets dynamo]   passes on 9c439f4 (regression check)
-#   test_a_test_after_one_that_clears_counters_starts_from_a_clean_cache  FAILS on 9c439f4 (isolating reset skipped: compiles 0, a cache hit on the earlier test's graph)
-#   test_a_recompile_limit_hit_is_not_counted_as_a_recompile                             FAILS on 9c439f4 (recompiles 4, not 3)
-#   test_a_recompile_limit_hit_fails_a_recompile_budget[count within budget]             FAILS on 9c439f4 ("4 recompiles > max_recompiles(3)")
-#   test_a_recompile_limit_hit_fails_a_recompile_budget[count over budget]               FAILS on 9c439f4 ("4 recompiles > max_recompiles(2)")
+#   test_a_dynamo_testcase_that_clears_counters_still_fails_its_compile_budget[marker]
+#       FAILS on 9c439f4 (passes, "no test compiled": compiles 0)
+#   test_a_dynamo_testcase_that_clears_counters_still_fails_its_compile_budget[option]
+#       FAILS on 9c439f4 (passes, "no test compiled": compiles 0)
+#   test_a_test_that_clears_counters_or_resets_dynamo_is_counted_exactly[clears dynamo's counters]
+#       FAILS on 9c439f4 (compiles 0, not 2)
+#   test_a_test_that_clears_counters_or_resets_dynamo_is_counted_exactly[resets dynamo]
+#       passes on 9c439f4 (regression check)
+#   test_a_test_after_one_that_clears_counters_starts_from_a_clean_cache
+#       FAILS on 9c439f4 (isolating reset skipped: compiles 0, a cache hit on the earlier test's
+#         graph)
+#   test_a_recompile_limit_hit_is_not_counted_as_a_recompile
+#       FAILS on 9c439f4 (recompiles 4, not 3)
+#   test_a_recompile_limit_hit_fails_a_recompile_budget[count within budget]
+#       FAILS on 9c439f4 ("4 recompiles > max_recompiles(3)")
+#   test_a_recompile_limit_hit_fails_a_recompile_budget[count over budget]
+#       FAILS on 9c439f4 ("4 recompiles > max_recompiles(2)")
 #   test_a_test_that_reinitialises_torch_logging_leaves_dynamo_records_unprinted:
-#     [log_settings(recompiles)-in an earlier test]        FAILS on 9c439f4 (125 lines of dynamo's records in test_2's Captured stderr)
-#     [log_settings(recompiles)-inside the budgeted test]  FAILS on 9c439f4 (128 lines printed)
-#     [log_settings(graph_breaks)-in an earlier test]      FAILS on 9c439f4 (125 lines printed)
-#     [log_settings(graph_breaks)-inside the budgeted test]  FAILS on 9c439f4 (128 lines printed)
-#     [log_settings(+dynamo)-in an earlier test]           FAILS on 9c439f4 (125 lines printed)
-#     [log_settings(+dynamo)-inside the budgeted test]     FAILS on 9c439f4 (128 lines printed)
-#     [set_logs-in an earlier test]                        passes on 9c439f4 (regression check)
-#     [set_logs-inside the budgeted test]                  FAILS on 9c439f4 (recompiles 1, not 2: the second is lost)
-#     [TORCH_LOGS and _init_logs-in an earlier test]       passes on 9c439f4 (regression check)
-#     [TORCH_LOGS and _init_logs-inside the budgeted test]  FAILS on 9c439f4 (recompiles 1, not 2: the second is lost)
-#   test_a_variable_leaked_into_pytests_environment_does_not_blind_the_run[nonexistent directory]     FAILS on 9c439f4 (the test passes)
-#   test_a_variable_leaked_into_pytests_environment_does_not_blind_the_run[existing empty directory]  FAILS on 9c439f4 (the test passes)
-#   test_a_block_assertion_in_a_script_started_with_the_variable_set_still_raises        FAILS on 9c439f4 (exit code 0, no exception)
-#   test_a_nested_pytest_run_started_by_a_watched_test_watches_its_own_tests            FAILS on 9c439f4 (the inner run passes: returncode 0)
-#   test_a_suite_without_budgets_has_the_same_outcomes_with_and_without_the_plugin      passes on 9c439f4 (regression check)
+#     [log_settings(recompiles)-in an earlier test]
+#         FAILS on 9c439f4 (125 lines of dynamo's records in test_2's Captured stderr)
+#     [log_settings(recompiles)-inside the budgeted test]
+#         FAILS on 9c439f4 (128 lines printed)
+#     [log_settings(graph_breaks)-in an earlier test]
+#         FAILS on 9c439f4 (125 lines printed)
+#     [log_settings(graph_breaks)-inside the budgeted test]
+#         FAILS on 9c439f4 (128 lines printed)
+#     [log_settings(+dynamo)-in an earlier test]
+#         FAILS on 9c439f4 (125 lines printed)
+#     [log_settings(+dynamo)-inside the budgeted test]
+#         FAILS on 9c439f4 (128 lines printed)
+#     [set_logs-in an earlier test]
+#         passes on 9c439f4 (regression check)
+#     [set_logs-inside the budgeted test]
+#         FAILS on 9c439f4 (recompiles 1, not 2: the second is lost)
+#     [TORCH_LOGS and _init_logs-in an earlier test]
+#         passes on 9c439f4 (regression check)
+#     [TORCH_LOGS and _init_logs-inside the budgeted test]
+#         FAILS on 9c439f4 (recompiles 1, not 2: the second is lost)
+#   test_a_variable_leaked_into_pytests_environment_does_not_blind_the_run[nonexistent directory]
+#       FAILS on 9c439f4 (the test passes)
+#   test_a_variable_leaked_into_pytests_environment_does_not_blind_the_run[existing empty directory]
+#       FAILS on 9c439f4 (the test passes)
+#   test_a_block_assertion_in_a_script_started_with_the_variable_set_still_raises
+#       FAILS on 9c439f4 (exit code 0, no exception)
+#   test_a_nested_pytest_run_started_by_a_watched_test_watches_its_own_tests
+#       FAILS on 9c439f4 (the inner run passes: returncode 0)
+#   test_a_suite_without_budgets_has_the_same_outcomes_with_and_without_the_plugin
+#       passes on 9c439f4 (regression check)
 
 from __future__ import annotations
 
@@ -39,7 +65,8 @@ from nocompile_testing import RECOMPILE_ONCE, RunPytest, expect_lines
 
 
 def _tests(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
-    """The entries of the JSON report (--nocompile-json=report.json), by test name (the node id after the file)."""
+    """The entries of the JSON report (--nocompile-json=report.json), by test name (the node id
+    after the file)."""
     entries = json.loads((pytester.path / "report.json").read_text())["tests"]
     return {entry["nodeid"].split("::", 1)[1]: entry for entry in entries}
 
@@ -66,7 +93,8 @@ class TestTwoGraphs(TestCase):
 '''
 
 
-@pytest.mark.parametrize("marker, option", [("@pytest.mark.max_compiles(0)", None), ("", "--max-compiles=0")],
+@pytest.mark.parametrize("marker, option", [("@pytest.mark.max_compiles(0)", None),
+                                            ("", "--max-compiles=0")],
                          ids=["marker", "option"])
 def test_a_dynamo_testcase_that_clears_counters_still_fails_its_compile_budget(
         pytester: pytest.Pytester, run: RunPytest, marker: str, option: str | None) -> None:
@@ -74,7 +102,8 @@ def test_a_dynamo_testcase_that_clears_counters_still_fails_its_compile_budget(
     result = run("-p", "no:randomly", "--nocompile-json=report.json", *([option] if option else []))
     result.assert_outcomes(failed=1)
     source = "marker on the test" if marker else "from --max-compiles"
-    expect_lines(result, ["*_ TestTwoGraphs.test_two_graphs _*", f"2 compiles > max_compiles(0) ({source})"])
+    expect_lines(result, ["*_ TestTwoGraphs.test_two_graphs _*",
+                          f"2 compiles > max_compiles(0) ({source})"])
     assert _tests(pytester)["TestTwoGraphs::test_two_graphs"]["compiles"] == 2
 
 
@@ -146,19 +175,21 @@ def test_compiles_the_same_function_afresh():
 '''
 
 
-def test_a_test_after_one_that_clears_counters_starts_from_a_clean_cache(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_test_after_one_that_clears_counters_starts_from_a_clean_cache(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_after_clear=AFTER_A_CLEAR)
     run("-p", "no:randomly", "--nocompile-json=report.json").assert_outcomes(passed=3)
     entry = _tests(pytester)["test_compiles_the_same_function_afresh"]
     assert (entry["compiles"], entry["recompiles"]) == (1, 0)
 
 
-# -- 2. a compile dynamo refuses at its recompile limit is a limit hit, not a recompile -------------
+# -- 2. a compile dynamo refuses at its recompile limit is a limit hit, not a recompile ------------
 
 AT_THE_LIMIT = '''
 import pytest, torch, torch._dynamo
 
-LIMIT = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
+LIMIT = ("recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit")
+         else "cache_size_limit")
 DTYPES = [torch.float32, torch.float64, torch.int32, torch.int64, torch.int16, torch.float16]
 
 {marker}
@@ -170,34 +201,41 @@ def test_six_dtypes():
 '''
 
 
-def test_a_recompile_limit_hit_is_not_counted_as_a_recompile(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_recompile_limit_hit_is_not_counted_as_a_recompile(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_limit=AT_THE_LIMIT.format(marker=""))
     run("-p", "no:randomly", "--nocompile-json=report.json").assert_outcomes(passed=1)
     entry = _tests(pytester)["test_six_dtypes"]
     assert (entry["compiles"], entry["recompiles"]) == (4, 3)
     assert len(entry["recompile_events"]) == 3
     (hit,) = entry["recompile_limit_hits"]
-    # The attempt dynamo logged and then refused is kept with the hit: its compile id, its failed guards.
-    assert hit["refused_attempt"]["compile_id"] == "0/4"  # dynamo's own id of the attempt, in every torch from 2.4
+    # The attempt dynamo logged and then refused is kept with the hit: its compile id, its failed
+    # guards.
+    # dynamo's own id of the attempt, in every torch from 2.4
+    assert hit["refused_attempt"]["compile_id"] == "0/4"
     assert hit["refused_attempt"]["guards"]
 
 
 @pytest.mark.parametrize("budget, headline", [
-    (3, "3 recompiles within max_recompiles(3) (marker on the test), but dynamo hit its recompile limit"),
+    (3, "3 recompiles within max_recompiles(3) (marker on the test), "
+        "but dynamo hit its recompile limit"),
     (2, "3 recompiles > max_recompiles(2) (marker on the test)"),
 ], ids=["count within budget", "count over budget"])
-def test_a_recompile_limit_hit_fails_a_recompile_budget(pytester: pytest.Pytester, run: RunPytest, budget: int, headline: str) -> None:
-    pytester.makepyfile(test_limit=AT_THE_LIMIT.format(marker=f"@pytest.mark.max_recompiles({budget})"))
+def test_a_recompile_limit_hit_fails_a_recompile_budget(
+        pytester: pytest.Pytester, run: RunPytest, budget: int, headline: str) -> None:
+    pytester.makepyfile(
+        test_limit=AT_THE_LIMIT.format(marker=f"@pytest.mark.max_recompiles({budget})"))
     result = run("-p", "no:randomly", "--nocompile-json=report.json")
     result.assert_outcomes(failed=1)
     expect_lines(result, ["*_ test_six_dtypes _*", headline])
-    result.stdout.fnmatch_lines(["dynamo hit config.*_limit (4) for *: later calls run uncompiled and log no recompiles, *",
-                                 "    refused attempt, not counted as a recompile: guard failed: *"])
+    result.stdout.fnmatch_lines([
+        "dynamo hit config.*_limit (4) for *: later calls run uncompiled and log no recompiles, *",
+        "    refused attempt, not counted as a recompile: guard failed: *"])
     entry = _tests(pytester)["test_six_dtypes"]
     assert (entry["compiles"], entry["recompiles"], entry["over_budget"]) == (4, 3, ["recompiles"])
 
 
-# -- 3. a test that re-initialises torch's logging does not make dynamo's records print -------------
+# -- 3. a test that re-initialises torch's logging does not make dynamo's records print ------------
 
 # Each variant defines relogged(action, monkeypatch): action() run while torch's logging is
 # re-initialised the way a test of torch's own would, and torch's logging restored after it.
@@ -229,9 +267,10 @@ def relogged(action, monkeypatch):
     action()
     torch._logging.set_logs()
 ''',
-    # Restored by clearing the log state before _init_logs(): with TORCH_LOGS unset again _init_logs()
-    # keeps the state it last read from it (dynamo's records would print on, with or without the
-    # plugin), and TORCH_LOGS="" makes torch's log state a dict, which breaks torch's logging.
+    # Restored by clearing the log state before _init_logs(): with TORCH_LOGS unset again
+    # _init_logs() keeps the state it last read from it (dynamo's records would print on, with or
+    # without the plugin), and TORCH_LOGS="" makes torch's log state a dict, which breaks torch's
+    # logging.
     "TORCH_LOGS and _init_logs": '''
 def relogged(action, monkeypatch):
     monkeypatch.setenv("TORCH_LOGS", "recompiles,graph_breaks")
@@ -263,7 +302,8 @@ def fail_to_show_what_was_captured():
     assert False
 {tests}'''
 
-# Where the re-initialisation happens: in a test before the budgeted one, or inside it between two recompiles.
+# Where the re-initialisation happens: in a test before the budgeted one, or inside it between two
+# recompiles.
 IN_AN_EARLIER_TEST = '''
 def test_1(monkeypatch):
     relogged(recompile_once, monkeypatch)
@@ -288,23 +328,28 @@ DYNAMO_RECORDS = ("__recompiles", "__graph_breaks", "Recompiling function")
 def _failure_section(result: pytest.RunResult, test: str) -> list[str]:
     """The lines of one test's failure report: its traceback and its Captured sections."""
     lines = result.stdout.lines
-    start = next(index for index, line in enumerate(lines) if line.startswith("_") and f" {test} " in line)
-    end = next((index for index in range(start + 1, len(lines)) if lines[index].startswith(("___", "==="))), len(lines))
+    start = next(index for index, line in enumerate(lines) if line.startswith("_")
+                 and f" {test} " in line)
+    end = next((index for index in range(start + 1, len(lines))
+                if lines[index].startswith(("___", "==="))), len(lines))
     return lines[start:end]
 
 
-@pytest.mark.parametrize("tests, passed, recompiles", [(IN_AN_EARLIER_TEST, 1, 1), (INSIDE_THE_BUDGETED_TEST, 0, 2)],
+@pytest.mark.parametrize("tests, passed, recompiles", [(IN_AN_EARLIER_TEST, 1, 1),
+                                                       (INSIDE_THE_BUDGETED_TEST, 0, 2)],
                          ids=["in an earlier test", "inside the budgeted test"])
 @pytest.mark.parametrize("relogged", list(RELOGGING.values()), ids=list(RELOGGING))
 def test_a_test_that_reinitialises_torch_logging_leaves_dynamo_records_unprinted(
-        pytester: pytest.Pytester, run: RunPytest, relogged: str, tests: str, passed: int, recompiles: int) -> None:
+        pytester: pytest.Pytester, run: RunPytest, relogged: str, tests: str, passed: int,
+        recompiles: int) -> None:
     pytester.makepyfile(test_relogging=RELOGGING_TESTS.format(relogged=relogged, tests=tests))
     result = run("-p", "no:randomly", "--nocompile-json=report.json")
     result.assert_outcomes(passed=passed, failed=1)
     section = _failure_section(result, "test_2")
     assert "test_2 ran" in section
     printed = [line for line in section if any(record in line for record in DYNAMO_RECORDS)]
-    assert (_tests(pytester)["test_2"]["recompiles"], len(printed), printed[:1]) == (recompiles, 0, [])
+    assert (_tests(pytester)["test_2"]["recompiles"], len(printed),
+            printed[:1]) == (recompiles, 0, [])
 
 
 # -- 4. a PYTEST_NOCOMPILE_EVENTS already set does not blind the run -------------------------------
@@ -319,10 +364,13 @@ def test_recompiles():
 '''
 
 
-@pytest.mark.parametrize("existing", [False, True], ids=["nonexistent directory", "existing empty directory"])
+@pytest.mark.parametrize("existing", [False, True],
+                         ids=["nonexistent directory", "existing empty directory"])
 def test_a_variable_leaked_into_pytests_environment_does_not_blind_the_run(
-        run: RunPytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, existing: bool) -> None:
-    # `run` deletes the variable: set it after requesting `run`, as a CI step that exported it would.
+        run: RunPytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        existing: bool) -> None:
+    # `run` deletes the variable: set it after requesting `run`, as a CI step that exported it
+    # would.
     directory = pytester.path / "leaked-events"
     if existing:
         directory.mkdir()
@@ -330,7 +378,8 @@ def test_a_variable_leaked_into_pytests_environment_does_not_blind_the_run(
     pytester.makepyfile(test_leaked=OVER_BUDGET)
     result = run("-p", "no:randomly", "--nocompile-json=report.json")
     result.assert_outcomes(failed=1)
-    expect_lines(result, ["*_ test_recompiles _*", "1 recompile > max_recompiles(0) (marker on the test)"])
+    expect_lines(result, ["*_ test_recompiles _*",
+                          "1 recompile > max_recompiles(0) (marker on the test)"])
     assert _tests(pytester)["test_recompiles"]["recompiles"] == 1
 
 
@@ -351,13 +400,15 @@ print("no exception")
 
 def test_a_block_assertion_in_a_script_started_with_the_variable_set_still_raises(
         run: RunPytest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    # `run` is requested for its clean-up of the outer run's variables; this sets the variable after it.
+    # `run` is requested for its clean-up of the outer run's variables; this sets the variable after
+    # it.
     directory = pytester.mkdir("events")
     monkeypatch.setenv("PYTEST_NOCOMPILE_EVENTS", str(directory))
     script = pytester.makepyfile(block_script=BLOCK_SCRIPT)
     result = pytester.runpython(script)
     assert result.ret != 0, result.stdout.str()
-    result.stderr.fnmatch_lines(["pytest_nocompile.exceptions.RecompileBudgetExceeded: 1 recompile > assert_max_recompiles(0)"])
+    result.stderr.fnmatch_lines(["pytest_nocompile.exceptions.RecompileBudgetExceeded: "
+                                 "1 recompile > assert_max_recompiles(0)"])
     assert "no exception" not in result.stdout.str()
 
 
@@ -381,16 +432,20 @@ def test_inner():
 
 def test_runs_pytest_in_a_subprocess(tmp_path):
     (tmp_path / "test_inner.py").write_text(INNER)
-    assert os.environ.get("PYTEST_NOCOMPILE_EVENTS")  # set by the outer run for this test's children
-    inner = subprocess.run([sys.executable, "-m", "pytest", "-p", "nocompile", "-p", "no:cacheprovider", "-p", "no:randomly",
-                            str(tmp_path / "test_inner.py")], capture_output=True, text=True, cwd=tmp_path)
+    # set by the outer run for this test's children
+    assert os.environ.get("PYTEST_NOCOMPILE_EVENTS")
+    inner = subprocess.run([sys.executable, "-m", "pytest", "-p", "nocompile",
+                            "-p", "no:cacheprovider", "-p", "no:randomly",
+                            str(tmp_path / "test_inner.py")],
+                           capture_output=True, text=True, cwd=tmp_path)
     print(inner.stdout)
     assert inner.returncode == 1
     assert "1 recompile > max_recompiles(0) (marker on the test)" in inner.stdout.splitlines()
 '''
 
 
-def test_a_nested_pytest_run_started_by_a_watched_test_watches_its_own_tests(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_nested_pytest_run_started_by_a_watched_test_watches_its_own_tests(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     # Both runs see the inner recompile: the inner run fails its own test, and the outer (watched,
     # unbudgeted) test counts it against the inner pytest process, one of its children.
     pytester.makepyfile(test_nested=NESTED_RUN)
@@ -449,6 +504,7 @@ def test_a_suite_without_budgets_has_the_same_outcomes_with_and_without_the_plug
     assert with_plugin.parseoutcomes() == without.parseoutcomes() == {"passed": 4, "failed": 2}
 
     def outcomes(result: pytest.RunResult) -> list[str]:
-        return sorted(line for line in result.stdout.lines if line.startswith(("PASSED ", "FAILED ")))
+        return sorted(line for line in result.stdout.lines
+                      if line.startswith(("PASSED ", "FAILED ")))
 
     assert outcomes(with_plugin) == outcomes(without)

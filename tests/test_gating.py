@@ -1,4 +1,5 @@
-"""CI gating: graph-break budgets, run-wide budgets and their precedence, reports, baselines, xdist, strict mode."""
+"""CI gating: graph-break budgets, run-wide budgets and their precedence, reports, baselines, xdist,
+strict mode."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def test_one_break_allowed():
 '''
 
 
-def test_graph_break_budget_names_reason_and_user_code(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_graph_break_budget_names_reason_and_user_code(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_breaks=GRAPH_BREAKS)
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=1, failed=1)
@@ -52,7 +54,8 @@ def test_graph_break_budget_names_reason_and_user_code(pytester: pytest.Pytester
     ])
 
 
-def test_graph_break_count_agrees_with_dynamo_counters(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_graph_break_count_agrees_with_dynamo_counters(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile('''
         import json, torch
         from torch._dynamo.utils import counters
@@ -100,13 +103,15 @@ def test_fullgraph_compiles_count():
     "ini, cli, expected, source",
     [
         (None, None, dict(passed=5), None),                        # no run-wide budget
-        ("0", None, dict(passed=4, failed=1), "from nocompile ini key max_recompiles in tox.ini"),  # ini budget applies to test_default
+        # ini budget applies to test_default
+        ("0", None, dict(passed=4, failed=1), "from nocompile ini key max_recompiles in tox.ini"),
         ("5", "0", dict(passed=4, failed=1), "from --max-recompiles"),  # CLI beats ini
         ("0", "5", dict(passed=5), None),                          # CLI beats ini, the other way
     ],
     ids=["none", "ini", "cli-over-ini", "cli-loosens-ini"],
 )
-def test_precedence_ini_cli_marker(pytester: pytest.Pytester, run: RunPytest, ini, cli, expected, source) -> None:
+def test_precedence_ini_cli_marker(
+        pytester: pytest.Pytester, run: RunPytest, ini, cli, expected, source) -> None:
     pytester.makepyfile(test_precedence=PRECEDENCE)
     if ini is not None:
         pytester.makeini(f"[pytest]\nmax_recompiles = {ini}\n")
@@ -118,7 +123,8 @@ def test_precedence_ini_cli_marker(pytester: pytest.Pytester, run: RunPytest, in
 
 
 @pytest.mark.parametrize("value", ["-1", "1.5", "many"])
-def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester, run: RunPytest, value: str) -> None:
+def test_bad_option_values_are_usage_errors(
+        pytester: pytest.Pytester, run: RunPytest, value: str) -> None:
     pytester.makepyfile("def test_a(): pass")
     result = run(f"--max-recompiles={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -130,22 +136,27 @@ def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester, run: RunP
     result.stderr.fnmatch_lines(["ERROR: ini key max_graph_breaks: expected an int >= 0, got *"])
 
 
-def test_summary_table_worst_first_and_one_line_when_nothing_compiled(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_summary_table_worst_first_and_one_line_when_nothing_compiled(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_precedence=PRECEDENCE)
     result = run("-p", "no:logging", "--max-recompiles=0")
     result.stdout.fnmatch_lines([
         "*= nocompile =*",
         "compiles  recompiles  graph breaks  budget         verdict        test",
-        "       2           1             0  recompiles<=0  over budget    test_precedence.py::test_default",
-        "       2           1             0  recompiles<=1  within budget  test_precedence.py::test_marker_allows_one",
+        "       2           1             0  recompiles<=0  over budget    "
+        "test_precedence.py::test_default",
+        "       2           1             0  recompiles<=1  within budget  "
+        "test_precedence.py::test_marker_allows_one",
     ], consecutive=True)
-    result.stdout.re_match_lines([line_regex("test_precedence.py::test_default: scale recompiled: 0/0: n == 2")])
+    result.stdout.re_match_lines(
+        [line_regex("test_precedence.py::test_default: scale recompiled: 0/0: n == 2")])
     table = result.stdout.str().split("= nocompile =")[1]
     assert "test_no_compile" not in table  # compiled nothing
     assert "test_opted_out" not in table  # max_recompiles(None): not watched at all
     pytester.makepyfile(test_precedence="def test_a(): pass")
     result = run("--nocompile-report")
-    result.stdout.fnmatch_lines(["*= nocompile =*", "no test compiled in its call phase (1 watched)"])
+    result.stdout.fnmatch_lines(["*= nocompile =*",
+                                 "no test compiled in its call phase (1 watched)"])
 
 
 FIXTURE_RECOMPILES = RECOMPILE_ONCE + '''
@@ -159,14 +170,16 @@ def test_passes(warmed):
 '''
 
 
-def test_a_passing_test_whose_fixture_recompiled_is_said_so(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_passing_test_whose_fixture_recompiled_is_said_so(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_fixture=FIXTURE_RECOMPILES)
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
         "*= nocompile =*",
         "no test compiled in its call phase (1 watched)",
-        "test_fixture.py::test_passes: 1 recompile in setup, not counted (budgets count the call phase; a fixture's compiles are outside it)",
+        "test_fixture.py::test_passes: 1 recompile in setup, not counted (budgets count the call "
+        "phase; a fixture's compiles are outside it)",
     ], consecutive=True)
 
 
@@ -181,7 +194,8 @@ def test_over():
 '''
 
 
-def test_a_long_summary_table_lists_only_failures_unless_asked(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_long_summary_table_lists_only_failures_unless_asked(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_long=LONG_TABLE_SUITE)
     result = run("-p", "no:logging", "--nocompile-report")
     result.assert_outcomes(passed=21, failed=1)
@@ -190,45 +204,59 @@ def test_a_long_summary_table_lists_only_failures_unless_asked(pytester: pytest.
         "compiles  recompiles  graph breaks  budget         verdict      test",
         "       2           1             0  recompiles<=0  over budget  test_long.py::test_over",
         "and 21 more tests that compiled within budget or without one, not listed: "
-        "only failures are listed once more than 20 tests compiled (--nocompile-table=all lists every one)",
+        "only failures are listed once more than 20 tests compiled (--nocompile-table=all "
+        "lists every one)",
         "test_long.py::test_over: scale recompiled: 0/0: n == 2",
     ])
     for every_one in (["--nocompile-table=all"], ["-o", "nocompile_table=all"]):
-        table = run("-p", "no:logging", "--nocompile-report", *every_one).stdout.str().split("= nocompile =")[1]
+        table = run("-p", "no:logging", "--nocompile-report",
+                    *every_one).stdout.str().split("= nocompile =")[1]
         assert table.count("  no budget    test_long.py::test_compiles[") == 21
     bad = run("-o", "nocompile_table=short")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["ERROR: ini key nocompile_table: expected one of auto, failures, all, got 'short'"])
-    failures = run("-p", "no:logging", "--nocompile-report", "--nocompile-table=failures", "-k", "test_compiles[0] or test_over")
-    assert "and 1 more test that compiled within budget or without one, not listed: --nocompile-table=failures " \
-        "(--nocompile-table=all lists every one)" in failures.stdout.lines
+    bad.stderr.fnmatch_lines(
+        ["ERROR: ini key nocompile_table: expected one of auto, failures, all, got 'short'"])
+    failures = run("-p", "no:logging", "--nocompile-report", "--nocompile-table=failures",
+                   "-k", "test_compiles[0] or test_over")
+    assert ("and 1 more test that compiled within budget or without one, not listed: "
+            "--nocompile-table=failures (--nocompile-table=all lists every one)"
+            in failures.stdout.lines)
 
 
 def test_json_report_and_junit_properties(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_precedence=PRECEDENCE)
-    result = run("-p", "no:logging", "--max-recompiles=0", "--nocompile-json=out/report.json", "--junitxml=junit.xml")
+    result = run("-p", "no:logging", "--max-recompiles=0", "--nocompile-json=out/report.json",
+                 "--junitxml=junit.xml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # folder out/ does not exist
-    result.stderr.fnmatch_lines(["ERROR: --nocompile-json=out/report.json: cannot write there: folder */out does not exist"])
-    result = run("-p", "no:logging", "--max-recompiles=0", "--nocompile-json=report.json", "--junitxml=junit.xml")
+    result.stderr.fnmatch_lines([
+        "ERROR: --nocompile-json=out/report.json: cannot write there: folder */out does not exist"])
+    result = run("-p", "no:logging", "--max-recompiles=0", "--nocompile-json=report.json",
+                 "--junitxml=junit.xml")
     document = json.loads((pytester.path / "report.json").read_text())
     assert document["format"] == "pytest-nocompile-report/1"
     assert document["torch_version"].startswith("2.") and document["plugin_version"] == "0.1.0"
     tests = {entry["nodeid"]: entry for entry in document["tests"]}
-    names = ("test_default", "test_marker_allows_one", "test_opted_out", "test_no_compile", "test_fullgraph_compiles_count")
+    names = ("test_default", "test_marker_allows_one", "test_opted_out", "test_no_compile",
+             "test_fullgraph_compiles_count")
     assert set(tests) == {f"test_precedence.py::{name}" for name in names}
     assert tests["test_precedence.py::test_fullgraph_compiles_count"]["compiles"] == 1
     assert tests["test_precedence.py::test_no_compile"]["compiles"] == 0
     default = tests["test_precedence.py::test_default"]
-    assert (default["outcome"], default["compiles"], default["recompiles"], default["max_recompiles"], default["verdict"]) == ("failed", 2, 1, 0, "over budget")
+    assert (default["outcome"], default["compiles"], default["recompiles"],
+            default["max_recompiles"], default["verdict"]) == ("failed", 2, 1, 0, "over budget")
     (event,) = default["recompile_events"]
-    assert (event["function"], event["phase"], event["reasons"][0]["compile_id"]) == ("scale", "call", "0/0" if HAS_COMPILE_IDS else None)
+    assert (event["function"], event["phase"], event["reasons"][0]["compile_id"]) == (
+        "scale", "call", "0/0" if HAS_COMPILE_IDS else None)
     assert guard_matches(event["reasons"][0]["guard"], "n == 2")
     assert event["user_code"] == "test_precedence.py:9 in recompile_once: f(torch.ones(2), 3)"
     assert tests["test_precedence.py::test_opted_out"]["max_recompiles"] is None
     assert not list(pytester.path.glob(".nocompile-*"))  # no temporary file left behind
-    cases = {case.get("name"): case for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase")}
-    properties = {prop.get("name"): prop.get("value") for prop in cases["test_default"].iter("property")}
-    assert properties == with_health_counts({"compiles": 2, "recompiles": 1, "graph_breaks": 0}, "nocompile_", as_text=True)
+    cases = {case.get("name"): case
+             for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase")}
+    properties = {prop.get("name"): prop.get("value")
+                  for prop in cases["test_default"].iter("property")}
+    assert properties == with_health_counts({"compiles": 2, "recompiles": 1, "graph_breaks": 0},
+                                            "nocompile_", as_text=True)
 
 
 BASELINE_SUBSET = RECOMPILE_ONCE + '''
@@ -250,8 +278,10 @@ def test_quiet(case):
 
 def test_a_baseline_failure_names_each_new_recompile_and_graph_break_and_counts_a_subsets_absent_tests(
         pytester: pytest.Pytester, run: RunPytest) -> None:
-    (pytester.path / "baseline.json").write_text(json.dumps({"format": "pytest-nocompile-baseline/1", "tests": {
-        **{f"test_subset.py::test_quiet[{case}]": {"compiles": 0, "recompiles": 0, "graph_breaks": 0} for case in range(4)},
+    (pytester.path / "baseline.json").write_text(json.dumps({
+        "format": "pytest-nocompile-baseline/1", "tests": {
+        **{f"test_subset.py::test_quiet[{case}]":
+           {"compiles": 0, "recompiles": 0, "graph_breaks": 0} for case in range(4)},
         "test_subset.py::test_recompiles": {"compiles": 1, "recompiles": 0, "graph_breaks": 0},
         "test_subset.py::test_breaks": {"compiles": 1, "recompiles": 0, "graph_breaks": 0},
     }}))
@@ -261,7 +291,8 @@ def test_a_baseline_failure_names_each_new_recompile_and_graph_break_and_counts_
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     expect_lines(result, [
         "*= nocompile baseline baseline.json =*",
-        "counts only (a baseline of format 1, for any torch): reasons are not compared; save it again to gate on reasons",
+        "counts only (a baseline of format 1, for any torch): reasons are not compared; "
+        "save it again to gate on reasons",
         "test_subset.py::test_breaks: graph breaks rose 0 -> 1",
         f"    graph break at test_subset.py:12: {PRINT_BREAK_REASON}",
         "        user code: test_subset.py:12 in chatty: print(\"side effect\")",
@@ -269,20 +300,25 @@ def test_a_baseline_failure_names_each_new_recompile_and_graph_break_and_counts_
         "    recompiled scale (test_subset.py:3): guard failed: 0/0: n == 2",
         "        triggered by: test_subset.py:9 in recompile_once: f(torch.ones(2), 3)",
         "        usual fix: n is a Python int that changes*",
-        "4 tests of the baseline did not run here (deselected, not collected, run by another shard, or removed): not compared",
+        "4 tests of the baseline did not run here (deselected, not collected, "
+        "run by another shard, or removed): not compared",
     ])
     assert result.outlines[-1] == ("nocompile: run FAILED (exit code 1) though every test passed: "
-                                   "3 counts rose against the baseline baseline.json, in 2 tests (listed above)")
+                                   "3 counts rose against the baseline baseline.json, "
+                                   "in 2 tests (listed above)")
 
 
-def test_report_and_baseline_files_honour_the_umask(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_report_and_baseline_files_honour_the_umask(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile("def test_a(): pass")
     umask = os.umask(0o027)  # the inner run inherits it: group may read, others may not
     try:
-        run("--nocompile-json=report.json", "--nocompile-save=baseline.json").assert_outcomes(passed=1)
+        run("--nocompile-json=report.json",
+            "--nocompile-save=baseline.json").assert_outcomes(passed=1)
     finally:
         os.umask(umask)
-    assert {name: oct(stat.S_IMODE((pytester.path / name).stat().st_mode)) for name in ("report.json", "baseline.json")} == {
+    assert {name: oct(stat.S_IMODE((pytester.path / name).stat().st_mode))
+            for name in ("report.json", "baseline.json")} == {
         "report.json": "0o640", "baseline.json": "0o640"}
 
 
@@ -306,7 +342,8 @@ def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -
     assert saved["format"] == "pytest-nocompile-baseline/2"
     assert list(saved["torch"]) == [f"{TORCH[0]}.{TORCH[1]}"]
     assert saved["torch"][f"{TORCH[0]}.{TORCH[1]}"]["test_base.py::test_improves"] == {
-        **with_health_counts({"compiles": 2, "recompiles": 1, "graph_breaks": 0}, baseline=True), "reasons": ["recompile scale (test_base.py): python int n"]}
+        **with_health_counts({"compiles": 2, "recompiles": 1, "graph_breaks": 0}, baseline=True),
+        "reasons": ["recompile scale (test_base.py): python int n"]}
     pytester.makepyfile(test_base='''
         import torch
         def scale(x, n):
@@ -335,28 +372,36 @@ def test_baseline_save_then_compare(pytester: pytest.Pytester, run: RunPytest) -
         "test_base.py::test_improves: compiles fell 2 -> 1, recompiles fell 1 -> 0",
         "test_base.py::test_improves: reason gone: recompile scale (test_base.py): python int n",
         "new test (not in baseline): test_base.py::test_new",
-        "1 test of the baseline did not run here (deselected, not collected, run by another shard, or removed): not compared",
+        "1 test of the baseline did not run here (deselected, not collected, run by another shard, "
+        "or removed): not compared",
     ])
     # The run's last line says it failed, and why: pytest's own last line reads "3 passed".
     assert result.outlines[-1] == ("nocompile: run FAILED (exit code 1) though every test passed: "
-                                   "2 counts rose and 1 new reason against the baseline baseline.json, in 1 test (listed above)")
+                                   "2 counts rose and 1 new reason against the baseline "
+                                   "baseline.json, in 1 test (listed above)")
     # Without the rise, the same comparison passes.
-    pytester.makepyfile(test_base="import torch\ndef test_improves():\n    torch.compile(lambda x: x, backend='eager')(torch.ones(1))\n")
+    pytester.makepyfile(
+        test_base="import torch\ndef test_improves():\n"
+                  "    torch.compile(lambda x: x, backend='eager')(torch.ones(1))\n")
     assert run("--nocompile-compare=baseline.json").ret == pytest.ExitCode.OK
 
 
 @pytest.mark.parametrize(
     "content, problem",
     [
-        (None, "baseline baseline.json does not exist (write one with --nocompile-save=baseline.json)"),
+        (None,
+         "baseline baseline.json does not exist (write one with --nocompile-save=baseline.json)"),
         ("{not json", "baseline baseline.json is not readable JSON: *"),
         ('{"format": "pytest-nocompile-baseline/0", "tests": {}}',
-         "baseline baseline.json has format 'pytest-nocompile-baseline/0', expected 'pytest-nocompile-baseline/2' (or 'pytest-nocompile-baseline/1')"),
-        ('{"format": "pytest-nocompile-baseline/1", "tests": {"t": {"recompiles": "1"}}}', "baseline baseline.json is corrupt: *"),
+         "baseline baseline.json has format 'pytest-nocompile-baseline/0', "
+         "expected 'pytest-nocompile-baseline/2' (or 'pytest-nocompile-baseline/1')"),
+        ('{"format": "pytest-nocompile-baseline/1", "tests": {"t": {"recompiles": "1"}}}',
+         "baseline baseline.json is corrupt: *"),
     ],
     ids=["missing", "corrupt-json", "wrong-version", "corrupt-counts"],
 )
-def test_bad_baselines_are_usage_errors(pytester: pytest.Pytester, run: RunPytest, content, problem) -> None:
+def test_bad_baselines_are_usage_errors(
+        pytester: pytest.Pytester, run: RunPytest, content, problem) -> None:
     if content is not None:
         (pytester.path / "baseline.json").write_text(content)
     pytester.makepyfile("def test_a(): pass")
@@ -387,23 +432,30 @@ def test_worker_crash():
 def test_xdist_budgets_summary_json_and_compare(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytest.importorskip("xdist")
     pytester.makepyfile(test_xdist=XDIST)
-    result = run("-p", "xdist", "-n", "2", "-p", "no:logging", "--nocompile-json=report.json", "--nocompile-save=baseline.json")
+    result = run("-p", "xdist", "-n", "2", "-p", "no:logging", "--nocompile-json=report.json",
+                 "--nocompile-save=baseline.json")
     result.assert_outcomes(passed=3, failed=4)  # 3 odd cases over budget, and the crashed test
     expect_lines(result, ["1 recompile > max_recompiles(0) (marker on the test)"])
-    tests = {entry["nodeid"]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
+    tests = {entry["nodeid"]: entry
+             for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
     assert sorted(tests) == sorted(f"test_xdist.py::test_case[{case}]" for case in range(6))
-    assert [tests[f"test_xdist.py::test_case[{case}]"]["recompiles"] for case in range(6)] == [0, 1, 0, 1, 0, 1]
+    assert [tests[f"test_xdist.py::test_case[{case}]"]["recompiles"]
+            for case in range(6)] == [0, 1, 0, 1, 0, 1]
     result.stdout.fnmatch_lines(["*= nocompile =*", "*over budget*test_xdist.py::test_case[[]*]"])
     pytester.makepyfile(test_xdist=XDIST.replace("case % 2", "True"))
     result = run("-p", "xdist", "-n", "2", "-p", "no:logging", "--nocompile-compare=baseline.json")
-    expect_lines(result, ["test_xdist.py::test_case[0]: compiles rose 1 -> 2, recompiles rose 0 -> 1",  # the events travel from the workers
-                          "test_xdist.py::test_case[0]: new reason: recompile scale (test_xdist.py): python int n",
-                          "    recompiled scale (test_xdist.py:3): guard failed: 0/0: n == 2",
-                          "        triggered by: test_xdist.py:12 in test_case: f(torch.ones(2), 3)"])
+    # the events travel from the workers
+    expect_lines(result, [
+        "test_xdist.py::test_case[0]: compiles rose 1 -> 2, recompiles rose 0 -> 1",
+        "test_xdist.py::test_case[0]: new reason: recompile scale (test_xdist.py): python int n",
+        "    recompiled scale (test_xdist.py:3): guard failed: 0/0: n == 2",
+        "        triggered by: test_xdist.py:12 in test_case: f(torch.ones(2), 3)"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    # Markers alone, no option: the controller, which collects nothing, must still gather and show them.
+    # Markers alone, no option: the controller, which collects nothing, must still gather and show
+    # them.
     result = run("-p", "xdist", "-n", "2", "-p", "no:logging")
-    result.stdout.fnmatch_lines(["*= nocompile =*", "*1  *over budget*test_xdist.py::test_case[[]0]"])
+    result.stdout.fnmatch_lines(["*= nocompile =*",
+                                 "*1  *over budget*test_xdist.py::test_case[[]0]"])
 
 
 NEVER_IMPORTS_TORCH = """
@@ -429,8 +481,10 @@ def test_skipped():
 """
 
 
-@pytest.mark.parametrize("processes", [(), ("-p", "xdist", "-n", "2")], ids=["one process", "xdist"])
-def test_idle_tests_get_entries_outcomes_and_junit_properties(pytester: pytest.Pytester, run: RunPytest, processes: tuple[str, ...]) -> None:
+@pytest.mark.parametrize("processes", [(), ("-p", "xdist", "-n", "2")],
+                         ids=["one process", "xdist"])
+def test_idle_tests_get_entries_outcomes_and_junit_properties(
+        pytester: pytest.Pytester, run: RunPytest, processes: tuple[str, ...]) -> None:
     # Before torch is imported no report hook runs: one teardown hook puts the
     # counts on the item, and an xdist controller makes each entry from those.
     if processes:
@@ -439,17 +493,22 @@ def test_idle_tests_get_entries_outcomes_and_junit_properties(pytester: pytest.P
     result = run(*processes, "-p", "no:randomly", "-p", "no:logging", "--max-recompiles=0",
                  "--nocompile-json=report.json", "--junitxml=junit.xml")
     result.assert_outcomes(passed=2, failed=1, skipped=1, errors=1)
-    result.stdout.fnmatch_lines(["*= nocompile =*", "no test compiled in its call phase (4 watched)"])
-    tests = {entry["nodeid"].split("::")[1]: entry for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
-    assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"]) for name, entry in tests.items()} == {
+    result.stdout.fnmatch_lines(["*= nocompile =*",
+                                 "no test compiled in its call phase (4 watched)"])
+    tests = {entry["nodeid"].split("::")[1]: entry
+             for entry in json.loads((pytester.path / "report.json").read_text())["tests"]}
+    assert {name: (entry["outcome"], entry["compiles"], entry["max_recompiles"], entry["verdict"])
+            for name, entry in tests.items()} == {
         "test_passes": ("passed", 0, 0, "within budget"),
         "test_fails": ("failed", 0, 0, "within budget"),
         "test_teardown_error": ("error", 0, 0, "within budget"),
         "test_skipped": ("skipped", 0, 0, "within budget"),
     }
-    zero = with_health_counts({"compiles": 0, "recompiles": 0, "graph_breaks": 0}, "nocompile_", as_text=True)
+    zero = with_health_counts({"compiles": 0, "recompiles": 0, "graph_breaks": 0}, "nocompile_",
+                              as_text=True)
     for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase"):
-        assert [(prop.get("name"), prop.get("value")) for prop in case.iter("property")] == list(zero.items()), case.get("name")
+        assert ([(prop.get("name"), prop.get("value")) for prop in case.iter("property")]
+                == list(zero.items())), case.get("name")
 
 STRICT = '''
 import pytest, torch
@@ -472,8 +531,10 @@ def test_first_compiles_pass_in_strict_mode():
 '''
 
 
-def test_strict_mode_raises_at_the_recompiling_call_and_restores_config(pytester: pytest.Pytester, run: RunPytest) -> None:
-    pytester.makepyfile(test_strict=STRICT.replace("    assert not torch._dynamo.config.error_on_recompile is False\n", ""))
+def test_strict_mode_raises_at_the_recompiling_call_and_restores_config(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makepyfile(test_strict=STRICT.replace(
+        "    assert not torch._dynamo.config.error_on_recompile is False\n", ""))
     pytester.makeconftest('''
         import pytest, torch._dynamo.config
         @pytest.fixture(autouse=True)
@@ -484,30 +545,37 @@ def test_strict_mode_raises_at_the_recompiling_call_and_restores_config(pytester
     ''')
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([">       f(torch.ones(2), 3)  # the recompiling call", "E   *RecompileError: Recompiling function scale in *"])
+    result.stdout.fnmatch_lines([">       f(torch.ones(2), 3)  # the recompiling call",
+                                 "E   *RecompileError: Recompiling function scale in *"])
     result = run("-p", "no:logging", "--nocompile-strict", "-k", "first_compiles")
     result.assert_outcomes(passed=1)
 
 
 def test_strict_mode_from_the_ini_key(pytester: pytest.Pytester, run: RunPytest) -> None:
-    pytester.makepyfile(test_strict=STRICT.replace("strict=True", "").replace("    assert not torch._dynamo.config.error_on_recompile is False\n", ""))
+    pytester.makepyfile(test_strict=STRICT.replace("strict=True", "").replace(
+        "    assert not torch._dynamo.config.error_on_recompile is False\n", ""))
     pytester.makeini("[pytest]\nnocompile_strict = true\n")
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([">       f(torch.ones(2), 3)  # the recompiling call", "E   *RecompileError: Recompiling function scale in *"])
+    result.stdout.fnmatch_lines([">       f(torch.ones(2), 3)  # the recompiling call",
+                                 "E   *RecompileError: Recompiling function scale in *"])
 
 
-def test_graph_break_budget_from_cli_and_ini_with_marker_opt_out(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_graph_break_budget_from_cli_and_ini_with_marker_opt_out(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     unmarked = GRAPH_BREAKS.replace("@pytest.mark.max_graph_breaks(0)\n", "")
-    pytester.makepyfile(test_breaks=unmarked.replace("max_graph_breaks(1)", "max_graph_breaks(None)"))
+    pytester.makepyfile(test_breaks=unmarked.replace("max_graph_breaks(1)",
+                                                     "max_graph_breaks(None)"))
     result = run("-p", "no:logging", "--max-graph-breaks=0")
     result.assert_outcomes(passed=1, failed=1)
-    expect_lines(result, ["*_ test_graph_break _*", "1 graph break > max_graph_breaks(0) (from --max-graph-breaks)"])
+    expect_lines(result, ["*_ test_graph_break _*",
+                          "1 graph break > max_graph_breaks(0) (from --max-graph-breaks)"])
     pytester.makeini("[pytest]\nmax_graph_breaks = 0\n")
     run("-p", "no:logging").assert_outcomes(passed=1, failed=1)
 
 
-def test_teardown_recompiles_are_recorded_and_shown_not_counted(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_teardown_recompiles_are_recorded_and_shown_not_counted(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_teardown=RECOMPILE_ONCE + '''
 @pytest.fixture
 def recompiles_in_teardown():
@@ -523,4 +591,8 @@ def test_clean_call(recompiles_in_teardown):
     (entry,) = json.loads((pytester.path / "report.json").read_text())["tests"]
     assert entry["recompiles"] == 0
     assert [event["phase"] for event in entry["recompile_events"]] == ["teardown"]
-    expect_lines(result, ["*- nocompile recompiles (teardown, not counted) -*", "1 recompile recorded", "(teardown) [1/1] recompiled scale (test_teardown.py:3)"])
+    expect_lines(result, [
+        "*- nocompile recompiles (teardown, not counted) -*",
+        "1 recompile recorded",
+        "(teardown) [1/1] recompiled scale (test_teardown.py:3)",
+    ])

@@ -1,4 +1,5 @@
-"""Hardening: interrupted runs, tests that reconfigure torch logging, other plugins, any marker input."""
+"""Hardening: interrupted runs, tests that reconfigure torch logging, other plugins, any marker
+input."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from test_capture import STATE_CHECK_CONFTEST
 from nocompile_testing import RECOMPILE_ONCE, RunPytest, expect_lines, with_health_counts
 
 
-def test_state_is_restored_when_a_test_is_interrupted(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_state_is_restored_when_a_test_is_interrupted(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makeconftest(STATE_CHECK_CONFTEST)
     pytester.makepyfile(test_interrupted=RECOMPILE_ONCE + '''
 @pytest.mark.max_recompiles(0)
@@ -49,7 +51,8 @@ def test_own_reset_keeps_counting():
 @pytest.mark.max_recompiles(0)
 def test_swaps_the_log_state_behind_torchs_back():
     torch._logging.set_logs()
-    torch_logging._set_log_state(torch_logging.LogState())  # no re-initialisation follows: nothing can re-arm
+    # no re-initialisation follows: nothing can re-arm
+    torch_logging._set_log_state(torch_logging.LogState())
     recompile_once()
 
 def test_later_test_is_captured_again(nocompile_recompiles):
@@ -58,18 +61,23 @@ def test_later_test_is_captured_again(nocompile_recompiles):
 '''
 
 
-def test_tests_that_reset_or_reconfigure_torch_logging(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_tests_that_reset_or_reconfigure_torch_logging(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_reconfiguring=RECONFIGURING)
     result = run("-p", "no:logging", "-p", "no:randomly")
     result.assert_outcomes(passed=2, failed=2, warnings=1)
-    expect_lines(result, ["*_ test_set_logs_mid_test_is_still_counted _*", "1 recompile > max_recompiles(0) (marker on the test)", "[1/1] recompiled scale (*)",
+    expect_lines(result, ["*_ test_set_logs_mid_test_is_still_counted _*",
+                          "1 recompile > max_recompiles(0) (marker on the test)",
+                          "[1/1] recompiled scale (*)",
                           "    guard failed: 0/0: n == 2"])
-    expect_lines(result, ["*_ test_own_reset_keeps_counting _*", "1 recompile > max_recompiles(0) (marker on the test)",
+    expect_lines(result, ["*_ test_own_reset_keeps_counting _*",
+                          "1 recompile > max_recompiles(0) (marker on the test)",
                           "[1/1] recompiled scale (*)", "    guard failed: 0/0: n == 7"])
     # Where capture truly cannot re-arm in time, the test is named; the next test is captured again.
     result.stdout.fnmatch_lines([
         "*CaptureLostWarning: recompile capture was switched off during "
-        "test_reconfiguring.py::test_swaps_the_log_state_behind_torchs_back (torch's log state was replaced "
+        "test_reconfiguring.py::test_swaps_the_log_state_behind_torchs_back "
+        "(torch's log state was replaced "
         "without torch._logging re-initialising it); its counts may be incomplete",
     ])
 
@@ -95,11 +103,13 @@ def test_flaky_budget(tmp_path_factory):
 '''
 
 
-def test_beside_rerunfailures_timeout_and_without_logging(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_beside_rerunfailures_timeout_and_without_logging(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytest.importorskip("pytest_rerunfailures")  # in the test extra; not on every machine
     pytest.importorskip("pytest_timeout")
     pytester.makepyfile(test_counted=COUNTED, test_flaky=FLAKY)
-    result = run("-p", "rerunfailures", "--reruns", "1", "-p", "timeout", "--timeout", "120", "-p", "no:logging", "-p", "no:randomly", "-rR")
+    result = run("-p", "rerunfailures", "--reruns", "1", "-p", "timeout", "--timeout", "120",
+                 "-p", "no:logging", "-p", "no:randomly", "-rR")
     assert result.parseoutcomes() == {"passed": 5, "rerun": 1}
     result.stdout.fnmatch_lines(["RERUN test_flaky.py::test_flaky_budget"])
 
@@ -114,42 +124,53 @@ def test_flaky(tmp_path_factory):
 FLAKY_IDLE = FAILS_ITS_FIRST_ATTEMPT.format(first="")
 
 
-def test_a_rerun_idle_test_carries_its_counts_once(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_rerun_idle_test_carries_its_counts_once(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     # While idle the counts go on the item, which every attempt of a rerun shares.
     pytest.importorskip("pytest_rerunfailures")
     pytester.makepyfile(test_flaky=FLAKY_IDLE)
-    result = run("-p", "rerunfailures", "--reruns", "1", "-p", "no:randomly", "--max-recompiles=0", "--junitxml=junit.xml")
+    result = run("-p", "rerunfailures", "--reruns", "1", "-p", "no:randomly", "--max-recompiles=0",
+                 "--junitxml=junit.xml")
     assert result.parseoutcomes() == {"passed": 1, "rerun": 1}
-    attempts = list(ElementTree.parse(pytester.path / "junit.xml").iter("testcase"))  # junitxml writes one per attempt
+    # junitxml writes one per attempt
+    attempts = list(ElementTree.parse(pytester.path / "junit.xml").iter("testcase"))
     assert len(attempts) == 2
     for case in attempts:
         assert [prop.get("name") for prop in case.iter("property")] == list(with_health_counts(
             {"compiles": 0, "recompiles": 0, "graph_breaks": 0}, "nocompile_"))
 
 
-FLAKY_LATE_IMPORT = FAILS_ITS_FIRST_ATTEMPT.format(first="    import torch\n    torch.compile(lambda x: x + 1, backend='eager')(torch.ones(1))\n")
+FLAKY_LATE_IMPORT = FAILS_ITS_FIRST_ATTEMPT.format(
+    first="    import torch\n    torch.compile(lambda x: x + 1, backend='eager')(torch.ones(1))\n")
 
 
-def test_a_rerun_first_attempt_that_imports_torch_is_watched_from_the_arrival(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_rerun_first_attempt_that_imports_torch_is_watched_from_the_arrival(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     # dynamo arrives in the first attempt's call: that attempt is watched from there, the second
     # (after the isolating reset, a first compile again) from its setup.
     pytest.importorskip("pytest_rerunfailures")
     pytester.makepyfile(test_flaky=FLAKY_LATE_IMPORT)
-    result = run("-p", "rerunfailures", "--reruns", "1", "-p", "no:randomly", "--max-recompiles=0", "--junitxml=junit.xml")
+    result = run("-p", "rerunfailures", "--reruns", "1", "-p", "no:randomly", "--max-recompiles=0",
+                 "--junitxml=junit.xml")
     assert result.parseoutcomes() == {"passed": 1, "rerun": 1}
     attempts = list(ElementTree.parse(pytester.path / "junit.xml").iter("testcase"))
-    properties = list(with_health_counts({"compiles": 1, "recompiles": 0, "graph_breaks": 0}, "nocompile_", as_text=True).items())
-    assert [[(prop.get("name"), prop.get("value")) for prop in case.iter("property")] for case in attempts] == [properties, properties]
+    properties = list(with_health_counts({"compiles": 1, "recompiles": 0, "graph_breaks": 0},
+                                         "nocompile_", as_text=True).items())
+    assert [[(prop.get("name"), prop.get("value")) for prop in case.iter("property")]
+            for case in attempts] == [properties, properties]
 
 def test_random_order_gives_identical_counts(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytest.importorskip("pytest_randomly")
-    pytester.makepyfile(test_counted=COUNTED, test_also=RECOMPILE_ONCE + "\ndef test_once(nocompile_recompiles):\n    recompile_once()\n")
+    pytester.makepyfile(
+        test_counted=COUNTED,
+        test_also=RECOMPILE_ONCE + "\ndef test_once(nocompile_recompiles):\n    recompile_once()\n")
     counts = []
     for seed in ("1", "2", "3"):
         run("-p", "randomly", "-p", "no:logging", "--randomly-seed", seed,
             f"--nocompile-json=report-{seed}.json").assert_outcomes(passed=5)
         tests = json.loads((pytester.path / f"report-{seed}.json").read_text())["tests"]
-        counts.append({entry["nodeid"]: (entry["compiles"], entry["recompiles"]) for entry in tests})
+        counts.append({entry["nodeid"]: (entry["compiles"], entry["recompiles"])
+                       for entry in tests})
     orders = [list(count) for count in counts]
     assert orders[0] != orders[1] or orders[0] != orders[2], "the seeds should shuffle the order"
     assert counts[0] == counts[1] == counts[2]
@@ -173,17 +194,22 @@ def test_recompiles_after_it():
 """
 
 
-@pytest.mark.parametrize("marker", ["", "pytestmark = pytest.mark.max_recompiles(0)"], ids=["run-wide budget only", "module marker"])
-def test_a_test_that_imports_torch_is_watched_from_dynamos_arrival(pytester: pytest.Pytester, run: RunPytest, marker: str) -> None:
+@pytest.mark.parametrize("marker", ["", "pytestmark = pytest.mark.max_recompiles(0)"],
+                         ids=["run-wide budget only", "module marker"])
+def test_a_test_that_imports_torch_is_watched_from_dynamos_arrival(
+        pytester: pytest.Pytester, run: RunPytest, marker: str) -> None:
     # Without markers no per-test hook runs until dynamo is imported (the idle watcher);
     # with one, the watcher runs from the start and waits. Both must count from the arrival on.
     pytester.makepyfile(test_late=LATE_IMPORT.format(marker=marker))
-    result = run("-p", "no:randomly", "--max-recompiles=0", "--nocompile-json=report.json", "-W", "error")
+    result = run("-p", "no:randomly", "--max-recompiles=0", "--nocompile-json=report.json",
+                 "-W", "error")
     result.assert_outcomes(passed=2, failed=1)
     source = "marker on module test_late.py" if marker else "from --max-recompiles"
-    expect_lines(result, ["*_ test_recompiles_after_it _*", f"1 recompile > max_recompiles(0) ({source})"])
+    expect_lines(result, ["*_ test_recompiles_after_it _*",
+                          f"1 recompile > max_recompiles(0) ({source})"])
     tests = json.loads((pytester.path / "report.json").read_text())["tests"]
-    assert [(entry["nodeid"].split("::")[1], entry["outcome"], entry["compiles"], entry["recompiles"], entry["verdict"]) for entry in tests] == [
+    assert [(entry["nodeid"].split("::")[1], entry["outcome"], entry["compiles"],
+             entry["recompiles"], entry["verdict"]) for entry in tests] == [
         ("test_plain", "passed", 0, 0, "within budget"),
         ("test_imports_torch_itself", "passed", 1, 0, "within budget"),
         ("test_recompiles_after_it", "failed", 2, 1, "over budget"),
@@ -195,7 +221,8 @@ import sys
 
 def test_imports_dynamo_past_the_hook():
     # What a custom importer would do: load dynamo where no meta path finder sees it.
-    sys.meta_path[:] = [finder for finder in sys.meta_path if type(finder).__name__ != "_ArrivalFinder"]
+    sys.meta_path[:] = [finder for finder in sys.meta_path
+                        if type(finder).__name__ != "_ArrivalFinder"]
     import torch
     torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
 
@@ -207,40 +234,49 @@ def test_after_it():
 """
 
 
-def test_dynamo_imported_past_the_hook_is_warned_about_and_watched_after(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_dynamo_imported_past_the_hook_is_warned_about_and_watched_after(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_bypass=BYPASSES_THE_IMPORT_HOOK)
     result = run("-p", "no:randomly", "--max-recompiles=0")
     result.assert_outcomes(passed=1, failed=1, warnings=1)
     result.stdout.fnmatch_lines([
-        "*CaptureLostWarning: torch._dynamo was first imported inside test_bypass.py::test_imports_dynamo_past_the_hook "
-        "past pytest-nocompile's import hook, so its compiles were not watched; import torch._dynamo at module level "
+        "*CaptureLostWarning: torch._dynamo was first imported inside "
+        "test_bypass.py::test_imports_dynamo_past_the_hook "
+        "past pytest-nocompile's import hook, so its compiles were not watched; "
+        "import torch._dynamo at module level "
         "(or in a conftest) to watch it",
     ])
-    expect_lines(result, ["*_ test_after_it _*", "1 recompile > max_recompiles(0) (from --max-recompiles)"])
+    expect_lines(result, ["*_ test_after_it _*",
+                          "1 recompile > max_recompiles(0) (from --max-recompiles)"])
 
 
-def test_that_warning_under_w_error_is_an_error_of_that_test(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_that_warning_under_w_error_is_an_error_of_that_test(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     # The idle watcher warns from the teardown hook: as an error it must fail that
     # test's teardown, never the run (INTERNALERROR).
     pytester.makepyfile(test_bypass=BYPASSES_THE_IMPORT_HOOK)
-    result = run("-p", "no:randomly", "--max-recompiles=0", "-W", "error::pytest_nocompile.plugin.CaptureLostWarning")
+    result = run("-p", "no:randomly", "--max-recompiles=0",
+                 "-W", "error::pytest_nocompile.plugin.CaptureLostWarning")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=1, failed=1, errors=1)
     result.stdout.fnmatch_lines([
         "*_ ERROR at teardown of test_imports_dynamo_past_the_hook _*",
-        "E   *CaptureLostWarning: torch._dynamo was first imported inside test_bypass.py::test_imports_dynamo_past_the_hook *",
+        "E   *CaptureLostWarning: torch._dynamo was first imported inside "
+        "test_bypass.py::test_imports_dynamo_past_the_hook *",
     ])
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
 
 
 # Marker arguments and option values no user should be able to crash the run with.
-ARGUMENTS = ["0", "3", "None", "-1", "1.5", "'0'", "True", "[]", "{}", "object()", "float('nan')", "10**30"]
+ARGUMENTS = ["0", "3", "None", "-1", "1.5", "'0'", "True", "[]", "{}", "object()", "float('nan')",
+             "10**30"]
 KEYWORDS = ["", ", isolate=False", ", strict=True", ", isolate='no'", ", exact=True", ", **{'': 1}"]
 
 
 def test_no_marker_input_gives_internalerror(pytester: pytest.Pytester, run: RunPytest) -> None:
     body = ["import pytest", ""]
-    cases = list(itertools.product(["max_recompiles", "max_graph_breaks"], ARGUMENTS + ["", "0, 1"], KEYWORDS))
+    cases = list(itertools.product(["max_recompiles", "max_graph_breaks"], ARGUMENTS + ["", "0, 1"],
+                                   KEYWORDS))
     for index, (marker, argument, keyword) in enumerate(cases):
         arguments = (argument + keyword).lstrip(", ")
         body += [f"@pytest.mark.{marker}({arguments})", f"def test_{index}():", "    pass", ""]
@@ -255,7 +291,8 @@ def test_no_marker_input_gives_internalerror(pytester: pytest.Pytester, run: Run
 
 
 @pytest.mark.parametrize("value", ["0", "7", "-1", "x", "", "1e3", "0x10", "  2  ", "١"])
-def test_no_option_value_gives_internalerror(pytester: pytest.Pytester, run: RunPytest, value: str) -> None:
+def test_no_option_value_gives_internalerror(
+        pytester: pytest.Pytester, run: RunPytest, value: str) -> None:
     pytester.makepyfile("def test_a(): pass")
     for args in ([f"--max-recompiles={value}"], [f"--max-graph-breaks={value}"]):
         result = run(*args)
@@ -267,9 +304,12 @@ def test_no_option_value_gives_internalerror(pytester: pytest.Pytester, run: Run
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
-@pytest.mark.parametrize("compiled_before", [False, True], ids=["fresh process", "compiled before the tests"])
-def test_reset_is_skipped_only_when_nothing_compiled_since(pytester: pytest.Pytester, run: RunPytest, compiled_before: bool) -> None:
-    compile_first = 'torch.compile(lambda x: x - 1, backend="eager")(torch.ones(1))' if compiled_before else ""
+@pytest.mark.parametrize("compiled_before", [False, True],
+                         ids=["fresh process", "compiled before the tests"])
+def test_reset_is_skipped_only_when_nothing_compiled_since(
+        pytester: pytest.Pytester, run: RunPytest, compiled_before: bool) -> None:
+    compile_first = ('torch.compile(lambda x: x - 1, backend="eager")(torch.ones(1))'
+                     if compiled_before else "")
     pytester.makeconftest(f'''
         import torch, torch._dynamo
 
@@ -301,12 +341,15 @@ def test_reset_is_skipped_only_when_nothing_compiled_since(pytester: pytest.Pyte
     # process the caches are empty: torch 2.11's reset would import inductor for
     # nothing); the other four non-compiling tests need not; each test after a
     # compiling one must (the first compiling test follows a clean cache).
-    resets = (pytester.path / "resets.txt").read_text().count("reset") if (pytester.path / "resets.txt").exists() else 0
+    resets = ((pytester.path / "resets.txt").read_text().count("reset")
+              if (pytester.path / "resets.txt").exists() else 0)
     assert resets == (1 if compiled_before else 0) + 2
 
 
-@pytest.mark.fresh_interpreter("checks that the inner run never imports torch: a forked run finds it imported")
-def test_tests_that_never_import_torch_do_not_import_it(pytester: pytest.Pytester, run: RunPytest) -> None:
+@pytest.mark.fresh_interpreter(
+    "checks that the inner run never imports torch: a forked run finds it imported")
+def test_tests_that_never_import_torch_do_not_import_it(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_plain='''
         import sys
 
@@ -323,7 +366,10 @@ def test_tests_that_never_import_torch_do_not_import_it(pytester: pytest.Pyteste
             import torch
             torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
     ''')
-    result = run("-p", "no:randomly", "--max-recompiles=0", "--nocompile-json=report.json", "test_plain.py", "test_late_import.py")
-    result.assert_outcomes(passed=3)  # no warning: dynamo's arrival started capture in the test that imported it
+    result = run("-p", "no:randomly", "--max-recompiles=0", "--nocompile-json=report.json",
+                 "test_plain.py", "test_late_import.py")
+    # no warning: dynamo's arrival started capture in the test that imported it
+    result.assert_outcomes(passed=3)
     tests = json.loads((pytester.path / "report.json").read_text())["tests"]
-    assert [(entry["nodeid"], entry["compiles"]) for entry in tests][-1] == ("test_late_import.py::test_imports_torch_itself", 1)
+    assert [(entry["nodeid"], entry["compiles"]) for entry in tests][-1] == (
+        "test_late_import.py::test_imports_torch_itself", 1)

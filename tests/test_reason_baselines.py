@@ -1,4 +1,5 @@
-"""Baselines gate on why: a new reason with the same count fails, per torch version, across shards (issue 30)."""
+"""Baselines gate on why: a new reason with the same count fails, per torch version, across shards
+(issue 30)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 from nocompile_testing import PRINT_BREAK_REASON, TORCH, RunPytest, expect_lines
 
 MINOR = f"{TORCH[0]}.{TORCH[1]}"
-# Set by scripts/torch_matrix.py --baseline PATH: one file that every torch of the matrix saves into and compares with.
+# Set by scripts/torch_matrix.py --baseline PATH: one file that every torch of the matrix saves into
+# and compares with.
 MATRIX_BASELINE = "NOCOMPILE_MATRIX_BASELINE"
 
 STEP = '''
@@ -37,7 +39,8 @@ def _saved(pytester: pytest.Pytester, name: str = "baseline.json") -> Any:
     return json.loads((pytester.path / name).read_text())
 
 
-def test_a_new_guard_class_with_the_same_count_fails_and_saving_again_clears_it(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_new_guard_class_with_the_same_count_fails_and_saving_again_clears_it(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_step=STEP.format(first=2, second=3))
     run("--nocompile-save=baseline.json").assert_outcomes(passed=2)
     assert _saved(pytester)["torch"][MINOR]["test_step.py::test_step"]["reasons"] == [
@@ -53,27 +56,34 @@ def test_a_new_guard_class_with_the_same_count_fails_and_saving_again_clears_it(
         "test_step.py::test_step: new reason: recompile scale (test_step.py): python float n",
         "    recompiled scale (test_step.py:3): guard failed: 0/0: n == 0.5",
         "        triggered by: test_step.py:9 in test_step: f(torch.ones(2), n)",
-        "        usual fix: n is a Python float that changes (a scheduled learning rate): hold it in a tensor, e.g. torch.tensor(0.01)",
+        "        usual fix: n is a Python float that changes (a scheduled learning rate): "
+        "hold it in a tensor, e.g. torch.tensor(0.01)",
         "test_step.py::test_step: reason gone: recompile scale (test_step.py): python int n",
     ])
     assert result.outlines[-1] == ("nocompile: run FAILED (exit code 1) though every test passed: "
-                                   "1 new reason against the baseline baseline.json, in 1 test (listed above)")
+                                   "1 new reason against the baseline baseline.json, "
+                                   "in 1 test (listed above)")
     # Saving again is the update: the same code then compares clean.
     run("--nocompile-save=baseline.json").assert_outcomes(passed=2)
     result = run("-p", "no:logging", "--nocompile-compare=baseline.json")
     assert result.ret == pytest.ExitCode.OK
-    expect_lines(result, ["*= nocompile baseline baseline.json =*", f"compared with the entries for torch {MINOR}", "no change against the baseline"])
+    expect_lines(result, ["*= nocompile baseline baseline.json =*",
+                          f"compared with the entries for torch {MINOR}",
+                          "no change against the baseline"])
 
 
-def test_a_moved_line_and_a_new_value_make_no_reason_new(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_moved_line_and_a_new_value_make_no_reason_new(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_step=STEP.format(first=0.5, second=0.25))
     run("--nocompile-save=baseline.json").assert_outcomes(passed=2)
-    # Three lines pushed down, other floats: the same function recompiles on the same class of guard.
-    pytester.makepyfile(test_step="# moved\n# down\n# by three\n" + STEP.format(first=0.125, second=0.75))
+    # Three lines pushed down, other floats: the same function recompiles on the same class of
+    # guard.
+    pytester.makepyfile(
+        test_step="# moved\n# down\n# by three\n" + STEP.format(first=0.125, second=0.75))
     result = run("-p", "no:logging", "--nocompile-compare=baseline.json")
     assert result.ret == pytest.ExitCode.OK
-    expect_lines(result, [f"compared with the entries for torch {MINOR}", "no change against the baseline"])
-
+    expect_lines(result, [f"compared with the entries for torch {MINOR}",
+                          "no change against the baseline"])
 
 BREAKING = '''
 import torch
@@ -88,8 +98,10 @@ def test_breaks():
 '''
 
 
-@pytest.mark.skipif(TORCH < (2, 6), reason="torch 2.4 and 2.5 log a graph break without its reason: every kind reads the same")
-def test_a_graph_break_of_another_kind_with_the_same_count_is_new(pytester: pytest.Pytester, run: RunPytest) -> None:
+@pytest.mark.skipif(TORCH < (2, 6), reason="torch 2.4 and 2.5 log a graph break without its "
+                                           "reason: every kind reads the same")
+def test_a_graph_break_of_another_kind_with_the_same_count_is_new(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_breaks=BREAKING.format(breaker='print("side effect")'))
     run("--nocompile-save=baseline.json").assert_outcomes(passed=1)
     pytester.makepyfile(test_breaks=BREAKING.format(breaker="torch._dynamo.graph_break()"))
@@ -105,68 +117,90 @@ def test_a_graph_break_of_another_kind_with_the_same_count_is_new(pytester: pyte
     assert "graph breaks rose" not in result.stdout.str()  # one graph break, as before
 
 
-def test_one_file_keeps_each_torch_versions_entries(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_one_file_keeps_each_torch_versions_entries(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     """Saving on this torch adds its entries and keeps the other versions'; a compare reads its own.
 
-    Run through ``scripts/torch_matrix.py --baseline PATH``, every torch of the matrix saves into and reads the one file at PATH.
+    Run through ``scripts/torch_matrix.py --baseline PATH``, every torch of the matrix saves into
+    and reads the one file at PATH.
     """
     shared = os.environ.get(MATRIX_BASELINE)
     path = Path(shared) if shared else pytester.path / "baseline.json"
     if not shared:  # an entry as another torch wrote it
-        path.write_text(json.dumps({"format": "pytest-nocompile-baseline/2",
-                                    "torch": {"2.99": {"test_step.py::test_step": {"compiles": 5, "recompiles": 4, "graph_breaks": 0,
-                                                                                   "reasons": ["recompile scale (test_step.py): python bool n"]}}}}))
+        path.write_text(json.dumps({"format": "pytest-nocompile-baseline/2", "torch": {"2.99": {
+            "test_step.py::test_step": {
+                "compiles": 5, "recompiles": 4, "graph_breaks": 0,
+                "reasons": ["recompile scale (test_step.py): python bool n"]},
+        }}}))
     before = json.loads(path.read_text())["torch"] if path.exists() else {}
     pytester.makepyfile(test_step=STEP.format(first=2, second=3))
     run(f"--nocompile-save={path}").assert_outcomes(passed=2)
     after = json.loads(path.read_text())["torch"]
-    assert {minor: entries for minor, entries in after.items() if minor != MINOR} == {minor: entries for minor, entries in before.items() if minor != MINOR}
-    assert after[MINOR]["test_step.py::test_step"]["reasons"] == ["recompile scale (test_step.py): python int n"]
+    assert {minor: entries for minor, entries in after.items() if minor != MINOR} == {
+        minor: entries for minor, entries in before.items() if minor != MINOR}
+    assert after[MINOR]["test_step.py::test_step"]["reasons"] == [
+        "recompile scale (test_step.py): python int n"]
     result = run("-p", "no:logging", f"--nocompile-compare={path}")
     assert result.ret == pytest.ExitCode.OK
-    expect_lines(result, [f"compared with the entries for torch {MINOR}", "no change against the baseline"])
+    expect_lines(result, [f"compared with the entries for torch {MINOR}",
+                          "no change against the baseline"])
 
 
-def test_a_torch_without_entries_compares_with_the_nearest_older(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_torch_without_entries_compares_with_the_nearest_older(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     older, newer = f"{TORCH[0]}.{TORCH[1] - 1}", f"{TORCH[0]}.{TORCH[1] + 1}"
-    entry = {"compiles": 2, "recompiles": 1, "graph_breaks": 0, "reasons": ["recompile scale (test_step.py): python int n"]}
-    (pytester.path / "baseline.json").write_text(json.dumps({"format": "pytest-nocompile-baseline/2", "torch": {
-        older: {"test_step.py::test_step": entry, "test_step.py::test_quiet": {**entry, "compiles": 1, "recompiles": 0, "reasons": []}},
-        newer: {"test_step.py::test_step": {**entry, "reasons": ["recompile scale (test_step.py): python float n"]}},
+    entry = {"compiles": 2, "recompiles": 1, "graph_breaks": 0,
+             "reasons": ["recompile scale (test_step.py): python int n"]}
+    (pytester.path / "baseline.json").write_text(json.dumps({
+        "format": "pytest-nocompile-baseline/2", "torch": {
+        older: {"test_step.py::test_step": entry, "test_step.py::test_quiet": {
+            **entry, "compiles": 1, "recompiles": 0, "reasons": []}},
+        newer: {"test_step.py::test_step": {
+            **entry, "reasons": ["recompile scale (test_step.py): python float n"]}},
     }}))
     pytester.makepyfile(test_step=STEP.format(first=2, second=3))
     result = run("-p", "no:logging", "--nocompile-compare=baseline.json")
     assert result.ret == pytest.ExitCode.OK
-    expect_lines(result, [f"no entries for torch {MINOR}: compared with torch {older}'s, the nearest older", "no change against the baseline"])
-    (pytester.path / "baseline.json").write_text(json.dumps({"format": "pytest-nocompile-baseline/2", "torch": {
+    expect_lines(result, [
+        f"no entries for torch {MINOR}: compared with torch {older}'s, the nearest older",
+        "no change against the baseline"])
+    (pytester.path / "baseline.json").write_text(json.dumps({
+        "format": "pytest-nocompile-baseline/2", "torch": {
         newer: {"test_step.py::test_step": entry}}}))
     result = run("-p", "no:logging", "--nocompile-compare=baseline.json")
-    expect_lines(result, [f"no entries for torch {MINOR} or older: compared with torch {newer}'s, the nearest newer"])
+    expect_lines(result, [
+        f"no entries for torch {MINOR} or older: compared with torch {newer}'s, the nearest newer"])
 
 
 def _merge(pytester: pytest.Pytester, *arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest_nocompile", "merge", *arguments], cwd=pytester.path, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-m", "pytest_nocompile", "merge", *arguments],
+                          cwd=pytester.path, capture_output=True, text=True, timeout=120)
 
 
-def test_shards_merge_into_one_baseline_and_each_compares_clean(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_shards_merge_into_one_baseline_and_each_compares_clean(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_step=STEP.format(first=2, second=3))
-    run("--nocompile-save=shard-1.json", "-k", "not test_quiet").assert_outcomes(passed=1, deselected=1)
+    run("--nocompile-save=shard-1.json",
+        "-k", "not test_quiet").assert_outcomes(passed=1, deselected=1)
     run("--nocompile-save=shard-2.json", "-k", "test_quiet").assert_outcomes(passed=1, deselected=1)
     merged = _merge(pytester, "baseline.json", "shard-1.json", "shard-2.json")
-    assert (merged.returncode, merged.stdout, merged.stderr) == (0, f"merged 2 files into baseline.json (torch {MINOR}: 2 tests)\n", "")
-    assert sorted(_saved(pytester)["torch"][MINOR]) == ["test_step.py::test_quiet", "test_step.py::test_step"]
+    assert (merged.returncode, merged.stdout, merged.stderr) == (
+        0, f"merged 2 files into baseline.json (torch {MINOR}: 2 tests)\n", "")
+    assert sorted(_saved(pytester)["torch"][MINOR]) == ["test_step.py::test_quiet",
+                                                        "test_step.py::test_step"]
     for shard in ("not test_quiet", "test_quiet"):
         result = run("-p", "no:logging", "--nocompile-compare=baseline.json", "-k", shard)
         assert result.ret == pytest.ExitCode.OK
         # The other shard's test is one count, nothing more.
         expect_lines(result, [
             f"compared with the entries for torch {MINOR}",
-            "1 test of the baseline did not run here (deselected, not collected, run by another shard, or removed): not compared",
+            "1 test of the baseline did not run here (deselected, not collected, "
+            "run by another shard, or removed): not compared",
         ])
 
 
-def test_shards_that_disagree_on_a_test_fail_the_merge_naming_it(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_shards_that_disagree_on_a_test_fail_the_merge_naming_it(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_step=STEP.format(first=2, second=3))
     run("--nocompile-save=shard-1.json").assert_outcomes(passed=2)
     run("--nocompile-json=report-1.json").assert_outcomes(passed=2)
@@ -175,31 +209,42 @@ def test_shards_that_disagree_on_a_test_fail_the_merge_naming_it(pytester: pytes
     run("--nocompile-json=report-2.json").assert_outcomes(passed=2)
     merged = _merge(pytester, "baseline.json", "shard-1.json", "shard-2.json")
     assert merged.returncode == 1
-    assert merged.stderr == (f"pytest-nocompile merge: test_step.py::test_step: shards disagree on torch {MINOR}: shard-1.json has compiles 2, "
-                             "recompiles 1, graph breaks 0, cudagraph rerecords 0, cudagraph skips 0; reasons: recompile scale (test_step.py): "
-                             "python int n, shard-2.json has compiles 1, recompiles 0, graph breaks 0, cudagraph rerecords 0, cudagraph skips 0; "
+    assert merged.stderr == ("pytest-nocompile merge: test_step.py::test_step: "
+                             f"shards disagree on torch {MINOR}: shard-1.json has compiles 2, "
+                             "recompiles 1, graph breaks 0, cudagraph rerecords 0, "
+                             "cudagraph skips 0; reasons: recompile scale (test_step.py): "
+                             "python int n, shard-2.json has compiles 1, recompiles 0, "
+                             "graph breaks 0, cudagraph rerecords 0, cudagraph skips 0; "
                              "no reasons\n")
     assert not (pytester.path / "baseline.json").exists()
     merged = _merge(pytester, "report.json", "report-1.json", "report-2.json")
     assert merged.returncode == 1
-    assert merged.stderr.startswith("pytest-nocompile merge: test_step.py::test_step: shards disagree: report-1.json has compiles 2, ")
+    assert merged.stderr.startswith("pytest-nocompile merge: test_step.py::test_step: "
+                                    "shards disagree: report-1.json has compiles 2, ")
     # Reports of shards that agree merge into one report.
     merged = _merge(pytester, "report.json", "report-1.json", "report-1.json")
     assert (merged.returncode, merged.stdout) == (0, "merged 2 files into report.json (2 tests)\n")
-    assert [test["nodeid"] for test in _saved(pytester, "report.json")["tests"]] == ["test_step.py::test_quiet", "test_step.py::test_step"]
+    assert [test["nodeid"] for test in _saved(pytester, "report.json")["tests"]] == [
+        "test_step.py::test_quiet", "test_step.py::test_step"]
 
 
 def test_merge_refuses_what_it_cannot_merge(pytester: pytest.Pytester) -> None:
-    (pytester.path / "base.json").write_text(json.dumps({"format": "pytest-nocompile-baseline/2", "torch": {}}))
-    (pytester.path / "report.json").write_text(json.dumps({"format": "pytest-nocompile-report/1", "tests": []}))
+    (pytester.path / "base.json").write_text(
+        json.dumps({"format": "pytest-nocompile-baseline/2", "torch": {}}))
+    (pytester.path / "report.json").write_text(
+        json.dumps({"format": "pytest-nocompile-report/1", "tests": []}))
     (pytester.path / "other.json").write_text(json.dumps({"format": "something-else"}))
     mixed = _merge(pytester, "out.json", "base.json", "report.json")
-    assert (mixed.returncode, mixed.stderr) == (1, "pytest-nocompile merge: cannot merge files of different formats (pytest-nocompile-baseline/2, "
-                                                   "pytest-nocompile-report/1): give baselines or reports, not both\n")
+    assert (mixed.returncode, mixed.stderr) == (
+        1, "pytest-nocompile merge: cannot merge files of different formats "
+           "(pytest-nocompile-baseline/2, pytest-nocompile-report/1): "
+           "give baselines or reports, not both\n")
     other = _merge(pytester, "out.json", "other.json")
-    assert other.returncode == 1 and "other.json is neither a pytest-nocompile baseline" in other.stderr
+    assert (other.returncode == 1
+            and "other.json is neither a pytest-nocompile baseline" in other.stderr)
     missing = _merge(pytester, "out.json", "missing.json")
-    assert missing.returncode == 1 and missing.stderr.startswith("pytest-nocompile merge: cannot read missing.json: ")
+    assert (missing.returncode == 1
+            and missing.stderr.startswith("pytest-nocompile merge: cannot read missing.json: "))
     usage = _merge(pytester, "out.json")
     assert usage.returncode == 2 and "the following arguments are required: IN" in usage.stderr
 

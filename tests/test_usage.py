@@ -1,4 +1,5 @@
-"""How the marker behaves for users: bad input, scopes, xfail/skip/parametrize, real failures, strictness."""
+"""How the marker behaves for users: bad input, scopes, xfail/skip/parametrize, real failures,
+strictness."""
 
 from __future__ import annotations
 
@@ -8,26 +9,40 @@ import pytest
 
 from nocompile_testing import RECOMPILE_ONCE, RunPytest, expect_lines
 
-ACCEPTED = "use @pytest.mark.max_recompiles(N), N an int >= 0 or None, with optional isolate=True/False and strict=True/False"
+ACCEPTED = ("use @pytest.mark.max_recompiles(N), N an int >= 0 or None, "
+            "with optional isolate=True/False and strict=True/False")
 
 BAD_MARKERS = {
-    "test_no_argument": ("max_recompiles()", "max_recompiles(): expected exactly one positional N, got 0"),
+    "test_no_argument": ("max_recompiles()",
+                         "max_recompiles(): expected exactly one positional N, got 0"),
     "test_negative": ("max_recompiles(-1)", "max_recompiles(-1): expected an int >= 0, got -1"),
-    "test_float": ("max_recompiles(1.5)", "max_recompiles(1.5): expected an int >= 0, got 1.5 (float)"),
-    "test_string": ('max_recompiles("0")', "max_recompiles('0'): expected an int >= 0, got '0' (str)"),
-    "test_bool": ("max_recompiles(True)", "max_recompiles(True): expected an int >= 0, got True (bool)"),
-    # Equal to the good marker's 0 (and hashed alike): a plan shared by equal markers must not hide them.
-    "test_false": ("max_recompiles(False)", "max_recompiles(False): expected an int >= 0, got False (bool)"),
-    "test_zero_float": ("max_recompiles(0.0)", "max_recompiles(0.0): expected an int >= 0, got 0.0 (float)"),
-    "test_extra_positional": ("max_recompiles(0, 1)", "max_recompiles(0, 1): expected exactly one positional N, got 2"),
-    "test_unknown_keyword": ("max_recompiles(0, limit=3)", "max_recompiles(0, limit=3): unknown keyword limit"),
-    "test_bad_isolate": ('max_recompiles(0, isolate="no")', "max_recompiles(0, isolate='no'): isolate must be True or False, got 'no'"),
+    "test_float": ("max_recompiles(1.5)",
+                   "max_recompiles(1.5): expected an int >= 0, got 1.5 (float)"),
+    "test_string": ('max_recompiles("0")',
+                    "max_recompiles('0'): expected an int >= 0, got '0' (str)"),
+    "test_bool": ("max_recompiles(True)",
+                  "max_recompiles(True): expected an int >= 0, got True (bool)"),
+    # Equal to the good marker's 0 (and hashed alike): a plan shared by equal markers must not hide
+    # them.
+    "test_false": ("max_recompiles(False)",
+                   "max_recompiles(False): expected an int >= 0, got False (bool)"),
+    "test_zero_float": ("max_recompiles(0.0)",
+                        "max_recompiles(0.0): expected an int >= 0, got 0.0 (float)"),
+    "test_extra_positional": ("max_recompiles(0, 1)",
+                              "max_recompiles(0, 1): expected exactly one positional N, got 2"),
+    "test_unknown_keyword": ("max_recompiles(0, limit=3)",
+                             "max_recompiles(0, limit=3): unknown keyword limit"),
+    "test_bad_isolate": (
+        'max_recompiles(0, isolate="no")',
+        "max_recompiles(0, isolate='no'): isolate must be True or False, got 'no'"),
 }
 ACCEPTED_GRAPH_BREAKS = ("use @pytest.mark.max_graph_breaks(N), N an int >= 0 or None, "
                          "with optional user_only=True/False")
 BAD_GRAPH_BREAK_MARKERS = {
-    "test_breaks_negative": ("max_graph_breaks(-2)", "max_graph_breaks(-2): expected an int >= 0, got -2"),
-    "test_breaks_keyword": ("max_graph_breaks(0, strict=True)", "max_graph_breaks(0, strict=True): unknown keyword strict"),
+    "test_breaks_negative": ("max_graph_breaks(-2)",
+                             "max_graph_breaks(-2): expected an int >= 0, got -2"),
+    "test_breaks_keyword": ("max_graph_breaks(0, strict=True)",
+                            "max_graph_breaks(0, strict=True): unknown keyword strict"),
     "test_breaks_user_only": ('max_graph_breaks(0, user_only="yes")',
                               "max_graph_breaks(0, user_only='yes'): "
                               "user_only must be True or False, got 'yes'"),
@@ -36,8 +51,10 @@ BAD_GRAPH_BREAK_MARKERS = {
 }
 
 
-def test_bad_marker_input_is_an_error_of_that_test_naming_it(pytester: pytest.Pytester, run: RunPytest) -> None:
-    body = ["import pytest", "", "@pytest.mark.max_recompiles(0)", "def test_good_first():", "    pass", ""]
+def test_bad_marker_input_is_an_error_of_that_test_naming_it(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    body = ["import pytest", "", "@pytest.mark.max_recompiles(0)", "def test_good_first():",
+            "    pass", ""]
     for name, (marker, _) in {**BAD_MARKERS, **BAD_GRAPH_BREAK_MARKERS}.items():
         body += [f"@pytest.mark.{marker}", f"def {name}():", "    pass", ""]
     body += ["@pytest.mark.max_recompiles(0)", "def test_good():", "    pass"]
@@ -47,38 +64,52 @@ def test_bad_marker_input_is_an_error_of_that_test_naming_it(pytester: pytest.Py
     assert "INTERNALERROR" not in result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     for name, (_, problem) in BAD_MARKERS.items():
-        expect_lines(result, [f"*ERROR at setup of {name}*", f"invalid max_recompiles marker on test_bad.py::{name}: {problem}; {ACCEPTED}"])
+        expect_lines(result, [
+            f"*ERROR at setup of {name}*",
+            f"invalid max_recompiles marker on test_bad.py::{name}: {problem}; {ACCEPTED}"])
     for name, (_, problem) in BAD_GRAPH_BREAK_MARKERS.items():
-        expect_lines(result, [f"*ERROR at setup of {name}*", f"invalid max_graph_breaks marker on test_bad.py::{name}: {problem}; {ACCEPTED_GRAPH_BREAKS}"])
+        expect_lines(result, [
+            f"*ERROR at setup of {name}*",
+            f"invalid max_graph_breaks marker on test_bad.py::{name}: {problem}; "
+            f"{ACCEPTED_GRAPH_BREAKS}"])
 
 
 BAD_CONTRACT_MARKERS = {
-    "test_dims_positional": ('dynamic_dims("x")', "dynamic_dims('x'): name each argument with its dims, positional arguments are not accepted"),
-    "test_dims_negative": ("dynamic_dims(x=-1)", "dynamic_dims(x=-1): x=-1 is not a dim or a tuple of dims (ints >= 0)"),
+    "test_dims_positional": ('dynamic_dims("x")',
+                             "dynamic_dims('x'): name each argument with its dims, "
+                             "positional arguments are not accepted"),
+    "test_dims_negative": ("dynamic_dims(x=-1)",
+                           "dynamic_dims(x=-1): x=-1 is not a dim or a tuple of dims (ints >= 0)"),
     "test_dims_flag": ('dynamic_dims(x=0, framework_specialisation="yes")',
-                       "dynamic_dims(x=0, framework_specialisation='yes'): framework_specialisation must be True or False, got 'yes'"),
+                       "dynamic_dims(x=0, framework_specialisation='yes'): "
+                       "framework_specialisation must be True or False, got 'yes'"),
     "test_ranks_argument": ("same_across_ranks(2)", "same_across_ranks(2): takes no arguments"),
 }
 ACCEPTED_CONTRACTS = {
-    "dynamic_dims": "use @pytest.mark.dynamic_dims(x=0, y=(0, 1)), each keyword an argument of the compiled function and each value a "
-                    "dim or a tuple of dims (ints >= 0), with optional framework_specialisation=True/False",
+    "dynamic_dims": "use @pytest.mark.dynamic_dims(x=0, y=(0, 1)), each keyword an argument of the "
+                    "compiled function and each value a dim or a tuple of dims (ints >= 0), "
+                    "with optional framework_specialisation=True/False",
     "same_across_ranks": "use @pytest.mark.same_across_ranks, without arguments",
 }
 
 
-def test_bad_contract_marker_is_an_error_of_that_test_naming_it(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_bad_contract_marker_is_an_error_of_that_test_naming_it(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     body = ["import pytest", ""]
     for name, (marker, _) in BAD_CONTRACT_MARKERS.items():
         body += [f"@pytest.mark.{marker}", f"def {name}():", "    pass", ""]
-    body += ["@pytest.mark.dynamic_dims(x=(0, 1))", "@pytest.mark.same_across_ranks", "def test_good():", "    pass"]
+    body += ["@pytest.mark.dynamic_dims(x=(0, 1))", "@pytest.mark.same_across_ranks",
+             "def test_good():", "    pass"]
     pytester.makepyfile(test_bad="\n".join(body))
     result = run("--strict-markers")
     result.assert_outcomes(passed=1, errors=len(BAD_CONTRACT_MARKERS))
     assert "INTERNALERROR" not in result.stdout.str()
     for name, (marker, problem) in BAD_CONTRACT_MARKERS.items():
         kind = marker.partition("(")[0]
-        result.stdout.fnmatch_lines([f"*ERROR at setup of {name}*", f"invalid {kind} marker on test_bad.py::{name}: {problem}; "
-                                     f"{ACCEPTED_CONTRACTS[kind]}"], consecutive=True)
+        result.stdout.fnmatch_lines([
+            f"*ERROR at setup of {name}*",
+            f"invalid {kind} marker on test_bad.py::{name}: {problem}; "
+            f"{ACCEPTED_CONTRACTS[kind]}"], consecutive=True)
 
 
 SCOPES = RECOMPILE_ONCE + '''
@@ -125,11 +156,16 @@ def test_marker_scopes_xfail_skip_parametrize(pytester: pytest.Pytester, run: Ru
         "FAILED test_scopes.py::TestClassBudget::test_function_marker_wins - Failed: 1*",
         "FAILED test_scopes.py::test_xfail_strict_without_recompile_is_xpass_strict*",
     ], consecutive=False)
-    expect_lines(result, ["*_ test_module_budget _*", "1 recompile > max_recompiles(0) (marker on module test_scopes.py)"])
-    expect_lines(result, ["*_ TestClassBudget.test_function_marker_wins _*", "1 recompile > max_recompiles(0) (marker on the test)"])
-    result.stdout.fnmatch_lines(["PASSED test_scopes.py::TestClassBudget::test_class_budget_allows_one"])
-    result.stdout.fnmatch_lines(["PASSED test_scopes.py::test_parametrized[[]2]", "PASSED test_scopes.py::test_parametrized[[]3]"])
-    result.stdout.fnmatch_lines(["XFAIL test_scopes.py::test_expected_recompile - recompiles by design"])
+    expect_lines(result, ["*_ test_module_budget _*",
+                          "1 recompile > max_recompiles(0) (marker on module test_scopes.py)"])
+    expect_lines(result, ["*_ TestClassBudget.test_function_marker_wins _*",
+                          "1 recompile > max_recompiles(0) (marker on the test)"])
+    result.stdout.fnmatch_lines(
+        ["PASSED test_scopes.py::TestClassBudget::test_class_budget_allows_one"])
+    result.stdout.fnmatch_lines(["PASSED test_scopes.py::test_parametrized[[]2]",
+                                 "PASSED test_scopes.py::test_parametrized[[]3]"])
+    result.stdout.fnmatch_lines(
+        ["XFAIL test_scopes.py::test_expected_recompile - recompiles by design"])
 
 
 BUDGET_SOURCES = RECOMPILE_ONCE + '''
@@ -147,16 +183,22 @@ def test_run_wide():
 '''
 
 
-def test_a_failure_says_where_its_budget_came_from(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_failure_says_where_its_budget_came_from(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_sources=BUDGET_SOURCES)
     pytester.makeini("[pytest]\nmax_recompiles = 0\n")
     result = run("-p", "no:logging")
     result.assert_outcomes(failed=3)
-    expect_lines(result, ["*_ TestStep.test_in_class _*", "1 recompile > max_recompiles(0) (marker on class TestStep)"])
-    expect_lines(result, ["*_ TestStep.test_other_kind_on_the_test _*", "1 recompile > max_recompiles(0) (marker on class TestStep)"])
-    expect_lines(result, ["*_ test_run_wide _*", "1 recompile > max_recompiles(0) (from nocompile ini key max_recompiles in tox.ini)"])
+    expect_lines(result, ["*_ TestStep.test_in_class _*",
+                          "1 recompile > max_recompiles(0) (marker on class TestStep)"])
+    expect_lines(result, ["*_ TestStep.test_other_kind_on_the_test _*",
+                          "1 recompile > max_recompiles(0) (marker on class TestStep)"])
+    expect_lines(result, [
+        "*_ test_run_wide _*",
+        "1 recompile > max_recompiles(0) (from nocompile ini key max_recompiles in tox.ini)"])
     result = run("-p", "no:logging", "-o", "max_recompiles=0", "-k", "run_wide")
-    expect_lines(result, ["*_ test_run_wide _*", "1 recompile > max_recompiles(0) (from -o max_recompiles)"])
+    expect_lines(result, ["*_ test_run_wide _*",
+                          "1 recompile > max_recompiles(0) (from -o max_recompiles)"])
 
 
 OWN_FAILURE = '''
@@ -191,7 +233,8 @@ def test_setup_shown_when_call_fails(warmed):
 '''
 
 
-def test_own_failure_is_kept_and_recompiles_go_in_a_section(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_own_failure_is_kept_and_recompiles_go_in_a_section(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_own=OWN_FAILURE)
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=1, failed=2)
@@ -206,26 +249,33 @@ def test_own_failure_is_kept_and_recompiles_go_in_a_section(pytester: pytest.Pyt
         "1 recompile > max_recompiles(0) (marker on the test)",
         "[1/1] recompiled <lambda> (test_own.py:*)",
         "    guard failed: 1/0: tensor 'x' size mismatch at index 0. expected 2, actual 3",
-        "      usual fix: compile with dynamic=True, or call torch._dynamo.mark_dynamic(x, 0) before the first call",
+        "      usual fix: compile with dynamic=True, "
+        "or call torch._dynamo.mark_dynamic(x, 0) before the first call",
         "    triggered by: test_own.py:* in test_setup_shown_when_call_fails: f(torch.ones(3))",
         "not counted (outside the call phase): 1 recompile",
         "(setup) [1/1] recompiled scale (test_own.py:*)",
         "    guard failed: 0/0: n == 2",
         "      guarded at: test_own.py:* in scale: return x * n",
         "      usual fix: n is a Python int that changes*",
-        "    triggered by: test_own.py:* in warmed: f(torch.ones(2), 3)  # a setup recompile: shown, not counted",
+        "    triggered by: test_own.py:* in warmed: f(torch.ones(2), 3)  "
+        "# a setup recompile: shown, not counted",
     ])
-    result.stdout.fnmatch_lines(["FAILED test_own.py::test_fails_for_its_own_reason - AssertionError*"])
+    result.stdout.fnmatch_lines(
+        ["FAILED test_own.py::test_fails_for_its_own_reason - AssertionError*"])
 
 
-def test_markers_are_listed_and_strict_markers_with_warnings_as_errors_are_clean(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_markers_are_listed_and_strict_markers_with_warnings_as_errors_are_clean(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     result = run("--markers")
-    result.stdout.fnmatch_lines(["@pytest.mark.max_recompiles(N, isolate=True, strict=False): fail the test when its call phase has more than N*"])
+    result.stdout.fnmatch_lines(["@pytest.mark.max_recompiles(N, isolate=True, strict=False): "
+                                 "fail the test when its call phase has more than N*"])
     result.stdout.fnmatch_lines(["@pytest.mark.max_graph_breaks(N, user_only=False): "
                                  "fail the test when its call phase has more than N*"])
-    result.stdout.fnmatch_lines(["@pytest.mark.dynamic_dims(x=0, y=(0, 1), framework_specialisation=False): fail the test when a "
+    result.stdout.fnmatch_lines(["@pytest.mark.dynamic_dims(x=0, y=(0, 1), "
+                                 "framework_specialisation=False): fail the test when a "
                                  "recompile in its call phase specialised one of these dims*"])
-    result.stdout.fnmatch_lines(["@pytest.mark.same_across_ranks: fail the test when the processes it starts*"])
+    result.stdout.fnmatch_lines(
+        ["@pytest.mark.same_across_ranks: fail the test when the processes it starts*"])
     pytester.makepyfile('''
         import pytest, torch
 
@@ -241,26 +291,35 @@ def test_markers_are_listed_and_strict_markers_with_warnings_as_errors_are_clean
     assert "warnings summary" not in result.stdout.str()
 
 
-def test_grep_nocompile_in_help_finds_every_option(pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COLUMNS", "80")  # help wraps at the terminal's width; 80 is the narrowest usual one
+def test_grep_nocompile_in_help_finds_every_option(
+        pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
+    # help wraps at the terminal's width; 80 is the narrowest usual one
+    monkeypatch.setenv("COLUMNS", "80")
     help_text = run("--help").stdout.str()
-    group = help_text.split("torch.compile recompile budgets (pytest-nocompile):\n")[1].split("\n\n")[0]
+    group = help_text.split(
+        "torch.compile recompile budgets (pytest-nocompile):\n")[1].split("\n\n")[0]
     options = re.findall(r"^  (--[\w-]+)", group, flags=re.M)
     assert {"--max-recompiles", "--max-graph-breaks", "--max-compiles"} <= set(options)
     lines = help_text.splitlines()
-    grepped = [line for line in lines if "nocompile" in line.lower()]  # pytest --help | grep -i nocompile
-    # An option too long for argparse's help column (--max-compile-instructions=N) has its help on the next line:
-    # `grep -i -B1 nocompile` shows it, with that line reading "nocompile: ..." right under the option.
+    # pytest --help | grep -i nocompile
+    grepped = [line for line in lines if "nocompile" in line.lower()]
+    # An option too long for argparse's help column (--max-compile-instructions=N) has its help on
+    # the next line: `grep -i -B1 nocompile` shows it, with that line reading "nocompile: ..." right
+    # under the option.
     under = {line.split()[0].partition("=")[0] for line, below in zip(lines, lines[1:])
-             if line.startswith("  --") and len(line.split()) == 1 and below.lstrip().startswith("nocompile: ")}
-    assert [option for option in options if option not in under and not any(line.startswith(f"  {option}") for line in grepped)] == []
+             if line.startswith("  --") and len(line.split()) == 1
+             and below.lstrip().startswith("nocompile: ")}
+    assert [option for option in options if option not in under
+            and not any(line.startswith(f"  {option}") for line in grepped)] == []
     assert under <= {"--max-compile-seconds", "--max-compile-instructions"}
 
 
 def test_help_documents_the_options(pytester: pytest.Pytester, run: RunPytest) -> None:
     result = run("--help")
-    result.stdout.fnmatch_lines(["torch.compile recompile budgets (pytest-nocompile):", "*--nocompile-no-isolate*"])
-    result.stdout.fnmatch_lines(["  nocompile_isolate (bool):", "*reset dynamo's caches before each watched test (default:"])
+    result.stdout.fnmatch_lines(["torch.compile recompile budgets (pytest-nocompile):",
+                                 "*--nocompile-no-isolate*"])
+    result.stdout.fnmatch_lines(["  nocompile_isolate (bool):",
+                                 "*reset dynamo's caches before each watched test (default:"])
 
 
 
