@@ -30,13 +30,16 @@ class BuildPyWithStartupHook(build_py):
     def run(self) -> None:
         super().run()
         for hook in STARTUP_HOOKS:
-            self.copy_file(str(HERE / hook), os.path.join(self.build_lib, hook), preserve_mode=False)
+            self.copy_file(str(HERE / hook), os.path.join(self.build_lib, hook),
+                           preserve_mode=False)
 
 
 def add_to_wheel(wheel: Path, files: dict[str, bytes]) -> None:
-    """Add files at the wheel's root, each with its line in RECORD, so pip uninstall removes them too."""
+    """Add files at the wheel's root, each with its line in RECORD, so pip uninstall removes them
+    too."""
     rewritten = wheel.with_suffix(".tmp")
-    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(rewritten, "w", zipfile.ZIP_DEFLATED) as target:
+    with (zipfile.ZipFile(wheel) as source,
+          zipfile.ZipFile(rewritten, "w", zipfile.ZIP_DEFLATED) as target):
         for item in source.infolist():
             content = source.read(item.filename)
             if item.filename.endswith(".dist-info/RECORD"):
@@ -54,7 +57,8 @@ def record_line(name: str, data: bytes) -> str:
 
 cmdclass: dict[str, type] = {"build_py": BuildPyWithStartupHook}
 
-try:  # setuptools >= 64: pip install -e builds an editable wheel, which build_py's output does not reach
+# setuptools >= 64: pip install -e builds an editable wheel, which build_py's output does not reach
+try:
     from setuptools.command.editable_wheel import editable_wheel
 except ImportError:
     pass

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""What a watched test pays to turn the capture on and off, side by side across versions of the plugin.
+"""What a watched test pays to turn the capture on and off, side by side across versions of the
+plugin.
 
     python benchmarks/capture_arming.py [--revisions 6ff2e97,HEAD] [--rounds 3] [--report]
 
@@ -58,9 +59,12 @@ print(min(cycle(5000) for _ in range(5)))
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--revisions", default="HEAD", help="comma-separated git revisions (default: HEAD)")
-    parser.add_argument("--rounds", type=int, default=3, help="processes per revision, alternating (default 3)")
-    parser.add_argument("--report", action="store_true", help="leave the run wide (every health source), as a report does")
+    parser.add_argument("--revisions", default="HEAD",
+                        help="comma-separated git revisions (default: HEAD)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="processes per revision, alternating (default 3)")
+    parser.add_argument("--report", action="store_true",
+                        help="leave the run wide (every health source), as a report does")
     args = parser.parse_args()
     revisions = revision_list(args.revisions)
     with tempfile.TemporaryDirectory() as temp:
@@ -68,17 +72,21 @@ def main() -> None:
         times: dict[str, list[float]] = {revision: [] for revision in revisions}
         for _ in range(args.rounds):
             for revision, folder in folders.items():
-                result = subprocess.run([sys.executable, "-c", MEASURE, "wide" if args.report else "narrow", str(folder)],
-                                        env={"PYTHONPATH": str(folder), "PATH": "/usr/bin:/bin"}, cwd=temp,  # not the checkout: first on sys.path
+                result = subprocess.run([sys.executable, "-c", MEASURE,
+                                         "wide" if args.report else "narrow", str(folder)],
+                                        env={"PYTHONPATH": str(folder), "PATH": "/usr/bin:/bin"},
+                                        cwd=temp,  # not the checkout: first on sys.path
                                         capture_output=True, text=True)
                 if result.returncode != 0:
                     sys.exit(f"{revision}: {result.stderr[-2000:]}")
                 times[revision].append(float(result.stdout.split()[-1]))
-    print(f"attach + check + detach of one record, {'wide (a report)' if args.report else 'narrowed (no health budget)'}; "
-          f"least of {args.rounds} processes x 5 x 5000 cycles")
+    print("attach + check + detach of one record, "
+          f"{'wide (a report)' if args.report else 'narrowed (no health budget)'}; least of "
+          f"{args.rounds} processes x 5 x 5000 cycles")
     print(f"{'revision':<12} {'us/test':>8}  all")
     for revision, measured in times.items():
-        print(f"{revision:<12} {min(measured):>8.1f}  {', '.join(f'{value:.1f}' for value in measured)}")
+        print(f"{revision:<12} {min(measured):>8.1f}  "
+              f"{', '.join(f'{value:.1f}' for value in measured)}")
 
 
 if __name__ == "__main__":

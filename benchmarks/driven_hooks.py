@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The plugin's own work per watched test, its hooks driven directly, side by side across versions of the plugin.
+"""The plugin's own work per watched test, its hooks driven directly, side by side across versions
+of the plugin.
 
     python benchmarks/driven_hooks.py [--revisions d8fb3ba,HEAD] [--rounds 3] [--tests 300]
     python benchmarks/driven_hooks.py --revisions "dc6d382,HEAD,HEAD --nocompile-trace-dir=traces"
@@ -41,7 +42,8 @@ def test_driven():
     pass
 '''
 
-# -p drive_hooks: the watcher's per-test hooks, called NOCOMPILE_DRIVE times on the first test, outside pluggy.
+# -p drive_hooks: the watcher's per-test hooks, called NOCOMPILE_DRIVE times on the first test,
+# outside pluggy.
 DRIVE_PLUGIN = '''
 import os, time
 import pytest
@@ -59,11 +61,14 @@ def _drive(wrapper):
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session):
     import pytest_nocompile
-    assert pytest_nocompile.__file__.startswith(os.environ["NOCOMPILE_DRIVE_PACKAGE"]), pytest_nocompile.__file__
-    tests, compiling = int(os.environ["NOCOMPILE_DRIVE"]), os.environ["NOCOMPILE_DRIVE_COMPILE"] == "1"
+    assert pytest_nocompile.__file__.startswith(os.environ["NOCOMPILE_DRIVE_PACKAGE"]), (
+        pytest_nocompile.__file__)
+    tests, compiling = (int(os.environ["NOCOMPILE_DRIVE"]),
+                        os.environ["NOCOMPILE_DRIVE_COMPILE"] == "1")
     watcher = session.config.pluginmanager.get_plugin("nocompile-watcher")
     item = session.items[0]
-    reports = [TestReport(item.nodeid, item.location, {}, "passed", None, when, [], 0.0) for when in ("setup", "call", "teardown")]
+    reports = [TestReport(item.nodeid, item.location, {}, "passed", None, when, [], 0.0)
+               for when in ("setup", "call", "teardown")]
 
     def one_test():
         _drive(watcher.pytest_runtest_setup(item))
@@ -96,10 +101,13 @@ CASES = {"idle": "0", "compiling": "1"}
 
 def measure(package: Path, suite: Path, case: str, tests: int, options: list[str]) -> float:
     """Least µs per driven test of one process."""
-    env = {**os.environ, "PYTHONPATH": f"{package}{os.pathsep}{suite}", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-           "NOCOMPILE_DRIVE": str(tests), "NOCOMPILE_DRIVE_COMPILE": CASES[case], "NOCOMPILE_DRIVE_PACKAGE": str(package)}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "drive_hooks",
-                             "-p", "pytest_nocompile.plugin", "--nocompile-no-isolate", *options, "."],
+    env = {**os.environ, "PYTHONPATH": f"{package}{os.pathsep}{suite}",
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+           "NOCOMPILE_DRIVE": str(tests), "NOCOMPILE_DRIVE_COMPILE": CASES[case],
+           "NOCOMPILE_DRIVE_PACKAGE": str(package)}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "-p", "drive_hooks", "-p", "pytest_nocompile.plugin",
+                             "--nocompile-no-isolate", *options, "."],
                             cwd=suite, env=env, capture_output=True, text=True)
     found = [line for line in result.stdout.splitlines() if line.startswith("DRIVEN ")]
     if not found:
@@ -109,9 +117,12 @@ def measure(package: Path, suite: Path, case: str, tests: int, options: list[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--revisions", default="HEAD", help="comma-separated git revisions (default: HEAD)")
-    parser.add_argument("--rounds", type=int, default=3, help="processes per revision and case, alternating (default 3)")
-    parser.add_argument("--tests", type=int, default=300, help="driven tests per batch (default 300)")
+    parser.add_argument("--revisions", default="HEAD",
+                        help="comma-separated git revisions (default: HEAD)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="processes per revision and case, alternating (default 3)")
+    parser.add_argument("--tests", type=int, default=300,
+                        help="driven tests per batch (default 300)")
     args = parser.parse_args()
     sides = revision_sides(args.revisions)
     with tempfile.TemporaryDirectory() as temp:
@@ -119,18 +130,23 @@ def main() -> None:
         suite.mkdir()
         (suite / "test_driven.py").write_text(TEST_FILE)
         (suite / "drive_hooks.py").write_text(DRIVE_PLUGIN)
-        packages = {revision: extract(revision, Path(temp)) for revision in dict.fromkeys(revision for _, revision, _ in sides)}
-        times: dict[tuple[str, str], list[float]] = {(label, case): [] for label, _, _ in sides for case in CASES}
+        packages = {revision: extract(revision, Path(temp))
+                    for revision in dict.fromkeys(revision for _, revision, _ in sides)}
+        times: dict[tuple[str, str], list[float]] = {(label, case): [] for label, _, _ in sides
+                                                     for case in CASES}
         for _ in range(args.rounds):
             for case in CASES:
                 for label, revision, options in sides:
-                    times[label, case].append(measure(packages[revision], suite, case, args.tests, options))
-    print(f"the plugin's per-test hooks driven directly, dynamo imported, max_recompiles(0), no isolation; "
-          f"least of {args.rounds} processes x 7 batches x {args.tests} tests (us per test)")
+                    times[label, case].append(measure(packages[revision], suite, case,
+                                                      args.tests, options))
+    print("the plugin's per-test hooks driven directly, dynamo imported, max_recompiles(0), "
+          f"no isolation; least of {args.rounds} processes x 7 batches x {args.tests} tests "
+          "(us per test)")
     width = max(12, *(len(label) for label, _, _ in sides))
     print(f"{'revision':<{width}} {'case':<10} {'us/test':>8}  all")
     for (label, case), measured in times.items():
-        print(f"{label:<{width}} {case:<10} {min(measured):>8.1f}  {', '.join(f'{value:.1f}' for value in measured)}")
+        print(f"{label:<{width}} {case:<10} {min(measured):>8.1f}  "
+              f"{', '.join(f'{value:.1f}' for value in measured)}")
 
 
 if __name__ == "__main__":

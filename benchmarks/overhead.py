@@ -71,7 +71,8 @@ anywhere::
     python benchmarks/overhead.py --suites a,a+dynamo --rounds 9
     python benchmarks/overhead.py --part instructions   # only the counts, about 6 minutes
     python benchmarks/overhead.py --part children  # the child-process start-up hook, under a minute
-    python benchmarks/overhead.py --plugin-args=--nocompile-no-subprocess  # more options for the with-plugin side
+    python benchmarks/overhead.py --plugin-args=--nocompile-no-subprocess  # more options for the
+                                                                           # with-plugin side
     python benchmarks/overhead.py --profile        # adds a cProfile of suite a
 
 To compare two versions of the plugin, put a copy of the other version's
@@ -170,7 +171,8 @@ def torch_test(index: int) -> str:
 # each test starts its hooks from cold per-core caches; their shared L3 (260 and 300 MiB)
 # can hold it, as it holds much of what a small compile touches.
 EVICTING_BUFFER_BYTES = 64 << 20
-EVICTING_HEADER = f"import torch._dynamo  # noqa: F401\n\nBUFFER = bytearray({EVICTING_BUFFER_BYTES})\n\n\n"
+EVICTING_HEADER = (
+    f"import torch._dynamo  # noqa: F401\n\nBUFFER = bytearray({EVICTING_BUFFER_BYTES})\n\n\n")
 
 
 def evicting_test(index: int) -> str:
@@ -193,8 +195,10 @@ SHARED_MODEL_HEADER = (
     "import torch\n"
     "from torch import nn\n\n"
     "torch.manual_seed(0)\n"
-    "LAYER = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, batch_first=True)\n"
-    "MODEL = torch.compile(nn.TransformerEncoder(LAYER, num_layers=8, enable_nested_tensor=False), backend=\"aot_eager\")\n"
+    "LAYER = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, "
+    "batch_first=True)\n"
+    "MODEL = torch.compile(nn.TransformerEncoder(LAYER, num_layers=8, enable_nested_tensor=False), "
+    "backend=\"aot_eager\")\n"
     "X = torch.randn(2, 16, 64)\n\n\n"
 )
 SHARED_MODEL_TESTS = 6
@@ -208,7 +212,8 @@ def write_tests(folder: Path, count: int, header: str, make_test: Callable[[int]
     """Write ``count`` tests, TESTS_PER_FILE to a module, as a project would split them."""
     folder.mkdir(parents=True)
     for start in range(0, count, TESTS_PER_FILE):
-        body = "\n\n".join(make_test(index) for index in range(start, min(start + TESTS_PER_FILE, count)))
+        body = "\n\n".join(make_test(index)
+                           for index in range(start, min(start + TESTS_PER_FILE, count)))
         (folder / f"test_{start // TESTS_PER_FILE:03d}.py").write_text(header + body)
 
 
@@ -248,7 +253,9 @@ import functools, inspect, json, os, time
 
 from pytest_nocompile import plugin
 
-try:  # where dynamo's reset lives (observe/dynamo_state.py since the one-lifecycle layout; capture.py before)
+# where dynamo's reset lives (observe/dynamo_state.py since the one-lifecycle layout; capture.py
+# before)
+try:
     from pytest_nocompile.observe import dynamo_state as reset_home
 except ImportError:
     from pytest_nocompile import capture as reset_home
@@ -260,7 +267,8 @@ import pytest
 spent = {"hooks": [], "reset": [], "plain_calls": [], "wrapper_calls": []}
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: a test starts here, before the plugin's own wrapper
+# outermost: a test starts here, before the plugin's own wrapper
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
     for series in spent.values():
         series.append(0)
@@ -304,7 +312,8 @@ def step(generator, action, *argument):
 def timed_wrapper(function):
     @functools.wraps(function)
     def timed(*args, **kwargs):
-        # A nested call's bookkeeping stays in the outer call's time, uncorrected: a slight overestimate.
+        # A nested call's bookkeeping stays in the outer call's time, uncorrected: a slight
+        # overestimate.
         spent["wrapper_calls"][-1] += not nesting[0]
         inner = function(*args, **kwargs)
         step(inner, "__next__")
@@ -337,7 +346,8 @@ def with_subclasses(classes):
 for owner in dict.fromkeys(with_subclasses(plugin.PER_TEST_HOOK_CLASSES)):
     for name, hook in list(vars(owner).items()):
         if name.startswith("pytest_runtest_"):
-            setattr(owner, name, (timed_wrapper if inspect.isgeneratorfunction(hook) else timed_plain)(hook))
+            setattr(owner, name,
+                    (timed_wrapper if inspect.isgeneratorfunction(hook) else timed_plain)(hook))
 reset_home.reset_dynamo = timed_plain(reset_home.reset_dynamo, "reset")
 
 
@@ -365,7 +375,8 @@ def timer_cost():
         series.append(0)
     timed_plain_hook, timed_wrapper_hook = timed_plain(plain), timed_wrapper(wrapper)
     cost = {kind: min(run(timed) - run(bare) for _ in range(5))
-            for kind, timed, bare in (("plain", timed_plain_hook, plain), ("wrapper", timed_wrapper_hook, wrapper))}
+            for kind, timed, bare in (("plain", timed_plain_hook, plain),
+                                      ("wrapper", timed_wrapper_hook, wrapper))}
     for series in spent.values():
         series.pop()
     return cost
@@ -382,11 +393,13 @@ def make_suites(root: Path, trivial_count: int, compiling_count: int) -> list[Su
     ratio_target = Target(max_overhead_percent=2.0)
     per_test_target = Target(max_ms_per_test=1.0)
     budget = ("--max-recompiles=0",)
-    # An ini file of our own, found before any ini file further up (a project's, when --keep is inside one).
+    # An ini file of our own, found before any ini file further up (a project's, when --keep is
+    # inside one).
     root.mkdir(parents=True)
     (root / "pytest.ini").write_text("[pytest]\n")
     write_tests(root / "a", trivial_count, "", trivial_test)
-    write_tests(root / "a_dynamo", trivial_count, "import torch._dynamo  # noqa: F401\n\n\n", trivial_test)
+    write_tests(root / "a_dynamo", trivial_count, "import torch._dynamo  # noqa: F401\n\n\n",
+                trivial_test)
     write_tests(root / "a_torch", trivial_count, "import torch\n\n\n", torch_test)
     write_tests(root / "b", compiling_count, "import pytest\nimport torch\n\n\n", compiling_test)
     write_tests(root / "shared", SHARED_MODEL_TESTS, SHARED_MODEL_HEADER, shared_model_test)
@@ -396,16 +409,23 @@ def make_suites(root: Path, trivial_count: int, compiling_count: int) -> list[Su
         Suite("empty", root / "empty", 0, INERT, WITH_PLUGIN + budget, Target()),
         Suite("a", root / "a", trivial_count, INERT, WITH_PLUGIN + budget, ratio_target),
         Suite("a-unused", root / "a", trivial_count, INERT, WITH_PLUGIN, Target()),
-        Suite("a+dynamo", root / "a_dynamo", trivial_count, INERT, WITH_PLUGIN + budget, ratio_target),
-        Suite("a+torch", root / "a_torch", trivial_count, INERT, WITH_PLUGIN + budget, ratio_target),
-        Suite("b", root / "b", compiling_count, WITHOUT_PLUGIN + ("-p", STAND_IN_RESET), WITH_PLUGIN, per_test_target),
-        Suite("c", root / "b", compiling_count, INERT, WITH_PLUGIN + ("--nocompile-no-isolate",), per_test_target),
+        Suite("a+dynamo", root / "a_dynamo", trivial_count, INERT, WITH_PLUGIN + budget,
+              ratio_target),
+        Suite("a+torch", root / "a_torch", trivial_count, INERT, WITH_PLUGIN + budget,
+              ratio_target),
+        Suite("b", root / "b", compiling_count, WITHOUT_PLUGIN + ("-p", STAND_IN_RESET),
+              WITH_PLUGIN, per_test_target),
+        Suite("c", root / "b", compiling_count, INERT, WITH_PLUGIN + ("--nocompile-no-isolate",),
+              per_test_target),
         # a+dynamo's tests with c's effect on the processor's caches and no compile (issue 18).
-        Suite("evict", root / "evict", compiling_count, INERT, WITH_PLUGIN + budget, per_test_target),
-        # The README's CI recipe (a budget for every test) on tests sharing a compiled model; issue 20's target.
-        Suite("shared", root / "shared", SHARED_MODEL_TESTS, INERT, WITH_PLUGIN + budget, Target(max_overhead_percent=10.0)),
-        Suite("shared-no-isolate", root / "shared", SHARED_MODEL_TESTS, INERT, WITH_PLUGIN + budget + ("--nocompile-no-isolate",),
-              Target()),
+        Suite("evict", root / "evict", compiling_count, INERT, WITH_PLUGIN + budget,
+              per_test_target),
+        # The README's CI recipe (a budget for every test) on tests sharing a compiled model; issue
+        # 20's target.
+        Suite("shared", root / "shared", SHARED_MODEL_TESTS, INERT, WITH_PLUGIN + budget,
+              Target(max_overhead_percent=10.0)),
+        Suite("shared-no-isolate", root / "shared", SHARED_MODEL_TESTS, INERT,
+              WITH_PLUGIN + budget + ("--nocompile-no-isolate",), Target()),
     ]
 
 
@@ -423,17 +443,21 @@ def pytest_env(plugin_dir: Path) -> dict[str, str]:
     return env
 
 
-def run_checked(args: Sequence[str], folder: Path, env: dict[str, str], prefix: Sequence[str] = PYTEST) -> subprocess.CompletedProcess[str]:
-    """Run pytest in ``folder`` (its rootdir, and the one collected). A failing run aborts the benchmark."""
+def run_checked(args: Sequence[str], folder: Path, env: dict[str, str],
+                prefix: Sequence[str] = PYTEST) -> subprocess.CompletedProcess[str]:
+    """Run pytest in ``folder`` (its rootdir, and the one collected). A failing run aborts the
+    benchmark."""
     # The ini file is the empty one above the suites.
     command = [*prefix, *args, "--rootdir", str(folder), str(folder)]
     result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
     if result.returncode not in (0, EXIT_NO_TESTS):
-        sys.exit(f"benchmark aborted: {' '.join(command)} exited {result.returncode}\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+        sys.exit(f"benchmark aborted: {' '.join(command)} exited {result.returncode}\n"
+                 f"{result.stdout[-3000:]}{result.stderr[-3000:]}")
     return result
 
 
-def run_pytest(args: Sequence[str], folder: Path, env: dict[str, str], prefix: Sequence[str] = PYTEST) -> float:
+def run_pytest(args: Sequence[str], folder: Path, env: dict[str, str],
+               prefix: Sequence[str] = PYTEST) -> float:
     """Run pytest in ``folder``; return its wall time in seconds."""
     start = time.perf_counter()
     run_checked(args, folder, env, prefix)
@@ -456,15 +480,18 @@ def time_suites(suites: Sequence[Suite], rounds: int, env: dict[str, str]) -> li
     so a slow spell of this shared machine lands on both sides alike.
     """
     timings = [Timings(suite, [], []) for suite in suites]
-    for suite in suites:  # warm-up, untimed: writes the rewritten .pyc files and pulls torch into the page cache
+    # warm-up, untimed: writes the rewritten .pyc files and pulls torch into the page cache
+    for suite in suites:
         run_pytest(("--co",) + suite.with_plugin, suite.folder, env)
     for round_index in range(rounds):
         for timing in timings:
-            sides = [(timing.suite.without, timing.without), (timing.suite.with_plugin, timing.with_plugin)]
+            sides = [(timing.suite.without, timing.without),
+                     (timing.suite.with_plugin, timing.with_plugin)]
             for args, times in sides if round_index % 2 == 0 else reversed(sides):
                 times.append(run_pytest(args, timing.suite.folder, env))
             print(f"round {round_index + 1}/{rounds}  {timing.suite.name:8} "
-                  f"without {timing.without[-1]:7.3f} s  with {timing.with_plugin[-1]:7.3f} s", flush=True)
+                  f"without {timing.without[-1]:7.3f} s  with {timing.with_plugin[-1]:7.3f} s",
+                  flush=True)
     return timings
 
 
@@ -491,8 +518,10 @@ def overhead(without: float, with_plugin: float, tests: int) -> tuple[float, flo
     return (with_plugin / without - 1) * 100, per_test_ms
 
 
-def verdict(target: Target, medians: tuple[float, float], rounds: Sequence[tuple[float, float]]) -> str:
-    """met / NOT met by the medians; "(within noise)" when single rounds fall on both sides of the target."""
+def verdict(target: Target, medians: tuple[float, float],
+            rounds: Sequence[tuple[float, float]]) -> str:
+    """met / NOT met by the medians; "(within noise)" when single rounds fall on both sides of the
+    target."""
     met = target.met(*medians)
     if met is None:
         return "-"
@@ -501,7 +530,8 @@ def verdict(target: Target, medians: tuple[float, float], rounds: Sequence[tuple
 
 
 def suite_row(timing: Timings) -> list[str]:
-    """One row of the suites table, from medians; the ratio range (per-round ratios) shows the noise."""
+    """One row of the suites table, from medians; the ratio range (per-round ratios) shows the
+    noise."""
     tests = timing.suite.tests
     without, with_plugin = statistics.median(timing.without), statistics.median(timing.with_plugin)
     percent, per_test_ms = overhead(without, with_plugin, tests)
@@ -521,7 +551,8 @@ def suite_row(timing: Timings) -> list[str]:
     ]
 
 
-def own_work_rows(suites: Sequence[Suite], env: dict[str, str], runs: int, without: dict[str, float]) -> list[list[str]]:
+def own_work_rows(suites: Sequence[Suite], env: dict[str, str], runs: int,
+                  without: dict[str, float]) -> list[list[str]]:
     """Time inside the plugin's per-test hooks, from the hook timer: per test, and the one-off rest.
 
     Per test is the median over a run's tests, less what the timer itself
@@ -539,26 +570,32 @@ def own_work_rows(suites: Sequence[Suite], env: dict[str, str], runs: int, witho
         for _ in range(runs):
             with tempfile.TemporaryDirectory() as folder:
                 times_file = Path(folder) / "hook-times.json"
-                run_pytest(("-p", HOOK_TIMER) + suite.with_plugin, suite.folder, dict(env, NOCOMPILE_HOOK_TIMES=str(times_file)))
+                run_pytest(("-p", HOOK_TIMER) + suite.with_plugin, suite.folder,
+                           dict(env, NOCOMPILE_HOOK_TIMES=str(times_file)))
                 spent = json.loads(times_file.read_text())
             cost = spent["timer_cost"]
             own = [hooks - in_reset - plain * cost["plain"] - wrapper * cost["wrapper"]
-                   for hooks, in_reset, plain, wrapper in zip(spent["hooks"], spent["reset"], spent["plain_calls"], spent["wrapper_calls"])]
+                   for hooks, in_reset, plain, wrapper in zip(
+                       spent["hooks"], spent["reset"], spent["plain_calls"],
+                       spent["wrapper_calls"])]
             per_test.append(statistics.median(own))
             one_off.append(sum(own) - per_test[-1] * len(own))
             reset.append(statistics.median(spent["reset"]))
         own_total = min(per_test) * suite.tests + min(one_off)
         share = own_total / without[suite.name] * 100 if suite.name in without else None
-        # Only a per-test target is judged here: a wall-time one also pays pluggy and start-up (suites table).
-        met = suite.target.met(0.0, min(per_test) * 1000) if suite.target.max_ms_per_test is not None else None
-        rows.append([suite.name, str(suite.tests), f"{min(per_test) * 1e6:.1f}", f"{min(reset) * 1e6:.1f}",
+        # Only a per-test target is judged here: a wall-time one also pays pluggy and start-up
+        # (suites table).
+        met = (suite.target.met(0.0, min(per_test) * 1000)
+               if suite.target.max_ms_per_test is not None else None)
+        rows.append([suite.name, str(suite.tests), f"{min(per_test) * 1e6:.1f}",
+                     f"{min(reset) * 1e6:.1f}",
                      f"{min(one_off) * 1000:.1f}", "-" if share is None else f"{share:.2f}",
                      suite.target.describe(), "-" if met is None else "met" if met else "NOT met"])
     return rows
 
 
-OWN_WORK_HEADERS = ("suite", "tests", "own work (us/test)", "dynamo reset (us/test)", "one-off (ms)",
-                    "own work, % of without", "target", "verdict")
+OWN_WORK_HEADERS = ("suite", "tests", "own work (us/test)", "dynamo reset (us/test)",
+                    "one-off (ms)", "own work, % of without", "target", "verdict")
 
 
 SUITE_HEADERS = ("suite", "tests", "without (s)", "with (s)", "ratio", "ratio range",
@@ -566,35 +603,42 @@ SUITE_HEADERS = ("suite", "tests", "without (s)", "with (s)", "ratio", "ratio ra
 
 
 def machine_description(env: dict[str, str], cwd: Path) -> str:
-    """CPUs, platform, versions, and which copy of the plugin the runs import (PYTHONPATH can point at another)."""
+    """CPUs, platform, versions, and which copy of the plugin the runs import (PYTHONPATH can point
+    at another)."""
     # Versions from package metadata, the plugin's folder from a subprocess started like the pytest
     # runs (same environment, same kind of working directory): the driver never imports torch.
-    where = subprocess.run([sys.executable, "-c", "import pytest_nocompile; print(pytest_nocompile.__file__)"],
+    where = subprocess.run([sys.executable, "-c",
+                            "import pytest_nocompile; print(pytest_nocompile.__file__)"],
                            cwd=cwd, env=env, capture_output=True, text=True).stdout.strip()
-    return (f"machine: {os.cpu_count()} CPUs, {platform.platform()}; python {platform.python_version()}, "
-            f"torch {version('torch')}, pytest {version('pytest')}, pytest-nocompile {version('pytest-nocompile')} "
-            f"from {os.path.dirname(where)}")
+    return (f"machine: {os.cpu_count()} CPUs, {platform.platform()}; python "
+            f"{platform.python_version()}, torch {version('torch')}, pytest {version('pytest')}, "
+            f"pytest-nocompile {version('pytest-nocompile')} from {os.path.dirname(where)}")
 
 
 # -- instructions: what a shared machine's wall times cannot resolve -----------------
 
 # Python started with its cyclic garbage collector off, then pytest as `-m pytest` would.
-WITHOUT_GC = ("-c", "import gc, runpy; gc.disable(); runpy.run_module('pytest', run_name='__main__', alter_sys=True)")
+WITHOUT_GC = ("-c",
+              "import gc, runpy; gc.disable(); runpy.run_module('pytest', run_name='__main__', "
+              "alter_sys=True)")
 CALLGRIND_TOTAL = re.compile(r"Collected : (\d+)")
 
 
 def count_instructions(args: Sequence[str], folder: Path, env: dict[str, str], gc_on: bool) -> int:
     """Instructions one pytest run executes, counted by valgrind's callgrind (all threads)."""
     python = (sys.executable, "-m", "pytest") if gc_on else (sys.executable, *WITHOUT_GC)
-    prefix = ("valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *python, *PYTEST[3:])
+    prefix = ("valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *python,
+              *PYTEST[3:])
     # String hashes are salted per process: fixed, so dicts and sets do the same work each run.
-    match = CALLGRIND_TOTAL.search(run_checked(args, folder, dict(env, PYTHONHASHSEED="0"), prefix).stderr)
+    match = CALLGRIND_TOTAL.search(run_checked(args, folder, dict(env, PYTHONHASHSEED="0"),
+                                               prefix).stderr)
     if match is None:
         sys.exit("benchmark aborted: no instruction count in valgrind's output")
     return int(match.group(1))
 
 
-def instruction_rows(suites: Sequence[Suite], empty: Path, env: dict[str, str], locations: int) -> list[list[str]]:
+def instruction_rows(suites: Sequence[Suite], empty: Path, env: dict[str, str],
+                     locations: int) -> list[list[str]]:
     """Each suite's instructions without and with the plugin; the one-off part from the empty suite.
 
     A count repeats to within a few instructions for the same program, inputs
@@ -614,16 +658,20 @@ def instruction_rows(suites: Sequence[Suite], empty: Path, env: dict[str, str], 
     """
     places = []
     for index in range(locations):
-        place = empty.parent.parent / f"located-{'x' * (3 * index + 1)}"  # names of different lengths
+        # names of different lengths
+        place = empty.parent.parent / f"located-{'x' * (3 * index + 1)}"
         place.mkdir()
         (place / "pytest.ini").write_text("[pytest]\n")
         for folder in {suite.folder for suite in suites} | {empty}:
-            shutil.copytree(folder, place / folder.name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(folder, place / folder.name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
         places.append(place)
     sides = ("without", "with_plugin")  # Suite's fields: each side's options
     # One job per distinct command: suites that share a folder and options share a count.
-    jobs = sorted({(place / folder.name, getattr(suite, side), gc_on) for place in places for suite in suites
-                   for folder in (suite.folder, empty) for side in sides for gc_on in (True, False)})
+    jobs = sorted({(place / folder.name, getattr(suite, side), gc_on) for place in places
+                   for suite in suites
+                   for folder in (suite.folder, empty) for side in sides
+                   for gc_on in (True, False)})
     for folder, args, gc_on in jobs:  # untimed, once each: writes the rewritten .pyc files first
         if gc_on:
             run_checked(args, folder, env)
@@ -637,35 +685,46 @@ def instruction_rows(suites: Sequence[Suite], empty: Path, env: dict[str, str], 
     rows = []
     for suite in suites:
         for gc_on in (True, False):
-            measured = []  # per location: without, with, overhead %, one-off, per test, a test without
+            # per location: without, with, overhead %, one-off, per test, a test without
+            measured = []
             for place in places:
-                without, with_plugin = (counts[(place / suite.folder.name, getattr(suite, side), gc_on)] for side in sides)
-                bare_without, bare_with = (counts[(place / empty.name, getattr(suite, side), gc_on)] for side in sides)
+                without, with_plugin = (counts[(place / suite.folder.name, getattr(suite, side),
+                                                gc_on)] for side in sides)
+                bare_without, bare_with = (counts[(place / empty.name, getattr(suite, side), gc_on)]
+                                           for side in sides)
                 one_off = bare_with - bare_without
                 measured.append((without, with_plugin, (with_plugin / without - 1) * 100, one_off,
-                                 (with_plugin - without - one_off) / suite.tests, (without - bare_without) / suite.tests))
-            without, with_plugin, percent, one_off, per_test, test_without = (statistics.median(column) for column in zip(*measured))
+                                 (with_plugin - without - one_off) / suite.tests,
+                                 (without - bare_without) / suite.tests))
+            without, with_plugin, percent, one_off, per_test, test_without = (
+                statistics.median(column) for column in zip(*measured))
             percents = [row[2] for row in measured]
-            met = suite.target.met(max(percents), 0.0) if suite.target.max_overhead_percent is not None else None
-            rows.append([suite.name, "on" if gc_on else "off", f"{without / 1e6:.1f}", f"{with_plugin / 1e6:.1f}",
-                         f"{percent:+.2f}", f"{min(percents):+.2f} .. {max(percents):+.2f}", f"{one_off / 1e6:.1f}",
+            met = (suite.target.met(max(percents), 0.0)
+                   if suite.target.max_overhead_percent is not None else None)
+            rows.append([suite.name, "on" if gc_on else "off", f"{without / 1e6:.1f}",
+                         f"{with_plugin / 1e6:.1f}",
+                         f"{percent:+.2f}", f"{min(percents):+.2f} .. {max(percents):+.2f}",
+                         f"{one_off / 1e6:.1f}",
                          f"{per_test / 1e3:.1f}", f"{test_without / 1e3:.0f}",
-                         suite.target.describe(), "-" if met is None else "met" if met else "NOT met"])
+                         suite.target.describe(),
+                         "-" if met is None else "met" if met else "NOT met"])
     return rows
 
 
-INSTRUCTION_HEADERS = ("suite", "gc", "without (M)", "with (M)", "overhead %", "range %", "one-off (M)", "per test (k)",
-                       "a test without (k)", "target", "verdict")
+INSTRUCTION_HEADERS = ("suite", "gc", "without (M)", "with (M)", "overhead %", "range %",
+                       "one-off (M)", "per test (k)", "a test without (k)", "target", "verdict")
 
 
 # -- start-up: imports and an empty collection ---------------------------------------
 
-IMPORT_LINE = re.compile(r"^import time:\s+(?P<self>\d+) \|\s+(?P<cumulative>\d+) \|(?P<indent> +)(?P<name>\S+)$")
+IMPORT_LINE = re.compile(
+    r"^import time:\s+(?P<self>\d+) \|\s+(?P<cumulative>\d+) \|(?P<indent> +)(?P<name>\S+)$")
 
 
 @dataclass(frozen=True)
 class Import:
-    """One line of ``python -X importtime``: a module, its own and cumulative time (us), its depth."""
+    """One line of ``python -X importtime``: a module, its own and cumulative time (us), its
+    depth."""
 
     name: str
     self_us: int
@@ -674,7 +733,8 @@ class Import:
 
 
 def import_times(code: Sequence[str], env: dict[str, str], cwd: Path) -> list[Import]:
-    """The modules ``python -X importtime <code>`` imported, innermost first (importtime's order)."""
+    """The modules ``python -X importtime <code>`` imported, innermost first (importtime's
+    order)."""
     result = subprocess.run([sys.executable, "-X", "importtime", *code], cwd=cwd, env=env,
                             capture_output=True, text=True)
     imports = []
@@ -695,7 +755,8 @@ IMPORT_TIMER = (
     "start = time.perf_counter()\n"
     "import pytest_nocompile.plugin\n"
     "print((time.perf_counter() - start) * 1000)\n"
-    "print(' '.join(sorted(name for name in sys.modules if name.split('.')[0] in ('torch', 'pytest_nocompile'))))\n"
+    "print(' '.join(sorted(name for name in sys.modules if name.split('.')[0] in ('torch', "
+    "'pytest_nocompile'))))\n"
 )
 
 
@@ -708,18 +769,23 @@ def import_rows(env: dict[str, str], cwd: Path, runs: int) -> list[list[str]]:
                                capture_output=True, text=True, check=True).stdout.splitlines()
         import_ms.append(float(lines[0]))
         loaded = lines[1] if len(lines) > 1 else ""
-    # The real question: does a pytest run that loads the plugin (and collects nothing) import torch?
-    in_pytest = import_times(("-m", "pytest", *PYTEST[3:], *WITH_PLUGIN, "--co", str(cwd)), env, cwd)
+    # The real question: does a pytest run that loads the plugin (and collects nothing) import
+    # torch?
+    in_pytest = import_times(("-m", "pytest", *PYTEST[3:], *WITH_PLUGIN, "--co", str(cwd)), env,
+                             cwd)
     torch_seen = {entry.name for entry in in_pytest if is_torch(entry.name)}
     return [
-        ["torch modules imported by `pytest -p pytest_nocompile.plugin --co`", ", ".join(sorted(torch_seen)) or "none"],
-        ["`import pytest_nocompile.plugin` after `import pytest`, median ms", f"{statistics.median(import_ms):.1f}"],
+        ["torch modules imported by `pytest -p pytest_nocompile.plugin --co`",
+         ", ".join(sorted(torch_seen)) or "none"],
+        ["`import pytest_nocompile.plugin` after `import pytest`, median ms",
+         f"{statistics.median(import_ms):.1f}"],
         ["  modules it loads", loaded.replace(" ", ", ")],
     ]
 
 
 def collect_rows(empty: Path, env: dict[str, str], runs: int) -> list[list[str]]:
-    """`pytest --co -q` on an empty folder: no plugin, an inert one by module, this one by module and by name."""
+    """`pytest --co -q` on an empty folder: no plugin, an inert one by module, this one by module
+    and by name."""
     inert_name = f"-p {STAND_IN_MARKERS} (inert: pytest's entry-point scan for the name)"
     sides = {
         "-p no:nocompile": WITHOUT_PLUGIN,
@@ -736,16 +802,18 @@ def collect_rows(empty: Path, env: dict[str, str], runs: int) -> list[list[str]]
     rows = []
     for name, measured in times.items():
         median = statistics.median(measured)
-        difference = "" if sides[name] in (WITHOUT_PLUGIN, INERT) else f", {(median - reference) * 1000:+.1f} ms against the inert plugin"
-        rows.append([f"`pytest --co -q` on an empty folder, {name}, median s", f"{median:.3f}{difference}"])
+        difference = ("" if sides[name] in (WITHOUT_PLUGIN, INERT)
+                      else f", {(median - reference) * 1000:+.1f} ms against the inert plugin")
+        rows.append([f"`pytest --co -q` on an empty folder, {name}, median s",
+                     f"{median:.3f}{difference}"])
     return rows
 
 
 # -- children: the start-up hook that every Python process of the environment runs ---------
 
 HOOK_FILE = "pytest-nocompile.pth"
-# pytest_nocompile.processes.event_files.ENV_VAR, spelled out: the driver imports no plugin module (the
-# version on PYTHONPATH may have none), and the hook reads the variable before importing any.
+# pytest_nocompile.processes.event_files.ENV_VAR, spelled out: the driver imports no plugin module
+# (the version on PYTHONPATH may have none), and the hook reads the variable before importing any.
 EVENTS_VAR = "PYTEST_NOCOMPILE_EVENTS"
 MODULES = "import sys; print(' '.join(sorted(sys.modules)))"
 
@@ -771,13 +839,15 @@ HOOK_LINE_TIMER = (
     "    first = per_call(lambda: site.addpackage(sitedir, name, set()), 1)\n"
     "    print(json.dumps({'first': first, 'modules': sorted(set(sys.modules) - before)}))\n"
     "else:\n"
-    "    print(json.dumps({'addpackage': [per_call(lambda: site.addpackage(sitedir, name, set()), 2000) for _ in range(7)],\n"
+    "    print(json.dumps({'addpackage': [per_call(lambda: site.addpackage(sitedir, name, set()), "
+    "2000) for _ in range(7)],\n"
     "                      'exec': [per_call(run_line, 20000) for _ in range(7)]}))\n"
 )
 
 
 def installed_hook() -> Optional[Path]:
-    """The start-up hook's file in this interpreter's site-packages, if the package installed one there."""
+    """The start-up hook's file in this interpreter's site-packages, if the package installed one
+    there."""
     import site
 
     for directory in site.getsitepackages():
@@ -802,7 +872,8 @@ def environment_copy(place: Path, site_packages: Path, with_hook: bool) -> Path:
     for entry in site_packages.iterdir():
         if with_hook or entry.name != HOOK_FILE:
             (target / entry.name).symlink_to(entry)
-    (place / "pyvenv.cfg").write_text(f"home = {base.parent}\ninclude-system-site-packages = false\n"
+    (place / "pyvenv.cfg").write_text(f"home = {base.parent}\n"
+                                      "include-system-site-packages = false\n"
                                       f"version = {platform.python_version()}\n")
     (place / "bin").mkdir()
     python = place / "bin" / "python"
@@ -812,12 +883,14 @@ def environment_copy(place: Path, site_packages: Path, with_hook: bool) -> Path:
 
 def modules_after_start(python: Path, env: dict[str, str], cwd: Path) -> set[str]:
     """The modules in sys.modules when ``python -c`` starts running its code."""
-    return set(subprocess.run([str(python), "-c", MODULES], cwd=cwd, env=env, capture_output=True, text=True,
-                              check=True).stdout.split())
+    return set(subprocess.run([str(python), "-c", MODULES], cwd=cwd, env=env,
+                              capture_output=True, text=True, check=True).stdout.split())
 
 
-def time_starts(pythons: dict[str, Path], env: dict[str, str], cwd: Path, runs: int) -> dict[str, list[float]]:
-    """Wall time of ``python -c pass`` for each python, ``runs`` times, alternating which goes first."""
+def time_starts(pythons: dict[str, Path], env: dict[str, str], cwd: Path,
+                runs: int) -> dict[str, list[float]]:
+    """Wall time of ``python -c pass`` for each python, ``runs`` times, alternating which goes
+    first."""
     times: dict[str, list[float]] = {name: [] for name in pythons}
     names = list(pythons)
     for index in range(runs):
@@ -831,16 +904,20 @@ def time_starts(pythons: dict[str, Path], env: dict[str, str], cwd: Path, runs: 
 
 def count_start(python: Path, env: dict[str, str], cwd: Path) -> int:
     """Instructions ``python -c pass`` executes, counted by callgrind, string hashes fixed."""
-    result = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", str(python), "-c", "pass"],
-                            cwd=cwd, env=dict(env, PYTHONHASHSEED="0"), capture_output=True, text=True)
+    result = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                             str(python), "-c", "pass"],
+                            cwd=cwd, env=dict(env, PYTHONHASHSEED="0"),
+                            capture_output=True, text=True)
     match = CALLGRIND_TOTAL.search(result.stderr)
     if result.returncode != 0 or match is None:
-        sys.exit(f"benchmark aborted: callgrind of {python} -c pass exited {result.returncode}\n{result.stderr[-3000:]}")
+        sys.exit(f"benchmark aborted: callgrind of {python} -c pass exited {result.returncode}\n"
+                 f"{result.stderr[-3000:]}")
     return int(match.group(1))
 
 
 def children_tables(root: Path, env: dict[str, str], runs: int) -> str:
-    """What the child-process start-up hook costs every Python process of the environment (issue 13).
+    """What the child-process start-up hook costs every Python process of the environment (issue
+    13).
 
     The hook (``pytest-nocompile.pth``, which site executes at every start)
     looks the variable up and, only when it is set, imports the start-up
@@ -864,40 +941,53 @@ def children_tables(root: Path, env: dict[str, str], runs: int) -> str:
     """
     hook = installed_hook()
     if hook is None:
-        return f"children: no {HOOK_FILE} in this interpreter's site-packages; install the package (pip install -e .)"
+        return (f"children: no {HOOK_FILE} in this interpreter's site-packages; install the "
+                "package (pip install -e .)")
     base_env = {name: value for name, value in env.items() if name != EVENTS_VAR}
     place = root / "children"
     missing = place / "events-not-there"  # the folder a watched test names; here it never exists
     set_env = dict(base_env, **{EVENTS_VAR: str(missing)})
     states = {"unset": base_env, "set": set_env}
     try:
-        pythons = {(label, location): environment_copy(place / f"{label}-{location}", hook.parent, label == "hook")
+        pythons = {(label, location): environment_copy(place / f"{label}-{location}", hook.parent,
+                                                       label == "hook")
                    for label in ("hook", "none") for location in ("x", "xxxx")}
     except ValueError:
-        return f"children: {hook.parent} is not under sys.prefix ({sys.prefix}); cannot copy the environment"
+        return (f"children: {hook.parent} is not under sys.prefix ({sys.prefix}); cannot copy "
+                "the environment")
     cwd = place
-    for (label, _), python in pythons.items():  # each copy is what it claims: its prefix, and the hook or not
-        check = "import sys; print(sys.prefix); print('pytest_nocompile.processes.startup' in sys.modules)"
-        prefix, has_hook = subprocess.run([str(python), "-c", check], cwd=cwd, env=set_env, capture_output=True, text=True,
-                                        check=True).stdout.split()
+    # each copy is what it claims: its prefix, and the hook or not
+    for (label, _), python in pythons.items():
+        check = ("import sys; print(sys.prefix); print('pytest_nocompile.processes.startup' in "
+                 "sys.modules)")
+        prefix, has_hook = subprocess.run([str(python), "-c", check], cwd=cwd, env=set_env,
+                                          capture_output=True, text=True, check=True).stdout.split()
         if Path(prefix) != python.parent.parent or has_hook != str(label == "hook"):
-            sys.exit(f"benchmark aborted: {python} has prefix {prefix} and hook {has_hook}: not the copy it should be")
+            sys.exit(f"benchmark aborted: {python} has prefix {prefix} and hook {has_hook}: not "
+                     "the copy it should be")
 
     # In-process.
     sitedir = str(hook.parent)
-    unset = json.loads(subprocess.run([sys.executable, "-c", HOOK_LINE_TIMER, sitedir, hook.name, "unset"], cwd=cwd, env=base_env,
-                                      capture_output=True, text=True, check=True).stdout)
+    unset = json.loads(subprocess.run([sys.executable, "-c", HOOK_LINE_TIMER, sitedir, hook.name,
+                                       "unset"],
+                                      cwd=cwd, env=base_env, capture_output=True, text=True,
+                                      check=True).stdout)
     firsts, imported = [], []
     for _ in range(max(5, runs // 10)):
-        measured = json.loads(subprocess.run([sys.executable, "-c", HOOK_LINE_TIMER, sitedir, hook.name, "set", str(missing), EVENTS_VAR],
-                                             cwd=cwd, env=base_env, capture_output=True, text=True, check=True).stdout)
+        measured = json.loads(subprocess.run([sys.executable, "-c", HOOK_LINE_TIMER, sitedir,
+                                              hook.name, "set", str(missing), EVENTS_VAR],
+                                             cwd=cwd, env=base_env, capture_output=True, text=True,
+                                             check=True).stdout)
         firsts.append(measured["first"])
         imported = measured["modules"]
     in_process = [
-        ["variable unset: site.addpackage on the hook's file, per start", f"{statistics.median(unset['addpackage']) * 1e6:.2f} us"],
-        ["variable unset: exec of its line alone", f"{statistics.median(unset['exec']) * 1e6:.2f} us"],
+        ["variable unset: site.addpackage on the hook's file, per start",
+         f"{statistics.median(unset['addpackage']) * 1e6:.2f} us"],
+        ["variable unset: exec of its line alone",
+         f"{statistics.median(unset['exec']) * 1e6:.2f} us"],
         [f"variable set: site.addpackage, first call in a fresh process (median of {len(firsts)})",
-         f"{statistics.median(firsts) * 1000:.2f} ms (range {min(firsts) * 1000:.2f}-{max(firsts) * 1000:.2f})"],
+         f"{statistics.median(firsts) * 1000:.2f} ms (range "
+         f"{min(firsts) * 1000:.2f}-{max(firsts) * 1000:.2f})"],
         ["  modules that call imported", ", ".join(imported) or "none"],
     ]
 
@@ -906,26 +996,36 @@ def children_tables(root: Path, env: dict[str, str], runs: int) -> str:
                for state, state_env in states.items() for label in ("hook", "none")}
     added = {state: sorted(modules[(state, "hook")] - modules[(state, "none")]) for state in states}
     gone = {state: sorted(modules[(state, "none")] - modules[(state, "hook")]) for state in states}
-    quiet = subprocess.run([str(pythons[("hook", "x")]), "-c", "pass"], cwd=cwd, env=set_env, capture_output=True, text=True)
-    timings = {state: time_starts({label: pythons[(label, "x")] for label in ("hook", "none")}, state_env, cwd, runs)
+    quiet = subprocess.run([str(pythons[("hook", "x")]), "-c", "pass"], cwd=cwd, env=set_env,
+                           capture_output=True, text=True)
+    timings = {state: time_starts({label: pythons[(label, "x")] for label in ("hook", "none")},
+                                  state_env, cwd, runs)
                for state, state_env in states.items()}
     unset_imports = import_times(("-c", "pass"), base_env, cwd)
     with_set = import_times(("-c", "pass"), set_env, cwd)
     hook_imports = [entry for entry in with_set if entry.name in added["set"]]
     for state in states:
-        in_process.append([f"variable {state}: modules loaded with the hook, not without it", ", ".join(added[state]) or "none"])
+        in_process.append([f"variable {state}: modules loaded with the hook, not without it",
+                           ", ".join(added[state]) or "none"])
         if gone[state]:
-            in_process.append([f"variable {state}: modules loaded without the hook, not with it", ", ".join(gone[state])])
+            in_process.append([f"variable {state}: modules loaded without the hook, not with it",
+                               ", ".join(gone[state])])
     in_process += [
         ["variable unset: pytest_nocompile modules in `python -X importtime -c pass`",
-         ", ".join(entry.name for entry in unset_imports if entry.name.startswith("pytest_nocompile")) or "none"],
-        ["variable set: those modules' own time in `python -X importtime -c pass` (it inflates what it times)",
+         ", ".join(entry.name for entry in unset_imports
+                   if entry.name.startswith("pytest_nocompile")) or "none"],
+        ["variable set: those modules' own time in `python -X importtime -c pass` (it inflates "
+         "what it times)",
          f"{sum(entry.self_us for entry in hook_imports) / 1000:.2f} ms: "
-         + ", ".join(f"{entry.name} {entry.self_us / 1000:.2f}" for entry in sorted(hook_imports, key=lambda entry: -entry.self_us))],
+         + ", ".join(f"{entry.name} {entry.self_us / 1000:.2f}"
+                     for entry in sorted(hook_imports, key=lambda entry: -entry.self_us))],
         ["variable set: torch or logging modules among them",
-         ", ".join(name for name in added["set"] if is_torch(name) or name.split(".")[0] == "logging") or "none"],
-        ["variable set: `python -c pass` exit code, output", f"{quiet.returncode}, {len(quiet.stdout) + len(quiet.stderr)} characters"],
-        ["variable set: the folder it names, afterwards", "exists: written to" if missing.exists() else "absent: nothing written"],
+         ", ".join(name for name in added["set"] if is_torch(name)
+                   or name.split(".")[0] == "logging") or "none"],
+        ["variable set: `python -c pass` exit code, output",
+         f"{quiet.returncode}, {len(quiet.stdout) + len(quiet.stderr)} characters"],
+        ["variable set: the folder it names, afterwards",
+         "exists: written to" if missing.exists() else "absent: nothing written"],
     ]
 
     wall_rows = []
@@ -933,15 +1033,20 @@ def children_tables(root: Path, env: dict[str, str], runs: int) -> str:
         with_hook, without = measured["hook"], measured["none"]
         pairs = [w - wo for w, wo in zip(with_hook, without)]
         quartiles = statistics.quantiles(pairs, n=4)
-        wall_rows.append([state, str(runs), f"{statistics.median(with_hook) * 1000:.2f}", f"{statistics.median(without) * 1000:.2f}",
-                          f"{(statistics.median(with_hook) - statistics.median(without)) * 1000:+.2f}",
-                          f"{statistics.median(pairs) * 1000:+.2f} ({quartiles[0] * 1000:+.2f} .. {quartiles[2] * 1000:+.2f})"])
+        wall_rows.append([
+            state, str(runs), f"{statistics.median(with_hook) * 1000:.2f}",
+            f"{statistics.median(without) * 1000:.2f}",
+            f"{(statistics.median(with_hook) - statistics.median(without)) * 1000:+.2f}",
+            f"{statistics.median(pairs) * 1000:+.2f} ({quartiles[0] * 1000:+.2f} .. "
+            f"{quartiles[2] * 1000:+.2f})"])
     tables = [format_table(("hook", "value"), in_process),
-              format_table(("variable", "runs", "with hook (ms)", "without (ms)", "difference of medians (ms)",
+              format_table(("variable", "runs", "with hook (ms)", "without (ms)",
+                            "difference of medians (ms)",
                             "median pair difference (ms) (quartiles)"), wall_rows)]
 
     if shutil.which("valgrind"):
-        jobs = [(state, label, location) for state in states for label in ("hook", "none") for location in ("x", "xxxx")]
+        jobs = [(state, label, location) for state in states for label in ("hook", "none")
+                for location in ("x", "xxxx")]
 
         def count(job: tuple[str, str, str]) -> int:
             state, label, location = job
@@ -953,13 +1058,17 @@ def children_tables(root: Path, env: dict[str, str], runs: int) -> str:
         for state in states:
             for location in ("x", "xxxx"):
                 hooked, bare = counts[(state, "hook", location)], counts[(state, "none", location)]
-                count_rows.append([state, f"hook-{location}, none-{location}", f"{hooked / 1e6:.3f}", f"{bare / 1e6:.3f}",
-                                   f"{(hooked - bare) / 1e3:+.1f}", f"{(hooked / bare - 1) * 100:+.2f}"])
-        tables.append(format_table(("variable", "copies", "with hook (M)", "without (M)", "difference (k)", "difference %"),
+                count_rows.append([state, f"hook-{location}, none-{location}",
+                                   f"{hooked / 1e6:.3f}", f"{bare / 1e6:.3f}",
+                                   f"{(hooked - bare) / 1e3:+.1f}",
+                                   f"{(hooked / bare - 1) * 100:+.2f}"])
+        tables.append(format_table(("variable", "copies", "with hook (M)", "without (M)",
+                                    "difference (k)", "difference %"),
                                    count_rows))
     else:
         tables.append("children: valgrind not found; no instruction counts")
-    return (f"the start-up hook {hook}; copies of the environment with and without it in {place}:\n\n"
+    return (f"the start-up hook {hook}; copies of the environment with and without it in "
+            f"{place}:\n\n"
             + "\n\n".join(tables))
 
 
@@ -967,9 +1076,11 @@ def children_tables(root: Path, env: dict[str, str], runs: int) -> str:
 
 
 def profile_suite(suite: Suite, env: dict[str, str], out: Path, top: int) -> None:
-    """Run a suite's with-plugin side once in-process under cProfile; print where the plugin's time goes."""
+    """Run a suite's with-plugin side once in-process under cProfile; print where the plugin's time
+    goes."""
     profile_file = out / f"{suite.name}.prof"
-    prefix = (sys.executable, "-m", "cProfile", "-o", str(profile_file), "-m", "pytest", *PYTEST[3:])
+    prefix = (sys.executable, "-m", "cProfile", "-o", str(profile_file), "-m", "pytest",
+              *PYTEST[3:])
     elapsed = run_pytest(suite.with_plugin, suite.folder, env, prefix=prefix)
     print(f"\ncProfile of suite {suite.name} with the plugin ({elapsed:.2f} s under the profiler); "
           f"the plugin's functions, top {top} by cumulative time:")
@@ -977,7 +1088,8 @@ def profile_suite(suite: Suite, env: dict[str, str], out: Path, top: int) -> Non
     stats.sort_stats("cumulative").print_stats(r"pytest_nocompile", top)
     # setLevel clears the level cache of every logger in the process (218 once dynamo is imported);
     # pytest's log capture calls addHandler/removeHandler for every non-propagating logger (54 of
-    # torch's) twice in every test phase, plugin or not: the cost of importing torch, not the plugin's.
+    # torch's) twice in every test phase, plugin or not: the cost of importing torch, not the
+    # plugin's.
     print("who calls the logging functions whose cost grows with the number of loggers:")
     stats.print_callers(r"\((setLevel|_clear_cache|addHandler|removeHandler)\)")
 
@@ -985,34 +1097,47 @@ def profile_suite(suite: Suite, env: dict[str, str], out: Path, top: int) -> Non
 # -- main ------------------------------------------------------------------------------
 
 
-SUITE_NAMES = ("empty", "a", "a-unused", "a+dynamo", "a+torch", "b", "c", "evict", "shared", "shared-no-isolate")
+SUITE_NAMES = ("empty", "a", "a-unused", "a+dynamo", "a+torch", "b", "c", "evict", "shared",
+               "shared-no-isolate")
 # Under valgrind a run is about 50 times slower, and torch's import alone takes minutes there.
 INSTRUCTION_SUITES = ("a", "a-unused")
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=None, help="rounds of alternating runs (default 5; 3 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="a tenth of the tests, for a smoke run")
-    parser.add_argument("--part", choices=("all", "suites", "instructions", "startup", "children"), default="all",
-                        help="wall times of the suites, instruction counts (needs valgrind), the start-up checks, "
-                        "the child-process start-up hook's cost, or all (default)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="rounds of alternating runs (default 5; 3 with --quick)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a tenth of the tests, for a smoke run")
+    parser.add_argument("--part", choices=("all", "suites", "instructions", "startup", "children"),
+                        default="all",
+                        help="wall times of the suites, instruction counts (needs valgrind), the "
+                             "start-up checks, the child-process start-up hook's cost, or "
+                             "all (default)")
     parser.add_argument("--suites", default=",".join(SUITE_NAMES),
-                        help=f"comma-separated suites to time (default: all of {','.join(SUITE_NAMES)})")
+                        help="comma-separated suites to time (default: all of "
+                             f"{','.join(SUITE_NAMES)})")
     parser.add_argument("--wall-only", action="store_true",
-                        help="suites part: wall times only, no hook timer (for a plugin version without its seam)")
+                        help="suites part: wall times only, no hook timer (for a plugin version "
+                             "without its seam)")
     parser.add_argument("--locations", type=int, default=3,
-                        help="instructions part: count copies of the suites at this many locations (default 3)")
+                        help="instructions part: count copies of the suites at this many "
+                             "locations (default 3)")
     parser.add_argument("--starts", type=int, default=None,
-                        help="children part: `python -c pass` runs per side and state (default 200; 40 with --quick)")
+                        help="children part: `python -c pass` runs per side and state (default "
+                             "200; 40 with --quick)")
     parser.add_argument("--plugin-args", default="", metavar="ARGS",
-                        help="more options for every suite's with-plugin side, one string (e.g. --nocompile-no-subprocess)")
-    parser.add_argument("--profile", action="store_true", help="also profile suite a with the plugin under cProfile")
-    parser.add_argument("--keep", metavar="DIR", help="generate the suites in DIR, a new or empty folder, and keep them")
+                        help="more options for every suite's with-plugin side, one string (e.g. "
+                             "--nocompile-no-subprocess)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile suite a with the plugin under cProfile")
+    parser.add_argument("--keep", metavar="DIR",
+                        help="generate the suites in DIR, a new or empty folder, and keep them")
     args = parser.parse_args(argv)
     unknown = set(args.suites.split(",")) - set(SUITE_NAMES)
     if unknown:
-        parser.error(f"--suites: unknown {', '.join(sorted(unknown))}; choose from {', '.join(SUITE_NAMES)}")
+        parser.error(
+            f"--suites: unknown {', '.join(sorted(unknown))}; choose from {', '.join(SUITE_NAMES)}")
     if args.locations < 1:
         parser.error("--locations: give 1 or more")
     if args.starts is not None and args.starts < 4:
@@ -1035,11 +1160,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                   for suite in make_suites(root / "suites", 1000 // scale, 200 // scale)}
         print(machine_description(env, suites["empty"].folder), flush=True)
         if extra:
-            print(f"with-plugin side of every suite: {' '.join(WITH_PLUGIN)} ... {' '.join(extra)}", flush=True)
+            print(f"with-plugin side of every suite: {' '.join(WITH_PLUGIN)} ... {' '.join(extra)}",
+                  flush=True)
         startup_table = suites_table = own_table = instruction_table = children_table = ""
         if args.part in ("all", "startup"):
             empty = suites["empty"].folder
-            # Start-up differences (~30 ms) are within one run's noise here, and a run costs 0.3 s: take many.
+            # Start-up differences (~30 ms) are within one run's noise here, and a run costs 0.3 s:
+            # take many.
             rows = import_rows(env, empty, runs=5) + collect_rows(empty, env, runs=4 * rounds)
             startup_table = format_table(("start-up", "value"), rows)
         if args.part in ("all", "suites"):
@@ -1048,19 +1175,24 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             suites_table = format_table(SUITE_HEADERS, (suite_row(timing) for timing in timings))
             without = {timing.suite.name: statistics.median(timing.without) for timing in timings}
             if not args.wall_only:
-                own_table = format_table(OWN_WORK_HEADERS, own_work_rows(chosen, env, runs=3, without=without))
+                own_table = format_table(OWN_WORK_HEADERS,
+                                         own_work_rows(chosen, env, runs=3, without=without))
         if args.part in ("all", "instructions"):
             if shutil.which("valgrind"):
                 counted = [suites[name] for name in INSTRUCTION_SUITES]
-                instruction_table = format_table(INSTRUCTION_HEADERS, instruction_rows(counted, suites["empty"].folder, env, args.locations))
+                instruction_table = format_table(INSTRUCTION_HEADERS,
+                                                 instruction_rows(counted, suites["empty"].folder,
+                                                                  env, args.locations))
             else:
-                instruction_table = "instructions: valgrind not found; install it (Debian: valgrind) to count them"
+                instruction_table = (
+                    "instructions: valgrind not found; install it (Debian: valgrind) to count them")
         if args.part in ("all", "children"):
             children_table = children_tables(root, env, args.starts or (40 if args.quick else 200))
         if args.profile:
             profile_suite(suites["a"], env, root, top=25)
         if suites_table or startup_table:
-            print(f"\nmedians of {rounds} rounds, each round runs both sides back to back, alternating which goes first")
+            print(f"\nmedians of {rounds} rounds, each round runs both sides back to back, "
+                  "alternating which goes first")
         for table in (suites_table, own_table, instruction_table, startup_table, children_table):
             if table:
                 print("\n" + table)

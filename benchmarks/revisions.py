@@ -1,4 +1,5 @@
-"""Versions of the plugin side by side: the scripts that compare git revisions take them from here."""
+"""Versions of the plugin side by side: the scripts that compare git revisions take them from
+here."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ def revision_list(text: str) -> list[str]:
 
 
 def revision_sides(text: str) -> list[tuple[str, str, list[str]]]:
-    """The sides of a comma-separated ``--revisions`` value whose entries may add pytest options after the revision
-    (``dc6d382,HEAD,HEAD --nocompile-trace-dir=traces``): each side's label (the entry), revision and options."""
+    """The sides of a comma-separated ``--revisions`` value whose entries may add pytest options
+    after the revision (``dc6d382,HEAD,HEAD --nocompile-trace-dir=traces``): each side's label (the
+    entry), revision and options."""
     sides = []
     for entry in revision_list(text):
         revision, *options = shlex.split(entry)
@@ -25,9 +27,11 @@ def revision_sides(text: str) -> list[tuple[str, str, list[str]]]:
 
 
 def extract(revision: str, into: Path) -> Path:
-    """The plugin's package at ``revision``, in a folder of its own (to put first on ``PYTHONPATH``)."""
+    """The plugin's package at ``revision``, in a folder of its own (to put first on
+    ``PYTHONPATH``)."""
     folder = into / revision.replace("/", "_")
     folder.mkdir()
-    archive = subprocess.run(["git", "archive", revision, "pytest_nocompile"], cwd=ROOT, check=True, capture_output=True).stdout
+    archive = subprocess.run(["git", "archive", revision, "pytest_nocompile"], cwd=ROOT, check=True,
+                             capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     return folder

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""What writing a structured trace adds to a compile: the cost of ``--nocompile-trace-dir`` inside a test's body.
+"""What writing a structured trace adds to a compile: the cost of ``--nocompile-trace-dir`` inside a
+test's body.
 
     python benchmarks/structured_trace_cost.py [--compiles 40] [--rounds 5] [--backend eager]
 
@@ -32,7 +33,8 @@ _FRESH = count()
 
 
 def compile_batch(compiles: int, backend: str) -> float:
-    """Seconds per compile (and first call) of ``compiles`` new functions, each a code object of its own."""
+    """Seconds per compile (and first call) of ``compiles`` new functions, each a code object of its
+    own."""
     functions = []
     for _ in range(compiles):
         scope: dict[str, object] = {}
@@ -48,7 +50,8 @@ def compile_batch(compiles: int, backend: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--compiles", type=int, default=40, help="compiles per batch (default 40)")
-    parser.add_argument("--rounds", type=int, default=5, help="batches per side, alternating (default 5)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="batches per side, alternating (default 5)")
     parser.add_argument("--backend", default="eager", help="torch.compile backend (default eager)")
     args = parser.parse_args()
     compile_batch(5, args.backend)  # warm: the first compile of a process imports and caches much
@@ -65,10 +68,11 @@ def main() -> None:
                     if trace is not None:
                         trace.stop()
     off, on = min(sides["off"]), min(sides["on"])
-    print(f"torch {torch.__version__}, backend {args.backend}, {args.compiles} compiles x {args.rounds} batches per side; "
-          "least ms per compile (and first call)")
+    print(f"torch {torch.__version__}, backend {args.backend}, {args.compiles} compiles x "
+          f"{args.rounds} batches per side; least ms per compile (and first call)")
     for side, times in sides.items():
-        print(f"trace {side:<3}  {min(times) * 1e3:8.2f}  all: {', '.join(f'{value * 1e3:.2f}' for value in times)}")
+        print(f"trace {side:<3}  {min(times) * 1e3:8.2f}  all: "
+              f"{', '.join(f'{value * 1e3:.2f}' for value in times)}")
     print(f"ratio on/off  {on / off:.3f}  (+{(on - off) * 1e3:.2f} ms per compile)")
 
 

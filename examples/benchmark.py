@@ -1,7 +1,8 @@
 """Time one Adam step on the tutorials' model against the memory-bandwidth floor.
 
     python examples/benchmark.py                        # CUDA, 10 x Linear(1024, 1024, bias=False)
-    python examples/benchmark.py --device cpu --small   # checks that it runs; CPU timings mean nothing here
+    python examples/benchmark.py --device cpu --small   # checks that it runs; CPU timings mean
+                                                        # nothing here
 
 Prints a markdown table: eager ``torch.optim.Adam`` (for-loop, foreach, fused),
 the compiled ``opt.step`` of scenario 1, the foreach_map Adam of scenario 3 (as
@@ -32,14 +33,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-if __package__ in (None, ""):  # run as `python examples/benchmark.py`: resolve `examples.*` as pytest does
+# run as `python examples/benchmark.py`: resolve `examples.*` as pytest does
+if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 import torch._inductor.config
 
 from examples.compiled_optimizer import StepFunction, compile_optimizer_step, make_adam
-from examples.foreach_map_adam import ForeachMapAdam, foreach_map, foreach_map_adam_step, foreach_map_available
+from examples.foreach_map_adam import (
+    ForeachMapAdam,
+    foreach_map,
+    foreach_map_adam_step,
+    foreach_map_available,
+)
 from examples.workload import (
     Workload,
     add_workload_arguments,
@@ -49,7 +56,8 @@ from examples.workload import (
     workload_from_arguments,
 )
 
-ADAM_BYTES_PER_ELEMENT = 7 * 4  # fp32: read param, grad, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq
+# fp32: read param, grad, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq
+ADAM_BYTES_PER_ELEMENT = 7 * 4
 WARMUP_CALLS = 3  # compiled opt.step compiles on its first call; later ones must be steady
 
 
@@ -96,20 +104,23 @@ def _tutorial_param(param, step, exp_avg, exp_avg_sq, beta1, beta2, lr, eps):
     return torch.add(param, torch.div(exp_avg, denom))
 
 
-def _tutorial_foreach_map_adam(steps, params, exp_avgs, exp_avg_sqs, beta1=0.9, beta2=0.999, lr=1e-3, eps=1e-8):
+def _tutorial_foreach_map_adam(steps, params, exp_avgs, exp_avg_sqs, beta1=0.9, beta2=0.999,
+                               lr=1e-3, eps=1e-8):
     with torch.no_grad():
         grads = [param.grad for param in params]
         torch._foreach_copy_(steps, foreach_map(lambda x: x + 1, steps))
         new_exp_avgs = foreach_map(torch.lerp, exp_avgs, grads, 1 - beta1)
         new_exp_avg_sqs = foreach_map(_tutorial_exp_avg_sq, exp_avg_sqs, grads, beta2)
-        new_params = foreach_map(_tutorial_param, params, steps, new_exp_avgs, new_exp_avg_sqs, beta1, beta2, lr, eps)
+        new_params = foreach_map(_tutorial_param, params, steps, new_exp_avgs, new_exp_avg_sqs,
+                                 beta1, beta2, lr, eps)
         torch._foreach_copy_(exp_avgs, new_exp_avgs)
         torch._foreach_copy_(exp_avg_sqs, new_exp_avg_sqs)
         torch._foreach_copy_(params, new_params)
 
 
 def tutorial_foreach_map_step(model: torch.nn.Module) -> StepFunction:
-    """The tutorial's compiled foreach_map Adam over ``model``, on state borrowed from an eager Adam."""
+    """The tutorial's compiled foreach_map Adam over ``model``, on state borrowed from an eager
+    Adam."""
     donor = make_adam(model)
     donor.step()  # creates the state the tutorial's version borrows
     params = parameters_of(model)
@@ -131,7 +142,8 @@ def foreach_map_step_without_host_cuts(model: torch.nn.Module) -> StepFunction:
     """
     optimizer = ForeachMapAdam(model.parameters())
     compiled = torch.compile(foreach_map_adam_step, fullgraph=True)
-    state = (optimizer.params, optimizer.exp_avgs, optimizer.exp_avg_sqs, optimizer.step_count, optimizer.hyperparameters)
+    state = (optimizer.params, optimizer.exp_avgs, optimizer.exp_avg_sqs, optimizer.step_count,
+             optimizer.hyperparameters)
     return lambda: compiled(*state)
 
 
@@ -188,28 +200,36 @@ def check_cuda_graph_step(workload: Workload, steps: int = 10) -> float:
         graph_step()
         adam.step()
     synchronize(torch.device(workload.device))
-    return max((a - b).abs().max().item() for a, b in zip(parameters_of(ours), parameters_of(reference)))
+    return max((a - b).abs().max().item()
+               for a, b in zip(parameters_of(ours), parameters_of(reference)))
 
 
 def variants(with_tutorial_version: bool, device_type: str = "cuda") -> list[Variant]:
     """What the table compares, in its order."""
     chosen = [
-        Variant("eager Adam, for-loop (foreach=False)", lambda m: make_adam(m, foreach=False).step, compiled=False),
-        Variant("eager Adam, foreach=True", lambda m: make_adam(m, foreach=True).step, compiled=False),
+        Variant("eager Adam, for-loop (foreach=False)", lambda m: make_adam(m, foreach=False).step,
+                compiled=False),
+        Variant("eager Adam, foreach=True", lambda m: make_adam(m, foreach=True).step,
+                compiled=False),
         Variant("eager Adam, fused=True", lambda m: make_adam(m, fused=True).step, compiled=False),
-        Variant("torch.compile(opt.step) (scenario 1)", lambda m: compile_optimizer_step(make_adam(m)), compiled=True),
+        Variant("torch.compile(opt.step) (scenario 1)",
+                lambda m: compile_optimizer_step(make_adam(m)), compiled=True),
     ]
     if foreach_map_available():
-        chosen.append(Variant("foreach_map Adam (scenario 3)", lambda m: ForeachMapAdam(m.parameters()).step, compiled=True))
+        chosen.append(Variant("foreach_map Adam (scenario 3)",
+                              lambda m: ForeachMapAdam(m.parameters()).step, compiled=True))
         chosen.append(
-            Variant("foreach_map Adam, inductor defaults, grad mode on", foreach_map_step_without_host_cuts, compiled=True)
+            Variant("foreach_map Adam, inductor defaults, grad mode on",
+                    foreach_map_step_without_host_cuts, compiled=True)
         )
         if device_type == "cuda":
             chosen.append(
-                Variant("foreach_map Adam in a CUDA graph (grads in place)", foreach_map_step_in_cuda_graph, compiled=True)
+                Variant("foreach_map Adam in a CUDA graph (grads in place)",
+                        foreach_map_step_in_cuda_graph, compiled=True)
             )
         if with_tutorial_version:
-            chosen.append(Variant("foreach_map Adam, tutorial's version", tutorial_foreach_map_step, compiled=True))
+            chosen.append(Variant("foreach_map Adam, tutorial's version", tutorial_foreach_map_step,
+                                  compiled=True))
     return chosen
 
 
@@ -220,7 +240,8 @@ def synchronize(device: torch.device) -> None:
 
 
 def time_calls(call: Callable[[], object], device: torch.device, repeats: int) -> list[float]:
-    """Seconds per call, ``repeats`` calls back to back: CUDA events on the GPU, a host clock elsewhere."""
+    """Seconds per call, ``repeats`` calls back to back: CUDA events on the GPU, a host clock
+    elsewhere."""
     if device.type != "cuda":
         times = []
         for _ in range(repeats):
@@ -228,7 +249,8 @@ def time_calls(call: Callable[[], object], device: torch.device, repeats: int) -
             call()
             times.append(time.perf_counter() - start)
         return times
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(repeats)]
     for start, end in events:
         start.record()
         call()
@@ -238,7 +260,8 @@ def time_calls(call: Callable[[], object], device: torch.device, repeats: int) -
 
 
 def timed_warmup(call: Callable[[], object], device: torch.device, calls: int) -> float:
-    """Wall seconds for the first ``calls`` calls, finished on the device: the compiles live here."""
+    """Wall seconds for the first ``calls`` calls, finished on the device: the compiles live
+    here."""
     synchronize(device)
     start = time.perf_counter()
     for _ in range(calls):
@@ -263,7 +286,8 @@ def gpu_busy(call: Callable[[], object], device: torch.device, calls: int = 20) 
         for _ in range(calls):
             call()
         synchronize(device)
-    busy = sum(e.self_device_time_total for e in prof.key_averages() if e.device_type == DeviceType.CUDA)
+    busy = sum(e.self_device_time_total for e in prof.key_averages()
+               if e.device_type == DeviceType.CUDA)
     return busy / 1e6 / calls
 
 
@@ -277,7 +301,8 @@ def copy_bandwidth(device: torch.device, megabytes: int, repeats: int) -> float:
 
 
 def prime_compiler(device: torch.device) -> float:
-    """Pay the once-per-process costs (inductor import, compile workers, device init) before any variant."""
+    """Pay the once-per-process costs (inductor import, compile workers, device init) before any
+    variant."""
     start = time.perf_counter()
     torch.compile(lambda x: x * 2 + 1)(torch.ones(8, device=device))
     synchronize(device)
@@ -285,7 +310,8 @@ def prime_compiler(device: torch.device) -> float:
 
 
 def measure(variant: Variant, workload: Workload, repeats: int) -> Measurement:
-    """Build ``variant`` on a fresh model, warm it up, time it; a failure becomes a row, not a crash."""
+    """Build ``variant`` on a fresh model, warm it up, time it; a failure becomes a row, not a
+    crash."""
     device = torch.device(workload.device)
     try:
         model = build_model(workload)
@@ -293,10 +319,13 @@ def measure(variant: Variant, workload: Workload, repeats: int) -> Measurement:
         step = variant.make_step(model)
         warmup = timed_warmup(step, device, WARMUP_CALLS)
         times = time_calls(step, device, repeats)
-        return Measurement(variant, times, warmup if variant.compiled else None, gpu_busy(step, device))
+        return Measurement(variant, times, warmup if variant.compiled else None,
+                           gpu_busy(step, device))
     except Exception as error:  # one broken variant must not hide the others' numbers
         traceback.print_exc()
-        return Measurement(variant, error=f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+        return Measurement(variant,
+                           error=f"{type(error).__name__}: "
+                                 f"{str(error).splitlines()[0] if str(error) else ''}")
     finally:
         torch._dynamo.reset()
         gc.collect()
@@ -319,7 +348,8 @@ def format_table(measurements: Sequence[Measurement], floor_seconds: float) -> s
         spread = f"{m.percentile(0.1) * 1e6:.1f}–{m.percentile(0.9) * 1e6:.1f}"
         busy = f"{m.gpu_busy_seconds * 1e6:.1f}" if m.gpu_busy_seconds is not None else "–"
         lines.append(
-            f"| {m.variant.name} | {m.median * 1e6:.1f} | {m.median / floor_seconds:.2f} | {spread} | {busy} | {warmup} |"
+            f"| {m.variant.name} | {m.median * 1e6:.1f} | {m.median / floor_seconds:.2f} | "
+            f"{spread} | {busy} | {warmup} |"
         )
     return "\n".join(lines)
 
@@ -334,10 +364,14 @@ def describe_device(device: torch.device) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_workload_arguments(parser)
-    parser.add_argument("--repeats", type=int, default=200, help="timed calls per variant (default: 200)")
-    parser.add_argument("--copy-megabytes", type=int, default=1024, help="size of the bandwidth copy (default: 1024)")
-    parser.add_argument("--with-tutorial-version", action="store_true", help="also time the tutorial's foreach_map Adam")
-    parser.add_argument("--allow-caches", action="store_true", help="keep inductor's on-disk caches (warm-ups get faster)")
+    parser.add_argument("--repeats", type=int, default=200,
+                        help="timed calls per variant (default: 200)")
+    parser.add_argument("--copy-megabytes", type=int, default=1024,
+                        help="size of the bandwidth copy (default: 1024)")
+    parser.add_argument("--with-tutorial-version", action="store_true",
+                        help="also time the tutorial's foreach_map Adam")
+    parser.add_argument("--allow-caches", action="store_true",
+                        help="keep inductor's on-disk caches (warm-ups get faster)")
     args = parser.parse_args(argv)
     workload = workload_from_arguments(args)
     device = torch.device(workload.device)
@@ -351,20 +385,23 @@ def main(argv: list[str] | None = None) -> None:
     measurements = []
     if workload.device == "cuda" and foreach_map_available():
         difference = check_cuda_graph_step(workload)
-        print(f"CUDA-graph foreach_map Adam vs torch.optim.Adam after 10 steps: max |param difference| = {difference:.2e}", flush=True)
+        print("CUDA-graph foreach_map Adam vs torch.optim.Adam after 10 steps: max |param "
+              f"difference| = {difference:.2e}", flush=True)
     for variant in variants(args.with_tutorial_version, workload.device):
         measurements.append(measure(variant, workload, args.repeats))
-        print(format_table(measurements[-1:], floor).splitlines()[-1], file=sys.stderr, flush=True)  # progress
+        # progress
+        print(format_table(measurements[-1:], floor).splitlines()[-1], file=sys.stderr, flush=True)
 
     print(f"\ntorch {torch.__version__}, {describe_device(device)}")
     print(f"{workload.describe()}: {workload.numel:,} fp32 parameters")
     print(
-        f"device-to-device copy: {bandwidth / 1e12:.2f} TB/s (read + write, {args.copy_megabytes} MiB);"
-        f" floor = {ADAM_BYTES_PER_ELEMENT} B x {workload.numel:,} / bandwidth = {floor * 1e6:.1f} µs"
+        f"device-to-device copy: {bandwidth / 1e12:.2f} TB/s (read + write, "
+        f"{args.copy_megabytes} MiB); floor = {ADAM_BYTES_PER_ELEMENT} B x {workload.numel:,} / "
+        f"bandwidth = {floor * 1e6:.1f} µs"
     )
     print(
-        f"median of {args.repeats} steps after {WARMUP_CALLS} warm-up calls; warm-up = wall time of those calls"
-        f" ({'caches allowed' if args.allow_caches else 'inductor caches off'};"
+        f"median of {args.repeats} steps after {WARMUP_CALLS} warm-up calls; warm-up = wall time "
+        f"of those calls ({'caches allowed' if args.allow_caches else 'inductor caches off'};"
         f" one-time compiler start-up of {primed:.1f} s paid before)\n"
     )
     print(format_table(measurements, floor))

@@ -40,14 +40,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-if __package__ in (None, ""):  # run as `python examples/compiled_lr_scheduler.py`: resolve `examples.*` as pytest does
+# run as `python examples/compiled_lr_scheduler.py`: resolve `examples.*` as pytest does
+if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 from torch.optim.lr_scheduler import LinearLR, LRScheduler, OneCycleLR
 
 from examples.compiled_optimizer import LEARNING_RATE, StepFunction, make_adam
-from examples.workload import Workload, add_workload_arguments, build_model, parameters_of, train, workload_from_arguments
+from examples.workload import (
+    Workload,
+    add_workload_arguments,
+    build_model,
+    parameters_of,
+    train,
+    workload_from_arguments,
+)
 
 # The tutorial's schedule: LinearLR's defaults ramp the LR from a third of the
 # base LR up to the base LR over 5 steps, then hold it.
@@ -69,8 +77,10 @@ def linear_warmup(optimizer: torch.optim.Optimizer) -> LinearLR:
 
 
 def one_cycle(total_steps: int, cycle_momentum: bool = True) -> SchedulerFactory:
-    """``OneCycleLR`` up to the base LR over ``total_steps``; ``cycle_momentum`` also cycles beta1."""
-    return functools.partial(OneCycleLR, max_lr=LEARNING_RATE, total_steps=total_steps, cycle_momentum=cycle_momentum)
+    """``OneCycleLR`` up to the base LR over ``total_steps``; ``cycle_momentum`` also cycles
+    beta1."""
+    return functools.partial(OneCycleLR, max_lr=LEARNING_RATE, total_steps=total_steps,
+                             cycle_momentum=cycle_momentum)
 
 
 def expected_linear_warmup_lrs(steps: int) -> list[float]:
@@ -79,7 +89,8 @@ def expected_linear_warmup_lrs(steps: int) -> list[float]:
     return [LEARNING_RATE * (LINEAR_START_FACTOR + (1 - LINEAR_START_FACTOR) * r) for r in ramp]
 
 
-def compile_optimizer_and_scheduler_step(optimizer: torch.optim.Optimizer, scheduler: LRScheduler) -> StepFunction:
+def compile_optimizer_and_scheduler_step(optimizer: torch.optim.Optimizer,
+                                         scheduler: LRScheduler) -> StepFunction:
     """Both steps inside one compiled function, as the tutorial writes it."""
 
     @torch.compile
@@ -100,7 +111,8 @@ class ScheduledRun:
 
 
 def run_scheduled_adam(
-    workload: Workload, make_scheduler: SchedulerFactory, tensor_lr: bool, steps: int, compiled: bool = True
+    workload: Workload, make_scheduler: SchedulerFactory, tensor_lr: bool, steps: int,
+    compiled: bool = True
 ) -> ScheduledRun:
     """Train the workload's model ``steps`` Adam steps under ``make_scheduler``'s schedule.
 
@@ -137,13 +149,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=6)
     args = parser.parse_args(argv)
     workload = workload_from_arguments(args)
-    torch._logging.set_logs(recompiles=True)  # a script may; the plugin must not (it would reset the user's logging)
+    # a script may; the plugin must not (it would reset the user's logging)
+    torch._logging.set_logs(recompiles=True)
 
     for title, make_scheduler, tensor_lr in [
         ("LinearLR, lr=torch.tensor(0.01): no recompiles", linear_warmup, True),
         ("LinearLR, lr=0.01 (float): recompiles on param_groups[0]['lr']", linear_warmup, False),
-        ("OneCycleLR, tensor LR: recompiles on param_groups[0]['betas'][0]", one_cycle(args.steps + 1), True),
-        ("OneCycleLR(cycle_momentum=False), tensor LR: no recompiles", one_cycle(args.steps + 1, False), True),
+        ("OneCycleLR, tensor LR: recompiles on param_groups[0]['betas'][0]",
+         one_cycle(args.steps + 1), True),
+        ("OneCycleLR(cycle_momentum=False), tensor LR: no recompiles",
+         one_cycle(args.steps + 1, False), True),
     ]:
         print(f"\n== {title}", flush=True)
         torch._dynamo.reset()  # each case starts from empty caches, as under the plugin

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-if __package__ in (None, ""):  # run as `python examples/compiled_optimizer.py`: resolve `examples.*` as pytest does
+# run as `python examples/compiled_optimizer.py`: resolve `examples.*` as pytest does
+if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
@@ -35,13 +36,16 @@ LEARNING_RATE = 0.01  # the tutorial's
 StepFunction = Callable[[], None]
 
 
-def make_adam(model: torch.nn.Module, lr: float | torch.Tensor = LEARNING_RATE, **options: object) -> torch.optim.Adam:
-    """``torch.optim.Adam`` over ``model``'s parameters; ``options`` go to Adam (``foreach``, ``fused``...)."""
+def make_adam(model: torch.nn.Module, lr: float | torch.Tensor = LEARNING_RATE,
+              **options: object) -> torch.optim.Adam:
+    """``torch.optim.Adam`` over ``model``'s parameters; ``options`` go to Adam (``foreach``,
+    ``fused``...)."""
     return torch.optim.Adam(model.parameters(), lr=lr, **options)
 
 
 def compile_optimizer_step(optimizer: torch.optim.Optimizer) -> StepFunction:
-    """``optimizer.step()`` inside a function wrapped in ``torch.compile``, as the tutorial writes it."""
+    """``optimizer.step()`` inside a function wrapped in ``torch.compile``, as the tutorial writes
+    it."""
 
     @torch.compile
     def compiled_step() -> None:
@@ -50,7 +54,8 @@ def compile_optimizer_step(optimizer: torch.optim.Optimizer) -> StepFunction:
     return compiled_step
 
 
-def train_compiled_and_eager(workload: Workload, steps: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def train_compiled_and_eager(workload: Workload,
+                             steps: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Train two identical models ``steps`` Adam steps on identical gradients.
 
     Returns the parameters after a compiled ``opt.step`` and after an eager one.

@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-if __package__ in (None, ""):  # run as `python examples/dynamic_batch.py`: resolve `examples.*` as pytest does
+# run as `python examples/dynamic_batch.py`: resolve `examples.*` as pytest does
+if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
@@ -45,7 +46,8 @@ def with_pair_shortcut(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.layer_norm(x, (FEATURES,)) @ weight
 
 
-def compiled(function: Callable[..., torch.Tensor], backend: str = "inductor") -> Callable[..., torch.Tensor]:
+def compiled(function: Callable[..., torch.Tensor],
+             backend: str = "inductor") -> Callable[..., torch.Tensor]:
     """``function`` compiled with a dynamic batch dim."""
     return torch.compile(function, backend=backend, dynamic=True)
 
@@ -66,7 +68,8 @@ def main() -> None:
             print(f"{function.__name__}: the sweep failed:\n{failure}\n")
         else:
             recompiled = [step.size for step in swept if step.recompiles]
-            print(f"{function.__name__}: the sweep passed; dynamo's own 0/1 specialisation recompiled at sizes {recompiled}\n")
+            print(f"{function.__name__}: the sweep passed; dynamo's own 0/1 specialisation "
+                  f"recompiled at sizes {recompiled}\n")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-if __package__ in (None, ""):  # run as `python examples/foreach_map_adam.py`: resolve `examples.*` as pytest does
+# run as `python examples/foreach_map_adam.py`: resolve `examples.*` as pytest does
+if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
@@ -67,11 +68,12 @@ try:
 except ImportError:  # torch < 2.7
     foreach_map = None
 
-FOREACH_MAP_MISSING = f"torch {torch.__version__} has no torch._higher_order_ops.foreach_map (added in torch 2.7)"
+FOREACH_MAP_MISSING = (
+    f"torch {torch.__version__} has no torch._higher_order_ops.foreach_map (added in torch 2.7)")
 
-# The kernels inductor generates for the compiled step, by device (pytest-nocompile's max_kernels, measured): on an
-# H100 (torch 2.11, the tutorials' model) the fused update and the step count's; on CPU (torch 2.13, the small model)
-# inductor's C++ backend makes 4.
+# The kernels inductor generates for the compiled step, by device (pytest-nocompile's max_kernels,
+# measured): on an H100 (torch 2.11, the tutorials' model) the fused update and the step count's; on
+# CPU (torch 2.13, the small model) inductor's C++ backend makes 4.
 STEP_KERNELS = {"cuda": 2, "cpu": 4}
 
 
@@ -113,14 +115,16 @@ def foreach_map_adam_step(
         denom = new_exp_avg_sq(exp_avg_sq, grad).sqrt() / bias_correction2_sqrt + eps
         return param - step_size * (new_exp_avg(exp_avg, grad) / denom)
 
-    with torch.no_grad():  # a `with`, not the decorator: dynamo then reports this function by its name
+    # a `with`, not the decorator: dynamo then reports this function by its name
+    with torch.no_grad():
         grads = [p.grad for p in params]
         step.add_(1)
         # 0-dim device tensors, shared by every element.
         step_size = hyper.lr / (1 - beta1**step)
         bias_correction2_sqrt = (1 - beta2**step).sqrt()
 
-        params_updated = foreach_map(new_param, params, grads, exp_avgs, exp_avg_sqs, step_size, bias_correction2_sqrt)
+        params_updated = foreach_map(new_param, params, grads, exp_avgs, exp_avg_sqs, step_size,
+                                     bias_correction2_sqrt)
         exp_avgs_updated = foreach_map(new_exp_avg, exp_avgs, grads)
         exp_avg_sqs_updated = foreach_map(new_exp_avg_sq, exp_avg_sqs, grads)
         # A higher-order op may not mutate its inputs; these copies become the
@@ -133,7 +137,8 @@ def foreach_map_adam_step(
 # One compiled function for every instance: optimizers with the same
 # hyperparameters and parameter shapes share its compiled code. size_asserts
 # off: dynamo's guards already check every input's size and stride.
-compiled_foreach_map_adam_step = torch.compile(foreach_map_adam_step, fullgraph=True, options={"size_asserts": False})
+compiled_foreach_map_adam_step = torch.compile(foreach_map_adam_step, fullgraph=True,
+                                               options={"size_asserts": False})
 
 
 class ForeachMapAdam:
@@ -156,14 +161,19 @@ class ForeachMapAdam:
         self.params = list(params)
         if not self.params:
             raise ValueError("ForeachMapAdam got no parameters")
-        self.hyperparameters = AdamHyperparameters(lr=float(lr), beta1=float(betas[0]), beta2=float(betas[1]), eps=float(eps))
-        self.exp_avgs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
-        self.exp_avg_sqs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+        self.hyperparameters = AdamHyperparameters(lr=float(lr), beta1=float(betas[0]),
+                                                   beta2=float(betas[1]), eps=float(eps))
+        self.exp_avgs = [torch.zeros_like(p, memory_format=torch.preserve_format)
+                         for p in self.params]
+        self.exp_avg_sqs = [torch.zeros_like(p, memory_format=torch.preserve_format)
+                            for p in self.params]
         self.step_count = torch.zeros((), dtype=torch.float32, device=self.params[0].device)
 
     def step(self) -> None:
-        with torch.no_grad():  # enter the compiled frame with grad mode off already: less to do per call
-            compiled_foreach_map_adam_step(self.params, self.exp_avgs, self.exp_avg_sqs, self.step_count, self.hyperparameters)
+        # enter the compiled frame with grad mode off already: less to do per call
+        with torch.no_grad():
+            compiled_foreach_map_adam_step(self.params, self.exp_avgs, self.exp_avg_sqs,
+                                           self.step_count, self.hyperparameters)
 
 
 def optimizer_params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
@@ -176,7 +186,8 @@ def adam_state(optimizer: torch.optim.Adam, key: str) -> list[torch.Tensor]:
     return [optimizer.state[p][key] for p in optimizer_params(optimizer)]
 
 
-def train_foreach_map_and_torch_adam(workload: Workload, steps: int) -> tuple[ForeachMapAdam, torch.optim.Adam]:
+def train_foreach_map_and_torch_adam(workload: Workload,
+                                     steps: int) -> tuple[ForeachMapAdam, torch.optim.Adam]:
     """Both optimizers after ``steps`` steps from the same weights on the same gradients."""
     model = build_model(workload)
     reference_model = clone_model(model)
@@ -207,7 +218,8 @@ def main(argv: list[str] | None = None) -> None:
         ("exp_avg_sq", ours.exp_avg_sqs, adam_state(reference, "exp_avg_sq")),
     ]:
         print(f"largest {what} difference: {max_abs_difference(mine, theirs):.2e}")
-    print(f"step: {float(ours.step_count):g} (torch.optim.Adam: {sorted({float(s) for s in adam_state(reference, 'step')})})")
+    print(f"step: {float(ours.step_count):g} (torch.optim.Adam: "
+          f"{sorted({float(s) for s in adam_state(reference, 'step')})})")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Scenario 5: ranks that must compile alike, or one waits for the other in a collective until NCCL's watchdog ends the job.
+"""Scenario 5: ranks that must compile alike, or one waits for the other in a collective until
+NCCL's watchdog ends the job.
 
 Each rank of a ``torch.multiprocessing.spawn`` job (gloo here, so it runs on
 CPU) compiles the same step and all-reduces its loss. When one rank sees a
@@ -18,7 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as `python examples/ranks_alike.py`: resolve `examples.*` as pytest does
+# run as `python examples/ranks_alike.py`: resolve `examples.*` as pytest does
+if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
@@ -36,9 +38,11 @@ def step(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 
 def rank_main(rank: int, store: str, uneven_rank: int, backend: str) -> None:
-    """One rank: ``STEPS`` compiled steps, each loss all-reduced; ``uneven_rank`` gets one batch of another size."""
+    """One rank: ``STEPS`` compiled steps, each loss all-reduced; ``uneven_rank`` gets one batch of
+    another size."""
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=RANKS)
-    compiled = torch.compile(step, backend=backend, dynamic=False)  # every batch size is a graph of its own
+    # every batch size is a graph of its own
+    compiled = torch.compile(step, backend=backend, dynamic=False)
     weight = torch.ones(FEATURES, FEATURES)
     for index in range(STEPS):
         rows = BATCH - 3 if rank == uneven_rank and index == STEPS - 1 else BATCH

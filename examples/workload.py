@@ -41,7 +41,8 @@ BIAS_CORRECTION_RELATIVE_ERROR = 1e-4  # 3e-5 with margin
 
 
 def parameter_atol(steps: int, lr: float) -> float:
-    """How far two correct Adam runs of ``steps`` steps at learning rate <= ``lr`` may drift apart."""
+    """How far two correct Adam runs of ``steps`` steps at learning rate <= ``lr`` may drift
+    apart."""
     return steps * lr * BIAS_CORRECTION_RELATIVE_ERROR
 
 
@@ -85,7 +86,8 @@ def build_model(workload: Workload, seed: int = 0) -> torch.nn.Sequential:
     """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        layers = [torch.nn.Linear(workload.width, workload.width, bias=False) for _ in range(workload.depth)]
+        layers = [torch.nn.Linear(workload.width, workload.width, bias=False)
+                  for _ in range(workload.depth)]
     return torch.nn.Sequential(*layers).to(workload.device)
 
 
@@ -99,7 +101,8 @@ def parameters_of(model: torch.nn.Module) -> list[torch.Tensor]:
     return list(model.parameters())
 
 
-def set_synthetic_grads(params: Sequence[torch.Tensor], step: int, seed: int = GRADIENT_SEED) -> None:
+def set_synthetic_grads(params: Sequence[torch.Tensor], step: int,
+                        seed: int = GRADIENT_SEED) -> None:
     """Give every parameter a fresh ``.grad`` drawn from (``seed``, ``step``).
 
     A new tensor each step, as ``zero_grad(set_to_none=True)`` followed by
@@ -108,10 +111,12 @@ def set_synthetic_grads(params: Sequence[torch.Tensor], step: int, seed: int = G
     device = params[0].device
     generator = torch.Generator(device=device).manual_seed(seed * 100_003 + step)
     for param in params:
-        param.grad = 0.1 * torch.randn(param.shape, generator=generator, device=device, dtype=param.dtype)
+        param.grad = 0.1 * torch.randn(param.shape, generator=generator, device=device,
+                                       dtype=param.dtype)
 
 
-def train(params: Sequence[torch.Tensor], step: Callable[[], object], steps: int, first_step: int = 0) -> None:
+def train(params: Sequence[torch.Tensor], step: Callable[[], object], steps: int,
+          first_step: int = 0) -> None:
     """Run ``steps`` optimizer steps, each on fresh synthetic gradients for ``params``."""
     for index in range(first_step, first_step + steps):
         set_synthetic_grads(params, index)
@@ -129,18 +134,21 @@ def assert_all_close(
     actual, expected = list(actual), list(expected)
     assert len(actual) == len(expected), f"{what}: {len(actual)} tensors, expected {len(expected)}"
     for index, (got, want) in enumerate(zip(actual, expected)):
-        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m, i=index: f"{what}[{i}]: {m}")
+        torch.testing.assert_close(got, want, rtol=rtol, atol=atol,
+                                   msg=lambda m, i=index: f"{what}[{i}]: {m}")
 
 
 def max_abs_difference(actual: Iterable[torch.Tensor], expected: Iterable[torch.Tensor]) -> float:
     """Largest elementwise ``|actual - expected|``: for scripts to print."""
-    return max(float((got.detach() - want.detach()).abs().max()) for got, want in zip(actual, expected))
+    return max(float((got.detach() - want.detach()).abs().max())
+               for got, want in zip(actual, expected))
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--device`` / ``--small`` options every scenario script shares."""
     default_device = "cuda" if torch.cuda.is_available() else "cpu"
-    parser.add_argument("--device", default=default_device, help=f"where to run (default: {default_device})")
+    parser.add_argument("--device", default=default_device,
+                        help=f"where to run (default: {default_device})")
     parser.add_argument(
         "--small",
         action="store_true",

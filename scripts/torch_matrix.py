@@ -49,12 +49,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_VERSIONS = tuple(f"2.{minor}" for minor in range(4, 16))
-SUITE = ("-m", "pytest", "-p", "nocompile", "-n", "2", "-q", "-p", "no:randomly")  # then the tests to run: "tests" unless --tests
+# then the tests to run: "tests" unless --tests
+SUITE = ("-m", "pytest", "-p", "nocompile", "-n", "2", "-q", "-p", "no:randomly")
 EXAMPLES = ("-m", "pytest", "-p", "nocompile", "-q", "-p", "no:randomly", "examples")
 # The words of pytest's summary line, in the order the table shows them.
 OUTCOMES = ("passed", "failed", "errors", "skipped", "xfailed", "xpassed")
-_SUMMARY_PART = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)\b")
-_SUMMARY_LINE = re.compile(r"\b(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|no tests ran)\b.* in [\d.]+s")
+_SUMMARY_PART = re.compile(
+    r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)\b")
+_SUMMARY_LINE = re.compile(
+    r"\b(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|no tests ran)\b.* in [\d.]+s")
 
 
 class MatrixError(RuntimeError):
@@ -87,7 +90,8 @@ class VersionResult:
 
 
 def parse_summary(output: str) -> RunCounts:
-    """The counts in the last pytest summary line of ``output`` (e.g. ``3 passed, 1 skipped in 2.1s``)."""
+    """The counts in the last pytest summary line of ``output`` (e.g.
+    ``3 passed, 1 skipped in 2.1s``)."""
     for line in reversed(output.splitlines()):
         text = line.strip().strip("=").strip()
         if not _SUMMARY_LINE.search(text):
@@ -122,18 +126,22 @@ def project_requirements(pyproject: Path, extra: str) -> list[str]:
         import tomllib
 
         project = tomllib.loads(text)["project"]
-        requirements = list(project.get("dependencies", [])) + list(project.get("optional-dependencies", {}).get(extra, []))
+        requirements = (list(project.get("dependencies", []))
+                        + list(project.get("optional-dependencies", {}).get(extra, [])))
     else:  # Python 3.10 has no tomllib: a plain reading of the two lists
         requirements = _toml_string_list(text, "dependencies") + _toml_string_list(text, extra)
-    return [r for r in requirements if re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0].lower() != "torch"]
+    return [r for r in requirements
+            if re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0].lower() != "torch"]
 
 
-def run(command: list[str], log: Path, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+def run(command: list[str], log: Path, env: dict[str, str] | None = None,
+        check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run ``command`` from the repository root, its output appended to ``log``."""
     with log.open("a") as stream:
         stream.write(f"\n$ {' '.join(command)}\n")
         stream.flush()
-        result = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        result = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
         stream.write(result.stdout)
     if check and result.returncode != 0:
         lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
@@ -144,36 +152,45 @@ def run(command: list[str], log: Path, env: dict[str, str] | None = None, check:
 
 
 def clean_env(venv: Path) -> dict[str, str]:
-    """The environment for the test runs: the venv first on PATH, no leftover torch logging or plugins."""
-    env = {key: value for key, value in os.environ.items() if key not in ("TORCH_LOGS", "TORCH_COMPILE_DEBUG", "PYTEST_ADDOPTS", "PYTHONPATH", "VIRTUAL_ENV")}
+    """The environment for the test runs: the venv first on PATH, no leftover torch logging or
+    plugins."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("TORCH_LOGS", "TORCH_COMPILE_DEBUG", "PYTEST_ADDOPTS", "PYTHONPATH",
+                          "VIRTUAL_ENV")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv)
     return env
 
 
-def run_version(version: str, log: Path, python: str, tests: tuple[str, ...] = ("tests",), examples: bool = True,
-                baseline: Path | None = None) -> VersionResult:
-    """Install torch ``version`` and this project into a fresh venv, run both pytest runs, delete the venv."""
+def run_version(version: str, log: Path, python: str, tests: tuple[str, ...] = ("tests",),
+                examples: bool = True, baseline: Path | None = None) -> VersionResult:
+    """Install torch ``version`` and this project into a fresh venv, run both pytest runs, delete
+    the venv."""
     result = VersionResult(version)
     venv = Path(tempfile.mkdtemp(prefix=f"torch-matrix-{version}-", dir="/tmp"))
     try:
         run([python, "-m", "venv", "--clear", str(venv)], log)
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "--no-cache-dir"]
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check",
+               "--no-cache-dir"]
         run([*pip, "install", "-q", torch_requirement(version)], log)
         vpython = str(venv / "bin" / "python")
         # A marked line: old torch warns on stderr (no numpy yet), which this output holds too.
-        printed = run([vpython, "-c", "import torch; print('torch-version:', torch.__version__)"], log).stdout
-        result.installed = next((line.split()[-1] for line in printed.splitlines() if line.startswith("torch-version: ")), "?")
+        printed = run([vpython, "-c", "import torch; print('torch-version:', torch.__version__)"],
+                      log).stdout
+        result.installed = next((line.split()[-1] for line in printed.splitlines()
+                                 if line.startswith("torch-version: ")), "?")
         constraints = venv / "torch-constraint.txt"
         constraints.write_text(f"torch=={result.installed}\n")
         # The project without its dependencies (its torch floor may be above the torch tried),
         # then its other dependencies and test extra, torch held where it is by the constraint.
         run([*pip, "install", "-q", "--no-deps", "-e", "."], log)
-        run([*pip, "install", "-q", "-c", str(constraints), *project_requirements(ROOT / "pyproject.toml", "test")], log)
+        run([*pip, "install", "-q", "-c", str(constraints),
+             *project_requirements(ROOT / "pyproject.toml", "test")], log)
         env = clean_env(venv)
         if baseline is not None:
             env["NOCOMPILE_MATRIX_BASELINE"] = str(baseline.resolve())
-        for name, arguments in (("suite", (*SUITE, *tests)), ("examples", EXAMPLES))[: 2 if examples else 1]:
+        for name, arguments in (("suite", (*SUITE, *tests)),
+                                ("examples", EXAMPLES))[: 2 if examples else 1]:
             completed = run([vpython, *arguments], log, env=env, check=False)
             counts = parse_summary(completed.stdout)
             counts.returncode = completed.returncode
@@ -186,7 +203,8 @@ def run_version(version: str, log: Path, python: str, tests: tuple[str, ...] = (
 
 
 def markdown_table(results: list[VersionResult], tests: tuple[str, ...] = ("tests",)) -> str:
-    suite = "test suite" if tests == ("tests",) else f"tests ({', '.join(path.removeprefix('tests/') for path in tests)})"
+    suite = ("test suite" if tests == ("tests",)
+             else f"tests ({', '.join(path.removeprefix('tests/') for path in tests)})")
     rows = [f"| torch | {suite} | examples | date |", "| --- | --- | --- | --- |"]
     for r in results:
         torch = r.installed or f"{r.requested} (not installed)"
@@ -202,20 +220,30 @@ def markdown_table(results: list[VersionResult], tests: tuple[str, ...] = ("test
 
 def usable(result: VersionResult, examples: bool = True) -> bool:
     runs = (result.suite, result.examples) if examples else (result.suite,)
-    return result.error is None and all(counts is not None and counts.summary is not None for counts in runs)
+    return result.error is None and all(counts is not None and counts.summary is not None
+                                        for counts in runs)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--versions", default=",".join(DEFAULT_VERSIONS), help="comma-separated torch versions, X.Y or X.Y.Z (default: 2.4 .. 2.15)")
-    parser.add_argument("--keep-going", action="store_true", help="go on to the next version after one that could not be installed or run")
+    parser.add_argument("--versions", default=",".join(DEFAULT_VERSIONS),
+                        help="comma-separated torch versions, X.Y or X.Y.Z (default: 2.4 .. 2.15)")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="go on to the next version after one that could not be "
+                             "installed or run")
     parser.add_argument("--out", type=Path, help="also write the Markdown table to this file")
-    parser.add_argument("--log", type=Path, help="where pip's and pytest's output goes (default: a file under /tmp)")
-    parser.add_argument("--python", default=sys.executable, help="the Python that creates each venv (default: this one)")
-    parser.add_argument("--tests", default="tests", help="comma-separated test files or folders for the suite run (default: tests)")
-    parser.add_argument("--skip-examples", action="store_true", help="run no examples (a sweep of a few test files)")
-    parser.add_argument("--baseline", type=Path, help="one baseline file that every version saves its entries into and compares with "
-                        "(tests/test_reason_baselines.py)")
+    parser.add_argument("--log", type=Path,
+                        help="where pip's and pytest's output goes (default: a file under /tmp)")
+    parser.add_argument("--python", default=sys.executable,
+                        help="the Python that creates each venv (default: this one)")
+    parser.add_argument("--tests", default="tests",
+                        help="comma-separated test files or folders for the suite run "
+                             "(default: tests)")
+    parser.add_argument("--skip-examples", action="store_true",
+                        help="run no examples (a sweep of a few test files)")
+    parser.add_argument("--baseline", type=Path,
+                        help="one baseline file that every version saves its entries into and "
+                             "compares with (tests/test_reason_baselines.py)")
     arguments = parser.parse_args(argv)
     tests = tuple(path.strip() for path in arguments.tests.split(",") if path.strip())
     examples = not arguments.skip_examples
@@ -225,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             torch_requirement(version)
         except argparse.ArgumentTypeError as error:
             parser.error(str(error))
-    log: Path = arguments.log or Path(tempfile.mkstemp(prefix="torch-matrix-", suffix=".log", dir="/tmp")[1])
+    log: Path = arguments.log or Path(tempfile.mkstemp(prefix="torch-matrix-", suffix=".log",
+                                                       dir="/tmp")[1])
     print(f"logging pip and pytest output to {log}", file=sys.stderr)
 
     results: list[VersionResult] = []
@@ -236,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("suite", "examples"):
             counts: RunCounts | None = getattr(result, name)
             if counts is not None:
-                print(f"torch {result.installed}: {name}: {counts.summary or counts.cell()}", file=sys.stderr, flush=True)
+                print(f"torch {result.installed}: {name}: {counts.summary or counts.cell()}",
+                      file=sys.stderr, flush=True)
         if result.error:
             print(f"torch {version}: {result.error}", file=sys.stderr, flush=True)
         if not usable(result, examples) and not arguments.keep_going:

@@ -1,4 +1,5 @@
-"""The ``run`` fixture: pytest with the plugin on a user's test file, forked from a fork server or in a subprocess."""
+"""The ``run`` fixture: pytest with the plugin on a user's test file, forked from a fork server or
+in a subprocess."""
 
 from __future__ import annotations
 
@@ -23,12 +24,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    item.stash[TEST_START_ENVIRONMENT] = {name: value for name, value in os.environ.items() if name not in OUTER_RUN_VARIABLES}
+    item.stash[TEST_START_ENVIRONMENT] = {name: value for name, value in os.environ.items()
+                                          if name not in OUTER_RUN_VARIABLES}
 
 
 @pytest.fixture(scope="session")
 def session_fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
-    """This process's fork server, started by the first inner run that can be forked; ended with the session."""
+    """This process's fork server, started by the first inner run that can be forked; ended with the
+    session."""
     server = ForkServer(tmp_path_factory.mktemp("fork-server") / "server.log")
     yield server
     server.close()
@@ -36,14 +39,17 @@ def session_fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fo
 
 @pytest.fixture
 def fork_server(session_fork_server: ForkServer, request: pytest.FixtureRequest) -> ForkServer:
-    """This process's fork server, in the environment this test started with (restarted if that changed)."""
+    """This process's fork server, in the environment this test started with (restarted if that
+    changed)."""
     session_fork_server.follow(request.node.stash[TEST_START_ENVIRONMENT])
     return session_fork_server
 
 
 @pytest.fixture
-def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, fork_server: ForkServer) -> RunPytest:
-    """Run pytest with the plugin on the files written to ``pytester``, as ``python -mpytest`` in a new process.
+def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest,
+        fork_server: ForkServer) -> RunPytest:
+    """Run pytest with the plugin on the files written to ``pytester``, as ``python -mpytest`` in a
+    new process.
 
     Never in-process: pytester's in-process mode drops the modules a run
     imported, and torch does not survive being imported twice in one process.

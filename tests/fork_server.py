@@ -1,4 +1,5 @@
-"""The fork server behind the ``run`` fixture: one interpreter that has imported torch, forked once per inner pytest run.
+"""The fork server behind the ``run`` fixture: one interpreter that has imported torch, forked once
+per inner pytest run.
 
 This file is a program, started by ``forked_runs.ForkServer`` as
 ``python tests/fork_server.py REQUEST_FD RESPONSE_FD``; the tests never import
@@ -66,8 +67,9 @@ from typing import Any
 # dynamo's other dependencies (torch._inductor, aot_autograd's runtime wrappers) import dynamo or
 # break its circular imports when imported first. Checked below: no torch._dynamo after these.
 PRELOAD = (
-    "torch", "sympy", "numpy.random", "torch.fx.experimental.symbolic_shapes", "torch._subclasses.fake_tensor",
-    "torch.distributed", "torch.distributed.tensor", "torch.distributed.fsdp", "torch.onnx", "torch._higher_order_ops.triton_kernel_wrap",
+    "torch", "sympy", "numpy.random", "torch.fx.experimental.symbolic_shapes",
+    "torch._subclasses.fake_tensor", "torch.distributed", "torch.distributed.tensor",
+    "torch.distributed.fsdp", "torch.onnx", "torch._higher_order_ops.triton_kernel_wrap",
 )
 DYNAMO = "torch._dynamo"
 PLUGIN = "pytest_nocompile"
@@ -80,20 +82,24 @@ def preload() -> str | None:
         for name in PRELOAD:
             importlib.import_module(name)
     if caught:
-        return f"importing {', '.join(PRELOAD)} warned: {caught[0].category.__name__}: {caught[0].message}"
+        return (f"importing {', '.join(PRELOAD)} warned: {caught[0].category.__name__}: "
+                f"{caught[0].message}")
     if DYNAMO in sys.modules:
         return f"importing {', '.join(PRELOAD)} imported {DYNAMO}"
     if any(name == PLUGIN or name.startswith(PLUGIN + ".") for name in sys.modules):
         return f"the server imported {PLUGIN}"
-    # A Python thread would be missing from each child. (numpy's OpenBLAS starts a native thread at import;
-    # it shuts its pool down around fork and starts it again in the child, as for any forked numpy user.)
+    # A Python thread would be missing from each child. (numpy's OpenBLAS starts a native thread at
+    # import; it shuts its pool down around fork and starts it again in the child, as for any forked
+    # numpy user.)
     if threading.active_count() != 1:
-        return f"the server has {threading.active_count()} Python threads after importing: a forked child would lack them"
+        return (f"the server has {threading.active_count()} Python threads after importing: a "
+                "forked child would lack them")
     return None
 
 
 class Channel:
-    """JSON lines over two pipe fds, unbuffered on the read side so that ``select`` sees every line not yet read."""
+    """JSON lines over two pipe fds, unbuffered on the read side so that ``select`` sees every line
+    not yet read."""
 
     def __init__(self, read_fd: int, write_fd: int) -> None:
         self.read_fd = read_fd
@@ -125,7 +131,8 @@ class Channel:
 
 
 def serve(channel: Channel) -> dict[str, Any] | None:
-    """Fork for each request until the request pipe ends; returns the request in a forked child, None in the server."""
+    """Fork for each request until the request pipe ends; returns the request in a forked child,
+    None in the server."""
     while (request := channel.read()) is not None:
         sys.stdout.flush()
         sys.stderr.flush()  # nothing buffered may be written twice, by the server and by the child
@@ -143,7 +150,8 @@ def wait_for(pid: int, channel: Channel) -> int:
     pidfd = os.pidfd_open(pid)
     try:
         while True:
-            readable = [pidfd] if channel.has_line() else select.select([pidfd, channel.read_fd], [], [])[0]
+            readable = ([pidfd] if channel.has_line()
+                        else select.select([pidfd, channel.read_fd], [], [])[0])
             if pidfd in readable:
                 return os.waitpid(pid, 0)[1]
             message = channel.read()
@@ -158,14 +166,16 @@ def wait_for(pid: int, channel: Channel) -> int:
 
 
 def become_python_m_pytest(request: dict[str, Any]) -> None:
-    """Turn this forked child into ``python -mpytest ARGS`` started as pytester starts it, then run pytest.
+    """Turn this forked child into ``python -mpytest ARGS`` started as pytester starts it, then run
+    pytest.
 
     Returns only by raising: SystemExit with pytest's exit code, or the error a
     real interpreter would print before exiting with 1.
     """
     argv: list[str] = request["argv"]  # [sys.executable, "-mpytest", *args]
     os.chdir(request["cwd"])
-    os.umask(request["umask"])  # a subprocess inherits the tests' process's, which a test may have changed
+    # a subprocess inherits the tests' process's, which a test may have changed
+    os.umask(request["umask"])
     os.environ.clear()
     os.environ.update(request["env"])
     # stdin: a pipe whose writing end is closed, as pytester's CLOSE_STDIN leaves it.
@@ -178,18 +188,24 @@ def become_python_m_pytest(request: dict[str, Any]) -> None:
         os.dup2(opened, fd)
         os.close(opened)
     sys.path[:] = python_m_path(os.getcwd(), os.environ.get("PYTHONPATH", ""), sys.path[1:])
-    importlib.invalidate_caches()  # the new path entries, and files the test wrote since the server started
+    # the new path entries, and files the test wrote since the server started
+    importlib.invalidate_caches()
     sys.orig_argv[:] = argv
-    sys.argv[:] = ["-m", *argv[2:]]  # what -m leaves in sys.argv[0] until runpy replaces it with the module's file
-    # The interpreter's own __main__ as it is before -m runs a module; this file's module must not be it.
+    # what -m leaves in sys.argv[0] until runpy replaces it with the module's file
+    sys.argv[:] = ["-m", *argv[2:]]
+    # The interpreter's own __main__ as it is before -m runs a module; this file's module must not
+    # be it.
     main = types.ModuleType("__main__")
-    main.__dict__.update({"__builtins__": builtins, "__annotations__": {}, "__loader__": importlib.machinery.BuiltinImporter})
+    main.__dict__.update({"__builtins__": builtins, "__annotations__": {},
+                          "__loader__": importlib.machinery.BuiltinImporter})
     sys.modules["__main__"] = main
-    runpy._run_module_as_main("pytest")  # type: ignore[attr-defined]  # what python -m does; pytest's __main__ raises SystemExit
+    # what python -m does; pytest's __main__ raises SystemExit
+    runpy._run_module_as_main("pytest")  # type: ignore[attr-defined]
 
 
 def python_m_path(cwd: str, pythonpath: str, base: list[str]) -> list[str]:
-    """``sys.path`` as ``python -m`` starts it in ``cwd`` with ``PYTHONPATH``, ``base`` being this interpreter's own.
+    """``sys.path`` as ``python -m`` starts it in ``cwd`` with ``PYTHONPATH``, ``base`` being this
+    interpreter's own.
 
     -m puts the directory first; site makes the PYTHONPATH entries absolute and
     drops repeats among them and the installation's entries, which follow.
@@ -220,5 +236,6 @@ def main() -> dict[str, Any] | None:
 if __name__ == "__main__":
     forked_request = main()
     if forked_request is not None:
-        # At module level, so that pytest's SystemExit and any error end this child as they end an interpreter.
+        # At module level, so that pytest's SystemExit and any error end this child as they end an
+        # interpreter.
         become_python_m_pytest(forked_request)

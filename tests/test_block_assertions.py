@@ -1,4 +1,5 @@
-"""assert_max_recompiles (and its siblings) without fixtures: TestCase methods, helpers, decorators, no pytest at all."""
+"""assert_max_recompiles (and its siblings) without fixtures: TestCase methods, helpers, decorators,
+no pytest at all."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def scale(x, n):
 
 class CompiledScale(unittest.TestCase):
     def setUp(self):
-        torch._dynamo.reset()  # unwatched tests share dynamo's caches: the plugin resets only the tests it watches
+        # unwatched tests share dynamo's caches: the plugin resets only the tests it watches
+        torch._dynamo.reset()
         self.f = torch.compile(scale, backend="eager")
         self.f(torch.ones(2), 2)
 
@@ -49,11 +51,13 @@ class CompiledScale(unittest.TestCase):
 '''
 
 
-EXCEEDED = "E       pytest_nocompile.exceptions.RecompileBudgetExceeded: 1 recompile > assert_max_recompiles(0)"
+EXCEEDED = ("E       pytest_nocompile.exceptions.RecompileBudgetExceeded: 1 recompile > "
+            "assert_max_recompiles(0)")
 
 
 def _check_failures(result: pytest.RunResult, *names: str) -> None:
-    """Each named test failed, and the failures are the budget's, with the function that recompiled."""
+    """Each named test failed, and the failures are the budget's, with the function that
+    recompiled."""
     lines = result.stdout.lines
     for name in names:
         result.stdout.fnmatch_lines([f"FAILED *::{name}*"])
@@ -78,7 +82,8 @@ def test_testcase_methods_under_xdist(pytester: pytest.Pytester, run: RunPytest)
     result.stdout.fnmatch_lines(["*2 workers*"])
 
 
-def test_testcase_methods_without_the_plugin_loaded(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_testcase_methods_without_the_plugin_loaded(pytester: pytest.Pytester,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makepyfile(test_unittest_user=UNITTEST_CASES)
     _check_unittest_outcomes(pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rf"))
@@ -123,10 +128,12 @@ def test_negative():
 ''')
     result = run()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*assert_max_recompiles(-1)*assert_max_recompiles(N) or assert_max_recompiles(N, exact=True)*"])
+    result.stdout.fnmatch_lines(["*assert_max_recompiles(-1)*assert_max_recompiles(N) or "
+                                 "assert_max_recompiles(N, exact=True)*"])
 
 
-def test_outside_pytest_captures_on_its_own_and_restores_logging(tmp_path: pytest.TempPathFactory) -> None:
+def test_outside_pytest_captures_on_its_own_and_restores_logging(
+        tmp_path: pytest.TempPathFactory) -> None:
     script = textwrap.dedent('''
         import logging
         import torch
@@ -137,7 +144,8 @@ def test_outside_pytest_captures_on_its_own_and_restores_logging(tmp_path: pytes
             return x * n
 
         logger = logging.getLogger("torch._dynamo.guards.__recompiles")
-        before = (logger.level, logger.propagate, logger.filters[:], sorted(torch_logging.log_state.artifact_names))
+        before = (logger.level, logger.propagate, logger.filters[:],
+                  sorted(torch_logging.log_state.artifact_names))
         f = torch.compile(scale, backend="eager")
         with assert_max_recompiles(1) as block:
             f(torch.ones(2), 2)
@@ -146,13 +154,16 @@ def test_outside_pytest_captures_on_its_own_and_restores_logging(tmp_path: pytes
         try:
             with assert_max_recompiles(0):
                 with assert_max_recompiles(5) as inner:
-                    f(torch.ones(2, dtype=torch.float64), 3)  # a new dtype (n may be dynamic by now)
+                    # a new dtype (n may be dynamic by now)
+                    f(torch.ones(2, dtype=torch.float64), 3)
         except RecompileBudgetExceeded as error:
             print("over:", str(error).splitlines()[0], "inner:", len(inner))
-        after = (logger.level, logger.propagate, logger.filters[:], sorted(torch_logging.log_state.artifact_names))
+        after = (logger.level, logger.propagate, logger.filters[:],
+                 sorted(torch_logging.log_state.artifact_names))
         print("restored:", before == after)
     ''')
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "within: 1",

@@ -1,4 +1,5 @@
-"""Capture leaves torch as it found it, prints nothing, keeps the user's own logs, and agrees with torch's metrics."""
+"""Capture leaves torch as it found it, prints nothing, keeps the user's own logs, and agrees with
+torch's metrics."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ torch._dynamo.reset()
 def snapshot():
     state = torch_logging.log_state
     loggers = {
-        name: (logger.level, logger.propagate, tuple(map(id, logger.handlers)), tuple(map(id, logger.filters)))
+        name: (logger.level, logger.propagate, tuple(map(id, logger.handlers)),
+               tuple(map(id, logger.filters)))
         for name, logger in list(logging.root.manager.loggerDict.items())
         if name.startswith("torch") and isinstance(logger, logging.Logger)
     }
@@ -29,10 +31,14 @@ def snapshot():
         "artifacts": sorted(state.artifact_names),
         "levels": sorted(state.log_qname_to_level.items()),
         "loggers": loggers,
-        "config": {key: repr(value) for key, value in torch._dynamo.config.get_config_copy().items()},
-        "stance": repr(getattr(torch._dynamo.eval_frame, "_stance", None)),  # torch < 2.6 has no compile stance
-        # The health sources swap the class of torch's counters while armed: put back after each test.
-        "counters": (repr(counters.default_factory), sorted({type(value).__name__ for value in counters.values()})),
+        "config": {key: repr(value)
+                   for key, value in torch._dynamo.config.get_config_copy().items()},
+        # torch < 2.6 has no compile stance
+        "stance": repr(getattr(torch._dynamo.eval_frame, "_stance", None)),
+        # The health sources swap the class of torch's counters while armed: put back after each
+        # test.
+        "counters": (repr(counters.default_factory),
+                     sorted({type(value).__name__ for value in counters.values()})),
     }
 
 def differences(before, after):
@@ -82,14 +88,16 @@ def test_unwatched():
 '''
 
 
-def test_torch_state_is_identical_before_and_after_every_test(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_torch_state_is_identical_before_and_after_every_test(pytester: pytest.Pytester,
+                                                              run: RunPytest) -> None:
     pytester.makeconftest(STATE_CHECK_CONFTEST)
     pytester.makepyfile(test_mixed=MIXED)
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=2, failed=3, errors=1)
     lines = (pytester.path / "state-differences.txt").read_text().splitlines()
     assert lines == [f"{name}: []" for name in
-                     ("test_passing", "test_budget_failure", "test_error", "test_fixture", "test_bad_marker", "test_unwatched")]
+                     ("test_passing", "test_budget_failure", "test_error", "test_fixture",
+                      "test_bad_marker", "test_unwatched")]
 
 
 def test_state_check_detects_a_leak(pytester: pytest.Pytester, run: RunPytest) -> None:
@@ -104,7 +112,8 @@ def test_state_check_detects_a_leak(pytester: pytest.Pytester, run: RunPytest) -
     assert (pytester.path / "state-differences.txt").read_text() == "test_leaks: ['artifacts']\n"
 
 
-def test_nothing_is_printed_for_passing_and_failing_tests(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_nothing_is_printed_for_passing_and_failing_tests(pytester: pytest.Pytester,
+                                                          run: RunPytest) -> None:
     pytester.makepyfile(test_mixed=MIXED)
     result = run("-s", "-p", "no:logging")  # -s: anything printed would reach the output
     assert "Recompiling function" not in result.stdout.str() + result.stderr.str()
@@ -125,7 +134,8 @@ def test_recompiles():
 '''
 
 
-def test_user_torch_logs_recompiles_output_stays(pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_user_torch_logs_recompiles_output_stays(pytester: pytest.Pytester, run: RunPytest,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCH_LOGS", "recompiles")
     pytester.makepyfile(USER_LOGS)
     result = run("-s", "-p", "no:logging")
@@ -135,21 +145,26 @@ def test_user_torch_logs_recompiles_output_stays(pytester: pytest.Pytester, run:
 
 
 @pytest.mark.parametrize("where", ["conftest", "test"])
-def test_user_set_logs_recompiles_output_stays(pytester: pytest.Pytester, run: RunPytest, where: str) -> None:
+def test_user_set_logs_recompiles_output_stays(pytester: pytest.Pytester, run: RunPytest,
+                                               where: str) -> None:
     enable = "torch._logging.set_logs(recompiles=True)"
     if where == "conftest":
         pytester.makeconftest(f"import torch\n{enable}\n")
         pytester.makepyfile(USER_LOGS)
     else:
-        pytester.makepyfile(USER_LOGS.replace("    f = torch.compile", f"    {enable}\n    f = torch.compile"))
+        pytester.makepyfile(USER_LOGS.replace("    f = torch.compile",
+                                              f"    {enable}\n    f = torch.compile"))
     result = run("-s", "-p", "no:logging")
     result.assert_outcomes(failed=1)
     expect_lines(result, ["1 recompile > max_recompiles(0) (marker on the test)"])
     assert "[__recompiles] Recompiling function <lambda>" in result.stderr.str()
 
 
-@pytest.mark.skipif(not HAS_RECOMPILE_REASON_METRIC, reason="torch < 2.7: get_compilation_metrics() entries have no recompile_reason")
-def test_count_agrees_with_compilation_metrics_and_compile_ids(pytester: pytest.Pytester, run: RunPytest) -> None:
+@pytest.mark.skipif(not HAS_RECOMPILE_REASON_METRIC,
+                    reason="torch < 2.7: get_compilation_metrics() entries have no "
+                           "recompile_reason")
+def test_count_agrees_with_compilation_metrics_and_compile_ids(pytester: pytest.Pytester,
+                                                               run: RunPytest) -> None:
     # Independent of the log text: torch's compilation metrics carry a recompile_reason
     # for every recompile, and a recompile's compile id has an attempt number above 0.
     pytester.makepyfile('''
@@ -180,7 +195,8 @@ def test_count_agrees_with_compilation_metrics_and_compile_ids(pytester: pytest.
     run("-p", "no:logging").assert_outcomes(passed=1)
 
 
-def test_torch_warnings_from_the_plugins_own_reset_do_not_fail_tests(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_torch_warnings_from_the_plugins_own_reset_do_not_fail_tests(pytester: pytest.Pytester,
+                                                                     run: RunPytest) -> None:
     # torch 2.11's reset() imports inductor modules that emit a DeprecationWarning;
     # under -W error that must not become the user's error. Simulate it on any torch.
     pytester.makeconftest('''

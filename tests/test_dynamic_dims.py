@@ -1,4 +1,5 @@
-"""``@pytest.mark.dynamic_dims``: a dim meant to stay dynamic that a recompile specialised fails the test, naming it."""
+"""``@pytest.mark.dynamic_dims``: a dim meant to stay dynamic that a recompile specialised fails the
+test, naming it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from nocompile_testing import TORCH, RunPytest
 
 
 def literal(*lines: str) -> list[str]:
-    """Regexes for output lines, '*' the only wildcard (fnmatch would read the [0] of a guard as a character class)."""
+    """Regexes for output lines, '*' the only wildcard (fnmatch would read the [0] of a guard as a
+    character class)."""
     return [".*".join(map(re.escape, line.split("*"))) + r"\Z" for line in lines]
 
 
@@ -77,7 +79,8 @@ class TestClassContract:
 def test_dynamic_dims_kept_and_broken(run: RunPytest, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_dims=CONTRACTS)
     result = run("-rA", "--nocompile-json=report.json")
-    outcomes = {line.split()[1].partition("::")[2]: line.split()[0] for line in result.stdout.lines if line.startswith(("PASSED ", "FAILED "))}
+    outcomes = {line.split()[1].partition("::")[2]: line.split()[0] for line in result.stdout.lines
+                if line.startswith(("PASSED ", "FAILED "))}
     assert outcomes == {
         "test_kept": "PASSED",
         "test_broken_by_a_branch": "FAILED",
@@ -87,35 +90,50 @@ def test_dynamic_dims_kept_and_broken(run: RunPytest, pytester: pytest.Pytester)
         "TestClassContract::test_inherits_it": "FAILED",
         "TestClassContract::test_its_own_wins": "PASSED",
     }, result.stdout.str()
-    # The argument, the dim, the size, the user's branch and the call (torch 2.4 writes the guard Ne(L['x'].size()[0], 3)).
+    # The argument, the dim, the size, the user's branch and the call (torch 2.4 writes the guard
+    # Ne(L['x'].size()[0], 3)).
     branch = [
-        "dynamic_dims(x=0) broken (marker on the test): a dim meant to stay dynamic was specialised once",
-        "    branchy recompiled: x dim 0 at size 3: your code specialised it (guard failed: *x*.size()[0]*3*)",
-        *(["        at: test_dims.py:4 in branchy: if x.shape[0] == 3:"] if TORCH >= (2, 6) else []),  # 2.4 names no line of the user's
+        "dynamic_dims(x=0) broken (marker on the test): a dim meant to stay dynamic was "
+        "specialised once",
+        "    branchy recompiled: x dim 0 at size 3: your code specialised it (guard failed: "
+        "*x*.size()[0]*3*)",
+        *(["        at: test_dims.py:4 in branchy: if x.shape[0] == 3:"]
+          if TORCH >= (2, 6) else []),  # 2.4 names no line of the user's
         "        triggered by: test_dims.py:21 in test_broken_by_a_branch: f(torch.ones(3))",
-        "        usual fix: your code branches on the size of x dim 0: move the branch out of the compiled function, or compute both sides "
-        "with torch ops",
+        "        usual fix: your code branches on the size of x dim 0: move the branch out of the "
+        "compiled function, or compute both sides with torch ops",
     ]
     result.stdout.re_match_lines(literal(*branch), consecutive=True)
     result.stdout.re_match_lines(literal(
-        "dynamic_dims(x=0, framework_specialisation=True) broken (marker on the test): a dim meant to stay dynamic was specialised once",
-        "    plain recompiled: x dim 0 at size 0 or 1: dynamo's own 0/1 specialisation (guard failed: *2 <= *x*.size()[0])",
-        "        triggered by: test_dims.py:* in test_dynamos_0_1_rule_counted_when_asked: f(torch.ones(1), torch.ones(2))",
-        "        usual fix: dynamo specialises sizes 0 and 1: keep x dim 0 at 2 or more, or call torch._dynamo.mark_unbacked(x, 0) *",
+        "dynamic_dims(x=0, framework_specialisation=True) broken (marker on the test): a dim meant "
+        "to stay dynamic was specialised once",
+        "    plain recompiled: x dim 0 at size 0 or 1: dynamo's own 0/1 specialisation (guard "
+        "failed: *2 <= *x*.size()[0])",
+        "        triggered by: test_dims.py:* in test_dynamos_0_1_rule_counted_when_asked: "
+        "f(torch.ones(1), torch.ones(2))",
+        "        usual fix: dynamo specialises sizes 0 and 1: keep x dim 0 at 2 or more, or call "
+        "torch._dynamo.mark_unbacked(x, 0) *",
     ), consecutive=True)
     result.stdout.re_match_lines(literal(  # its headline reads as the branch's
-        "    plain recompiled: x dim 0 at size 8: it was compiled static (guard failed: *size mismatch at index 0. expected 4, actual 8)",
-        "        triggered by: test_dims.py:* in test_a_dim_compiled_static: f(torch.ones(8), torch.ones(2))",
-        "        usual fix: compile with dynamic=True, or call torch._dynamo.mark_dynamic(x, 0) before the first call",
+        "    plain recompiled: x dim 0 at size 8: it was compiled static (guard failed: *size "
+        "mismatch at index 0. expected 4, actual 8)",
+        "        triggered by: test_dims.py:* in test_a_dim_compiled_static: f(torch.ones(8), "
+        "torch.ones(2))",
+        "        usual fix: compile with dynamic=True, or call torch._dynamo.mark_dynamic(x, 0) "
+        "before the first call",
     ), consecutive=True)
     result.stdout.fnmatch_lines(["dynamic_dims(x=0) broken (marker on class TestClassContract): *"])
-    # The recompiles are in the JSON report, as any watched test's; a test whose only marker is a contract has no budget.
-    tests = {test["nodeid"].partition("::")[2]: test for test in json.loads((pytester.path / "report.json").read_text())["tests"]}
-    assert tests["test_broken_by_a_branch"]["recompiles"] == 1 and tests["test_broken_by_a_branch"]["outcome"] == "failed"
+    # The recompiles are in the JSON report, as any watched test's; a test whose only marker is a
+    # contract has no budget.
+    tests = {test["nodeid"].partition("::")[2]: test
+             for test in json.loads((pytester.path / "report.json").read_text())["tests"]}
+    assert (tests["test_broken_by_a_branch"]["recompiles"] == 1
+            and tests["test_broken_by_a_branch"]["outcome"] == "failed")
     assert tests["test_kept"]["recompiles"] == 1 and tests["test_kept"]["outcome"] == "passed"
 
 
-def test_a_contract_and_a_budget_both_fail_in_one_text(run: RunPytest, pytester: pytest.Pytester) -> None:
+def test_a_contract_and_a_budget_both_fail_in_one_text(run: RunPytest,
+                                                       pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_both=FUNCTIONS + '''
 @pytest.mark.max_recompiles(0)
 @pytest.mark.dynamic_dims(x=0)

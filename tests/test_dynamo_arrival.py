@@ -1,4 +1,5 @@
-"""The plugin never imports dynamo; it starts capture when dynamo arrives, and counts the test it arrives in exactly."""
+"""The plugin never imports dynamo; it starts capture when dynamo arrives, and counts the test it
+arrives in exactly."""
 
 from __future__ import annotations
 
@@ -21,11 +22,15 @@ def pytest_sessionfinish(session):
 
 def _entries(pytester: pytest.Pytester) -> dict[str, tuple[str, int, int]]:
     tests = json.loads((pytester.path / "report.json").read_text())["tests"]
-    return {entry["nodeid"].split("::")[1]: (entry["outcome"], entry["compiles"], entry["recompiles"]) for entry in tests}
+    return {
+        entry["nodeid"].split("::")[1]: (entry["outcome"], entry["compiles"], entry["recompiles"])
+        for entry in tests}
 
 
-@pytest.mark.parametrize("marker", ["", "@pytest.mark.max_recompiles(0)"], ids=["run-wide budget (idle until dynamo)", "marker"])
-def test_the_test_dynamo_arrives_in_is_counted_exactly(pytester: pytest.Pytester, run: RunPytest, marker: str) -> None:
+@pytest.mark.parametrize("marker", ["", "@pytest.mark.max_recompiles(0)"],
+                         ids=["run-wide budget (idle until dynamo)", "marker"])
+def test_the_test_dynamo_arrives_in_is_counted_exactly(pytester: pytest.Pytester, run: RunPytest,
+                                                       marker: str) -> None:
     pytester.makepyfile(test_arrival=RECOMPILE_ONCE + f'''
 def test_plain():
     pass
@@ -38,12 +43,16 @@ def test_dynamo_arrives_and_recompiles():
 def test_after_it():
     recompile_once()
 ''')
-    result = run("-p", "no:randomly", "--max-recompiles=0", "--nocompile-json=report.json", "-W", "error")
+    result = run("-p", "no:randomly", "--max-recompiles=0", "--nocompile-json=report.json",
+                 "-W", "error")
     result.assert_outcomes(passed=1, failed=2)
     source = "marker on the test" if marker else "from --max-recompiles"
-    expect_lines(result, ["*_ test_dynamo_arrives_and_recompiles _*", f"1 recompile > max_recompiles(0) ({source})"])
-    # As a failure in the call phase, like every budget failure (the late judge rebuilds the call report).
-    result.stdout.fnmatch_lines(["FAILED test_arrival.py::test_dynamo_arrives_and_recompiles - Failed: 1 recomp*"])
+    expect_lines(result, ["*_ test_dynamo_arrives_and_recompiles _*",
+                          f"1 recompile > max_recompiles(0) ({source})"])
+    # As a failure in the call phase, like every budget failure (the late judge rebuilds the call
+    # report).
+    result.stdout.fnmatch_lines(
+        ["FAILED test_arrival.py::test_dynamo_arrives_and_recompiles - Failed: 1 recomp*"])
     assert _entries(pytester) == {
         "test_plain": ("passed", 0, 0),
         "test_dynamo_arrives_and_recompiles": ("failed", 2, 1),
@@ -64,7 +73,8 @@ def test_recompiles_in_call(compiled):
 ''')
     result = run("--max-recompiles=0", "--nocompile-json=report.json")
     result.assert_outcomes(failed=1)
-    expect_lines(result, ["*_ test_recompiles_in_call _*", "1 recompile > max_recompiles(0) (from --max-recompiles)"])
+    expect_lines(result, ["*_ test_recompiles_in_call _*",
+                          "1 recompile > max_recompiles(0) (from --max-recompiles)"])
     assert _entries(pytester) == {"test_recompiles_in_call": ("failed", 1, 1)}
 
 
@@ -84,7 +94,8 @@ def test_passes(recompiles_at_teardown):
     result.stdout.fnmatch_lines(["*recompiles (teardown, not counted)*"])
 
 
-def test_arrival_mid_call_in_strict_mode_raises_at_the_recompiling_call(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_arrival_mid_call_in_strict_mode_raises_at_the_recompiling_call(pytester: pytest.Pytester,
+                                                                        run: RunPytest) -> None:
     pytester.makepyfile(test_arrival=RECOMPILE_ONCE + '''
 def test_recompiles():
     recompile_once()
@@ -101,7 +112,8 @@ def test_config_restored():
                                  "test_arrival.py:9: RecompileError"])
 
 
-def test_a_suite_that_never_compiles_never_imports_dynamo(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_suite_that_never_compiles_never_imports_dynamo(pytester: pytest.Pytester,
+                                                          run: RunPytest) -> None:
     pytester.makeconftest(DYNAMO_CHECK_CONFTEST)
     pytester.makepyfile(test_torch_only='''
 import pytest, torch

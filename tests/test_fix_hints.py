@@ -1,4 +1,5 @@
-"""The usual fix, named: each row of the guard-class table with a fix, caused for real on the installed torch (run on every torch of the matrix)."""
+"""The usual fix, named: each row of the guard-class table with a fix, caused for real on the
+installed torch (run on every torch of the matrix)."""
 
 from __future__ import annotations
 
@@ -85,7 +86,8 @@ def test_deallocated_object():  # an optimizer built per step, each freed
         gc.collect()
 '''
 
-# The test of each row, and the subject its fix names (None: it differs between torch versions, args[0] or self).
+# The test of each row, and the subject its fix names (None: it differs between torch versions,
+# args[0] or self).
 ROWS = {
     "python float": ("test_python_float", "n"),
     "python int": ("test_python_int", "step"),
@@ -97,7 +99,8 @@ ROWS = {
     "object id": ("test_object_id", None),
     "deallocated object": ("test_deallocated_object", None),
 }
-# Torch 2.4 and 2.5 compile a freed object's method anew, as a first compile: no recompile, so no guard to name.
+# Torch 2.4 and 2.5 compile a freed object's method anew, as a first compile: no recompile, so no
+# guard to name.
 NOT_A_RECOMPILE = {"deallocated object"} if TORCH < (2, 6) else set()
 
 
@@ -107,19 +110,25 @@ def test_every_row_with_a_fix_has_a_test_here() -> None:
 
 def test_each_row_names_its_fix(pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_rows=HAZARDS)
-    result = run("-p", "no:randomly", "-p", "no:logging", "--max-recompiles=0", "--nocompile-json=report.json")
+    result = run("-p", "no:randomly", "-p", "no:logging", "--max-recompiles=0",
+                 "--nocompile-json=report.json")
     result.assert_outcomes(failed=len(ROWS) - len(NOT_A_RECOMPILE), passed=len(NOT_A_RECOMPILE))
-    tests = {test["nodeid"].partition("::")[2]: test for test in json.loads((pytester.path / "report.json").read_text())["tests"]}
-    # Each test's failure text, by its name: the text between its "____ name ____" header and the next.
-    # (Up to pytest's short summary: with CI set, it repeats each failure's whole message.)
-    parts = re.split(r"^_{3,} (\w+) _{3,}$", result.stdout.str().partition("short test summary info")[0], flags=re.M)
+    tests = {test["nodeid"].partition("::")[2]: test
+             for test in json.loads((pytester.path / "report.json").read_text())["tests"]}
+    # Each test's failure text, by its name: the text between its "____ name ____" header and the
+    # next. (Up to pytest's short summary: with CI set, it repeats each failure's whole message.)
+    parts = re.split(r"^_{3,} (\w+) _{3,}$",
+                     result.stdout.str().partition("short test summary info")[0], flags=re.M)
     failures = dict(zip(parts[1::2], parts[2::2]))
     for name, (test, subject) in ROWS.items():
         if name in NOT_A_RECOMPILE:
             assert tests[test]["recompiles"] == 0 and test not in failures
             continue
-        reasons = [reason for event in tests[test]["recompile_events"] for reason in event["reasons"] if reason["class"] == name]
-        assert reasons, f"{test}: no guard of class {name!r} in {[r['guard'] for e in tests[test]['recompile_events'] for r in e['reasons']]}"
+        reasons = [reason for event in tests[test]["recompile_events"]
+                   for reason in event["reasons"] if reason["class"] == name]
+        assert reasons, (
+            f"{test}: no guard of class {name!r} in "
+            f"{[r['guard'] for e in tests[test]['recompile_events'] for r in e['reasons']]}")
         row = next(row for row in ALL_CLASSES if row.name == name)
         for reason in reasons:
             if subject is not None:

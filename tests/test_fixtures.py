@@ -8,7 +8,8 @@ from nocompile_testing import HAS_COMPILE_IDS, RunPytest, expect_lines, guard_re
 
 FIXTURES = '''
 import re, pytest, torch
-from pytest_nocompile import AssertMaxRecompiles, RecompileBudgetExceeded, RecompileEvent, RecompileLog
+from pytest_nocompile import (AssertMaxRecompiles, RecompileBudgetExceeded, RecompileEvent,
+                              RecompileLog)
 
 def scale(x, n):
     return x * n
@@ -20,7 +21,7 @@ def test_events_are_structured(nocompile_recompiles: RecompileLog):
     f(torch.ones(2), 3)
     (event,) = nocompile_recompiles
     assert isinstance(event, RecompileEvent)
-    assert (event.function, event.line, event.phase) == ("scale", 4, "call")
+    assert (event.function, event.line, event.phase) == ("scale", 5, "call")
     assert event.filename.endswith("test_fixtures_user.py")
     (guard,) = event.guards
     assert re.fullmatch(N_EQ_2, guard)  # n == 2, or L['n'] == 2 up to torch 2.6
@@ -57,7 +58,8 @@ def test_block_exception_wins(nocompile_assert_max_recompiles):
         raise KeyError("the block's own error")
 
 def test_block_bad_argument(nocompile_assert_max_recompiles):
-    with pytest.raises(ValueError, match=r"nocompile_assert_max_recompiles\\(-2\\): expected an int >= 0, got -2"):
+    with pytest.raises(ValueError, match=r"nocompile_assert_max_recompiles\\(-2\\): "
+                                         r"expected an int >= 0, got -2"):
         with nocompile_assert_max_recompiles(-2):
             pass
 
@@ -70,7 +72,8 @@ def test_block_failure_is_an_assertion_error(nocompile_assert_max_recompiles):
     assert issubclass(RecompileBudgetExceeded, AssertionError)
 '''
 # At the end, so that the line numbers above stay; torch < 2.5 gives no compile ids.
-FIXTURES += f"\nN_EQ_2 = {guard_regex('n == 2')!r}\nFIRST_COMPILE_ID = {'0/0' if HAS_COMPILE_IDS else None!r}\n"
+FIXTURES += (f"\nN_EQ_2 = {guard_regex('n == 2')!r}\n"
+             f"FIRST_COMPILE_ID = {'0/0' if HAS_COMPILE_IDS else None!r}\n")
 
 
 def test_fixtures(pytester: pytest.Pytester, run: RunPytest) -> None:
@@ -78,14 +81,18 @@ def test_fixtures(pytester: pytest.Pytester, run: RunPytest) -> None:
     result = run("-p", "no:logging")
     result.assert_outcomes(passed=4, failed=3)
     expect_lines(result, [
-        "E       pytest_nocompile.exceptions.RecompileBudgetExceeded: 1 recompile > nocompile_assert_max_recompiles(0)",
-        "E       [1/1] recompiled scale (test_fixtures_user.py:4)",
+        "E       pytest_nocompile.exceptions.RecompileBudgetExceeded: 1 recompile > "
+        "nocompile_assert_max_recompiles(0)",
+        "E       [1/1] recompiled scale (test_fixtures_user.py:5)",
         "E           guard failed: 0/0: n == 2",
-        "E             guarded at: test_fixtures_user.py:5 in scale: return x * n",
+        "E             guarded at: test_fixtures_user.py:6 in scale: return x * n",
         "E             usual fix: n is a Python int that changes*",
-        "E           triggered by: test_fixtures_user.py:* in test_block_over_budget: f(torch.ones(2), 3)",
+        "E           triggered by: test_fixtures_user.py:* in test_block_over_budget: "
+        "f(torch.ones(2), 3)",
     ])
-    expect_lines(result, ["E       pytest_nocompile.exceptions.RecompileBudgetExceeded: 0 recompiles != nocompile_assert_max_recompiles(1, exact=True)"])
+    expect_lines(result,
+                 ["E       pytest_nocompile.exceptions.RecompileBudgetExceeded: 0 recompiles != "
+                  "nocompile_assert_max_recompiles(1, exact=True)"])
     result.stdout.fnmatch_lines(["E *KeyError: \"the block's own error\""])
     # The traceback points at the user's with-block, not into the plugin.
     result.stdout.fnmatch_lines(["test_fixtures_user.py:*: RecompileBudgetExceeded"])

@@ -15,7 +15,14 @@ import sys
 
 import pytest
 
-from nocompile_testing import HAS_COMPILE_IDS, LIMIT_CONFIG, BudgetedRecord, RunPytest, expect_lines, recorded_messages
+from nocompile_testing import (
+    HAS_COMPILE_IDS,
+    LIMIT_CONFIG,
+    BudgetedRecord,
+    RunPytest,
+    expect_lines,
+    recorded_messages,
+)
 from pytest_nocompile.judge.budget import RecompileBudget
 from pytest_nocompile.vocabulary.kinds import GRAPH_BREAKS
 
@@ -73,7 +80,8 @@ def files(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(trainlib=TRAINLIB, test_steps=TESTS)
 
 
-def test_a_recompile_after_a_graph_break_names_the_function_the_break_and_the_callers_line(files: None, run: RunPytest) -> None:
+def test_a_recompile_after_a_graph_break_names_the_function_the_break_and_the_callers_line(
+        files: None, run: RunPytest) -> None:
     result = run("-p", "no:logging", "-k", "after_the_break")
     result.assert_outcomes(failed=1)
     expect_lines(result, [
@@ -84,13 +92,16 @@ def test_a_recompile_after_a_graph_break_names_the_function_the_break_and_the_ca
         "      usual fix: scale is a Python int that changes*",
         "    triggered by: test_steps.py:7 in run_steps: step(x, 3)  # the new value",
     ])
-    expect_lines(result, ["test_steps.py::test_after_the_break: train_step (resumed after the graph break at trainlib.py:5) "
-                          "recompiled: 1/0: scale == 2"])
+    expect_lines(result,
+                 ["test_steps.py::test_after_the_break: train_step (resumed after the graph break "
+                  "at trainlib.py:5) recompiled: 1/0: scale == 2"])
     assert "torch_dynamo_resume_in" not in result.stdout.str()
 
 
-def test_after_a_second_graph_break_the_caller_is_found_past_both_frames_of_the_function(files: None, run: RunPytest) -> None:
-    # The code after the second break runs in a frame of the code after the first: both are two_breaks's.
+def test_after_a_second_graph_break_the_caller_is_found_past_both_frames_of_the_function(
+        files: None, run: RunPytest) -> None:
+    # The code after the second break runs in a frame of the code after the first: both are
+    # two_breaks's.
     result = run("-p", "no:logging", "-k", "second_break")
     result.assert_outcomes(failed=1)
     expect_lines(result, [
@@ -107,26 +118,30 @@ def test_strict_mode_shows_the_users_frames_only(files: None, run: RunPytest) ->
     result.assert_outcomes(failed=1)
     output = result.stdout.str()
     assert "_dynamo/convert_frame.py" not in output and "_dynamo/eval_frame.py" not in output
-    result.stdout.fnmatch_lines([  # the call, then train_step's frame (at its graph break; at its "def" on torch 2.6)
+    # the call, then train_step's frame (at its graph break; at its "def" on torch 2.6)
+    result.stdout.fnmatch_lines([
         ">       step(x, 3)  # the new value",
         "test_steps.py:7: ",
         "*",
         "E   *RecompileError: Recompiling function *",
     ])
     if sys.version_info >= (3, 11):  # exception notes
-        result.stdout.fnmatch_lines(["E *pytest-nocompile: * frames of torch and other libraries left out of this traceback; "
-                                     "--fulltrace shows them"])
+        result.stdout.fnmatch_lines(["E *pytest-nocompile: * frames of torch and other libraries "
+                                     "left out of this traceback; --fulltrace shows them"])
     result.stdout.fnmatch_lines(["trainlib.py:*: RecompileError"])
     failure = output[output.index("_ test_strict _"):output.index("- nocompile recompiles -")]
     assert len(failure.splitlines()) < 40  # 864 lines with torch's frames (torch 2.13)
-    assert "_dynamo/convert_frame.py" in run("-p", "no:logging", "-k", "strict", "--tb=long", "--fulltrace").stdout.str()
+    assert "_dynamo/convert_frame.py" in run("-p", "no:logging", "-k", "strict", "--tb=long",
+                                             "--fulltrace").stdout.str()
 
 
-def test_a_graph_break_traced_again_by_a_recompile_counts_once(pytester: pytest.Pytester, files: None, run: RunPytest) -> None:
+def test_a_graph_break_traced_again_by_a_recompile_counts_once(pytester: pytest.Pytester,
+                                                               files: None, run: RunPytest) -> None:
     result = run("-p", "no:logging", "-k", "traced_twice", "--nocompile-json=report.json")
     result.assert_outcomes(passed=1)
     (entry,) = json.loads((pytester.path / "report.json").read_text())["tests"]
-    assert (entry["recompiles"], entry["graph_breaks"]) == (1, 1)  # traced twice: at the first compile and the recompile
+    # traced twice: at the first compile and the recompile
+    assert (entry["recompiles"], entry["graph_breaks"]) == (1, 1)
     assert len(entry["graph_break_events"]) == 1
 
 
@@ -141,10 +156,12 @@ def test_a_graph_break_is_counted_once_per_place_and_reason_in_each_phase() -> N
         record.add_graph_break(message)
     assert record.count(GRAPH_BREAKS) == 1
     record.add_graph_break(other_place)
-    record.add_graph_break("a graph break message no torch writes")  # no place to tell it by: each counts
+    # no place to tell it by: each counts
+    record.add_graph_break("a graph break message no torch writes")
     record.add_graph_break("a graph break message no torch writes")
     assert record.count(GRAPH_BREAKS) == 4
-    assert [event.phase for event in record.graph_breaks] == ["setup", "call", "call", "call", "call"]
+    assert [event.phase for event in record.graph_breaks] == ["setup", "call", "call",
+                                                              "call", "call"]
 
 
 LIMIT = '''
@@ -162,8 +179,11 @@ def test_sizes():
 '''
 
 
-@pytest.mark.skipif(not HAS_COMPILE_IDS, reason="torch < 2.5 gives no compile ids: a cache entry is known only by its guard's text")
-def test_a_recompile_limit_failure_shows_each_cache_entrys_guard_once(pytester: pytest.Pytester, run: RunPytest) -> None:
+@pytest.mark.skipif(not HAS_COMPILE_IDS,
+                    reason="torch < 2.5 gives no compile ids: a cache entry is known only by its "
+                           "guard's text")
+def test_a_recompile_limit_failure_shows_each_cache_entrys_guard_once(pytester: pytest.Pytester,
+                                                                      run: RunPytest) -> None:
     pytester.makepyfile(test_limit=LIMIT.replace("{LIMIT_CONFIG}", LIMIT_CONFIG))
     result = run("-p", "no:logging")
     result.assert_outcomes(failed=1)
@@ -171,11 +191,13 @@ def test_a_recompile_limit_failure_shows_each_cache_entrys_guard_once(pytester: 
         "3 recompiles > max_recompiles(0) (marker on the test)",
         "[1/3] recompiled double (test_limit.py:3)",
         "    guard failed: 0/0: tensor 'x' size mismatch at index 0. expected 1, actual 2",
-        "      usual fix: dynamo specialises sizes 0 and 1: keep x dim 0 at 2 or more, or call torch._dynamo.mark_unbacked(x, 0) before the first call",
+        "      usual fix: dynamo specialises sizes 0 and 1: keep x dim 0 at 2 or more, or call "
+        "torch._dynamo.mark_unbacked(x, 0) before the first call",
         "    triggered by: test_limit.py:11 in test_sizes: f(torch.ones(size))",
         "[2/3] recompiled double (test_limit.py:3)",
         "    guard failed: 0/1: tensor 'x' size mismatch at index 0. expected 2, actual 3",
-        "      usual fix: compile with dynamic=True, or call torch._dynamo.mark_dynamic(x, 0) before the first call",
+        "      usual fix: compile with dynamic=True, or call torch._dynamo.mark_dynamic(x, 0) "
+        "before the first call",
         "    failed again: * (shown above)",
         "    triggered by: test_limit.py:11 in test_sizes: f(torch.ones(size))",
         "[3/3] recompiled double (test_limit.py:3)",
@@ -185,4 +207,5 @@ def test_a_recompile_limit_failure_shows_each_cache_entrys_guard_once(pytester: 
     ])
     # In the failure only: with CI set, pytest's short summary repeats the whole message.
     failure = result.stdout.str().partition("short test summary info")[0].splitlines()
-    assert len([line for line in failure if line.startswith("    guard failed")]) == 3  # 1 + 2 + 3 before
+    # 1 + 2 + 3 before
+    assert len([line for line in failure if line.startswith("    guard failed")]) == 3

@@ -1,4 +1,5 @@
-"""Health events, the base of the compile-health gates: counter increments seen as they happen, one fan-out, children's lines.
+"""Health events, the base of the compile-health gates: counter increments seen as they happen, one
+fan-out, children's lines.
 
 In-process tests with the real torch (eager backend): ``counters["stats"]["unique_graphs"]``
 rises once per graph dynamo compiles in every torch from 2.4, so it stands in
@@ -22,12 +23,14 @@ torch = pytest.importorskip("torch")
 dynamo = pytest.importorskip("torch._dynamo")
 from torch._dynamo.utils import counters  # noqa: E402
 
-GRAPHS = BudgetKind(key="graphs", marker="max_graphs", events="health", noun="graph", counts="graphs", column="graphs",
+GRAPHS = BudgetKind(key="graphs", marker="max_graphs", events="health", noun="graph",
+                    counts="graphs", column="graphs",
                     short="graphs", signals=("stats.unique_graphs",))
 
 
 def compile_new(value: int) -> None:
-    """Compile a function anew: exactly one graph (the reset drops what an earlier call compiled, not the counters)."""
+    """Compile a function anew: exactly one graph (the reset drops what an earlier call compiled,
+    not the counters)."""
     dynamo.reset()
 
     def fresh(x):
@@ -38,12 +41,14 @@ def compile_new(value: int) -> None:
 @pytest.fixture
 def increments() -> Iterator[tuple[list[tuple[str, float]], CounterIncrements]]:
     seen: list[tuple[str, float]] = []
-    source = CounterIncrements(lambda what, amount: seen.append((what, amount)), lambda: {"stats.unique_graphs"})
+    source = CounterIncrements(lambda what, amount: seen.append((what, amount)),
+                               lambda: {"stats.unique_graphs"})
     yield seen, source
     source.disarm()
 
 
-def test_each_increment_of_a_wanted_counter_is_reported_though_user_code_clears_the_counters(increments) -> None:
+def test_each_increment_of_a_wanted_counter_is_reported_though_user_code_clears_the_counters(
+        increments) -> None:
     seen, source = increments
     compile_new(1)  # before arming: not reported
     source.arm()
@@ -73,7 +78,8 @@ def test_disarming_puts_back_torchs_counter_class_and_factory(increments) -> Non
     source.disarm()
     assert counters.default_factory is collections.Counter
     assert {type(counter) for counter in counters.values()} == {collections.Counter}
-    assert all(not vars(counter) for counter in counters.values())  # no attribute of ours left behind
+    # no attribute of ours left behind
+    assert all(not vars(counter) for counter in counters.values())
     counters["stats"]["unique_graphs"] += 1
     assert seen == []
 
@@ -87,22 +93,26 @@ def test_the_capture_fans_a_health_signal_out_to_every_sink_with_the_users_line(
     try:
         first.start_call()
         second.start_call()
-        DYNAMO_LOGS.emit_health("inductor.fxgraph_cache_miss", 1, "a reason")  # the line the user code finder names
+        # the line the user code finder names
+        DYNAMO_LOGS.emit_health("inductor.fxgraph_cache_miss", 1, "a reason")
     finally:
         DYNAMO_LOGS.detach(first)
         DYNAMO_LOGS.detach(second)
     for record in (first, second):
         (event,) = record.own.health
-        assert (event.what, event.amount, event.reason, event.phase) == ("inductor.fxgraph_cache_miss", 1, "a reason", "call")
+        assert (event.what, event.amount, event.reason, event.phase) == (
+            "inductor.fxgraph_cache_miss", 1, "a reason", "call")
         assert event.user_code is not None and event.user_code.filename == __file__
         assert "emit_health" in (event.user_code.code or "")
 
 
-def test_a_kind_counts_the_call_phases_amounts_of_its_signals_in_a_childs_lines(tmp_path: Path) -> None:
+def test_a_kind_counts_the_call_phases_amounts_of_its_signals_in_a_childs_lines(
+        tmp_path: Path) -> None:
     record, folder = watched(tmp_path, {})
     write(folder / "7-aaaa.jsonl",
           entry(1.0, 7, "health", "7-aaaa", what="stats.unique_graphs", amount=2, message=None),
-          entry(1.5, 7, "health", "7-aaaa", what="inductor.fxgraph_cache_hit", amount=1, message="not counted: another signal"),
+          entry(1.5, 7, "health", "7-aaaa", what="inductor.fxgraph_cache_hit", amount=1,
+                message="not counted: another signal"),
           entry(2.0, 7, "health", "7-aaaa", what="stats.unique_graphs", amount=1, message="why"))
     record.end_call()
     record.read_children(final=True)
@@ -121,7 +131,8 @@ def test_a_childs_health_line_without_a_signal_name_is_skipped_and_said(tmp_path
     assert "a health event without 'what'" in str(warning)
 
 
-def test_a_block_counts_a_health_kind_and_its_failure_lists_each_signal_with_its_reason_and_line() -> None:
+def test_a_block_counts_a_health_kind_and_its_failure_lists_each_signal_with_its_reason_and_line(
+) -> None:
     from pytest_nocompile.exceptions import BudgetExceeded
     from pytest_nocompile.observe.capture import DYNAMO_LOGS
     from pytest_nocompile.watching.assertions import _BudgetBlock
@@ -133,7 +144,8 @@ def test_a_block_counts_a_health_kind_and_its_failure_lists_each_signal_with_its
         with _BudgetBlock(GRAPHS, record, 3, False, "assert_max_graphs") as within:
             DYNAMO_LOGS.emit_health("stats.unique_graphs", 2)
         assert within.counted == 2
-        with pytest.raises(BudgetExceeded) as raised, _BudgetBlock(GRAPHS, record, 1, False, "assert_max_graphs"):
+        with pytest.raises(BudgetExceeded) as raised, _BudgetBlock(GRAPHS, record, 1, False,
+                                                                   "assert_max_graphs"):
             DYNAMO_LOGS.emit_health("stats.unique_graphs", 1, "first")
             DYNAMO_LOGS.emit_health("stats.calls_captured", 7)  # another signal: not counted
             DYNAMO_LOGS.emit_health("stats.unique_graphs", 1)
@@ -142,8 +154,10 @@ def test_a_block_counts_a_health_kind_and_its_failure_lists_each_signal_with_its
     lines = str(raised.value).splitlines()
     assert lines[0] == "2 graphs > assert_max_graphs(1)"
     assert [line for line in lines if not line.startswith("    triggered by: ")] == [
-        "2 graphs > assert_max_graphs(1)", "[1/2] stats.unique_graphs", "    reason: first", "[2/2] stats.unique_graphs"]
-    assert sum(line.startswith("    triggered by: ") and "test_health_events.py:" in line for line in lines) == 2, lines
+        "2 graphs > assert_max_graphs(1)", "[1/2] stats.unique_graphs", "    reason: first",
+        "[2/2] stats.unique_graphs"]
+    assert sum(line.startswith("    triggered by: ") and "test_health_events.py:" in line
+               for line in lines) == 2, lines
 
 
 def test_a_results_json_holds_each_health_event_and_xdist_carries_it_back_unchanged() -> None:
@@ -154,8 +168,11 @@ def test_a_results_json_holds_each_health_event_and_xdist_carries_it_back_unchan
     record.add_health("inductor.fxgraph_cache_miss", 1, "cold", "0/0", None, None)
     record.end_call()
     data = judge_record(record).to_dict()
-    assert data["health_events"] == [{"what": "inductor.fxgraph_cache_miss", "amount": 1, "reason": "cold", "phase": "call",
-                                      "compile_id": "0/0", "compiling": None, "module": None, "thread": None, "user_code": None, "process": None}]
+    assert data["health_events"] == [{"what": "inductor.fxgraph_cache_miss", "amount": 1,
+                                      "reason": "cold", "phase": "call",
+                                      "compile_id": "0/0", "compiling": None, "module": None,
+                                      "thread": None, "user_code": None, "process": None}]
     assert TestResult.from_dict(data).to_dict() == data
-    older = {key: value for key, value in data.items() if key != "health_events"}  # a worker of an older version
+    # a worker of an older version
+    older = {key: value for key, value in data.items() if key != "health_events"}
     assert TestResult.from_dict(older).details["health_events"] == []

@@ -1,4 +1,5 @@
-"""max_kernels: the kernels inductor generated for each graph compiled, with real inductor compiles on CPU.
+"""max_kernels: the kernels inductor generated for each graph compiled, with real inductor compiles
+on CPU.
 
 The docs' example (docs/kernels.md) is run as written, beside a file that
 resets torch's metrics and uses a block. Each run compiles into a cache
@@ -44,32 +45,40 @@ def test_reset():
 
 
 def test_block():
-    with pytest.raises(KernelBudgetExceeded, match=r"^1 kernel > assert_max_kernels\\(0\\)\\nchain \\(test_counted.py:8\\), compile 0/0: 1 kernel"):
+    with pytest.raises(KernelBudgetExceeded,
+                       match=r"^1 kernel > assert_max_kernels\\(0\\)\\n"
+                             r"chain \\(test_counted.py:8\\), compile 0/0: 1 kernel"):
         with assert_max_kernels(0):
             torch.compile(chain)(torch.ones(8))
 '''
 
 
 def kernels_by_test(report: Path) -> dict[str, int]:
-    return {test["nodeid"].split("::")[1]: test["kernels"] for test in json.loads(report.read_text())["tests"]}
+    return {test["nodeid"].split("::")[1]: test["kernels"]
+            for test in json.loads(report.read_text())["tests"]}
 
 
 def test_a_fused_chain_is_one_kernel_split_by_a_graph_break_two_and_a_warm_cache_counts_the_same(
         pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(pytester.path / "inductor-cache"))
-    monkeypatch.setenv("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")  # on by default from torch 2.5 only (torch 2.4.1 in the matrix compiled warm anew)
+    # on by default from torch 2.5 only (torch 2.4.1 in the matrix compiled warm anew)
+    monkeypatch.setenv("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
     fusion = block_containing("def test_broken")  # the docs' example (docs/kernels.md), as written
     pytester.makepyfile(**{fusion.file_name[:-3]: fusion.text}, test_counted=COUNTED)
     failure = text_block_after(fusion, "`test_fused` passes").splitlines()
     counts = {"test_reset": 1, "test_block": 1, "test_fused": 1, "test_broken": 2}
-    cold = run("-p", "no:randomly", "-W", "ignore::DeprecationWarning", "--nocompile-json=cold.json")
+    cold = run("-p", "no:randomly", "-W", "ignore::DeprecationWarning",
+               "--nocompile-json=cold.json")
     cold.assert_outcomes(failed=2, passed=2)
     expect_lines(cold, failure)
-    expect_lines(cold, ["1 kernel > max_kernels(0) (marker on the test)", "chain (test_counted.py:8), compile 0/0: 1 kernel*"])
+    expect_lines(cold, ["1 kernel > max_kernels(0) (marker on the test)",
+                        "chain (test_counted.py:8), compile 0/0: 1 kernel*"])
     assert kernels_by_test(pytester.path / "cold.json") == counts
 
-    # A second process sharing the cache: every graph comes from it, and counts the kernels it holds.
-    warm = run("-p", "no:randomly", "-W", "ignore::DeprecationWarning", "--nocompile-json=warm.json")
+    # A second process sharing the cache: every graph comes from it, and counts the kernels it
+    # holds.
+    warm = run("-p", "no:randomly", "-W", "ignore::DeprecationWarning",
+               "--nocompile-json=warm.json")
     warm.assert_outcomes(failed=2, passed=2)
     expect_lines(warm, [failure[0]] + [f"{line} (from the FX graph cache)" for line in failure[1:]])
     expect_lines(warm, [text_block_after(fusion, "Run again")])
@@ -84,7 +93,8 @@ def source() -> Iterator[tuple[list[tuple[str, float, object]], KernelCounts]]:
     counts.disarm()
 
 
-def test_each_graph_reports_its_share_as_inductor_works_it_out_and_as_its_cache_replays_it(source) -> None:
+def test_each_graph_reports_its_share_as_inductor_works_it_out_and_as_its_cache_replays_it(
+        source) -> None:
     seen, counts = source
     from torch._inductor import metrics
 
@@ -113,7 +123,8 @@ del metrics.CachedMetricsHelper  # a torch that keeps no per-graph share of its 
 '''
 
 
-def test_a_torch_that_cannot_tell_each_graphs_kernels_says_so_once_and_shows_no_count(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_torch_that_cannot_tell_each_graphs_kernels_says_so_once_and_shows_no_count(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makeconftest(NO_HELPER)
     pytester.makepyfile(test_eager='''
 import pytest
@@ -130,15 +141,19 @@ def test_two():
     result = run("-p", "no:randomly", "--nocompile-json=report.json")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
-        "*NotMeasuredWarning: test_eager.py::test_one: max_kernels(0) (marker on the test) is not checked: torch * gives no "
-        "torch._inductor.metrics.CachedMetricsHelper with each graph's generated_kernel_count, where the plugin reads each graph's "
-        "kernels (torch 2.4 to 2.15 do). Tests are judged on their other budgets; said once per run",
+        "*NotMeasuredWarning: test_eager.py::test_one: max_kernels(0) (marker on the test) is not "
+        "checked: torch * gives no torch._inductor.metrics.CachedMetricsHelper with each graph's "
+        "generated_kernel_count, where the plugin reads each graph's kernels (torch 2.4 to 2.15 "
+        "do). Tests are judged on their other budgets; said once per run",
     ])
     assert result.stdout.str().count("is not checked") == 1
-    result.stdout.fnmatch_lines(["compiles  recompiles  graph breaks  kernels  budget      verdict        test",
-                                 "       1           0             0      n/a  kernels<=0  within budget  test_eager.py::test_*"])
+    result.stdout.fnmatch_lines(["compiles  recompiles  graph breaks  kernels  budget      "
+                                 "verdict        test",
+                                 "       1           0             0      n/a  kernels<=0  within "
+                                 "budget  test_eager.py::test_*"])
     tests = json.loads((pytester.path / "report.json").read_text())["tests"]
-    assert [(test["kernels"], "kernels" in test["not_measured"]) for test in tests] == [(None, True)] * 2
+    assert ([(test["kernels"], "kernels" in test["not_measured"]) for test in tests]
+            == [(None, True)] * 2)
 
 
 # inductor's functions as they hold a graph's is_backward: an argument (torch 2.4, and the FX graph

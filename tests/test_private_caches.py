@@ -1,4 +1,5 @@
-"""``--nocompile-private-caches``: each process that runs tests gets its own compile caches, under basetemp, for the session."""
+"""``--nocompile-private-caches``: each process that runs tests gets its own compile caches, under
+basetemp, for the session."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from nocompile_testing import RunPytest
 
 CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
-# Each process that runs tests writes what its tests saw, and what its environment holds once pytest is done.
+# Each process that runs tests writes what its tests saw, and what its environment holds once pytest
+# is done.
 RECORDING_CONFTEST = '''
 import json, os
 from pathlib import Path
@@ -22,10 +24,12 @@ RESULTS = Path(__file__).parent / "results"
 def write(what):
     RESULTS.mkdir(exist_ok=True)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    (RESULTS / f"{worker}-{what}.json").write_text(json.dumps({name: os.environ.get(name) for name in VARS}))
+    (RESULTS / f"{worker}-{what}.json").write_text(json.dumps({name: os.environ.get(name)
+                                                               for name in VARS}))
 
 def pytest_unconfigure(config):
-    runs_tests = hasattr(config, "workerinput") or config.getoption("dist", "no") == "no"  # not xdist's controller
+    # not xdist's controller
+    runs_tests = hasattr(config, "workerinput") or config.getoption("dist", "no") == "no"
     if runs_tests:
         write("after")
 '''
@@ -58,7 +62,8 @@ def test_each_xdist_worker_gets_caches_of_its_own_inside_basetemp_and_the_enviro
     pytester.makepyfile(test_caches=RECORDING_TEST)
     basetemp = pytester.path / "basetemp"
     # --dist each: both workers run the test, whatever the scheduling.
-    run("-p", "xdist", "-n", "2", "--dist", "each", f"--basetemp={basetemp}", "--nocompile-private-caches").assert_outcomes(passed=2)
+    run("-p", "xdist", "-n", "2", "--dist", "each", f"--basetemp={basetemp}",
+        "--nocompile-private-caches").assert_outcomes(passed=2)
     seen = results(pytester.path)
     assert sorted(seen) == ["gw0-after", "gw0-during", "gw1-after", "gw1-during"]
     during = [seen["gw0-during"], seen["gw1-during"]]
@@ -68,7 +73,8 @@ def test_each_xdist_worker_gets_caches_of_its_own_inside_basetemp_and_the_enviro
         for folder in (first, second):
             assert folder.is_relative_to(basetemp.resolve()) and folder.is_dir()
     for worker in ("gw0", "gw1"):
-        assert seen[f"{worker}-after"] == {"TORCHINDUCTOR_CACHE_DIR": shared_cache, "TRITON_CACHE_DIR": None}
+        assert seen[f"{worker}-after"] == {"TORCHINDUCTOR_CACHE_DIR": shared_cache,
+                                           "TRITON_CACHE_DIR": None}
 
 
 def test_the_ini_key_gives_a_plain_run_its_own_caches_and_without_it_the_users_stay(
@@ -77,7 +83,8 @@ def test_the_ini_key_gives_a_plain_run_its_own_caches_and_without_it_the_users_s
     pytester.makepyfile(test_caches=RECORDING_TEST)
     basetemp = pytester.path / "basetemp"
     run(f"--basetemp={basetemp}").assert_outcomes(passed=1)
-    assert results(pytester.path)["main-during"] == {"TORCHINDUCTOR_CACHE_DIR": shared_cache, "TRITON_CACHE_DIR": None}
+    assert results(pytester.path)["main-during"] == {"TORCHINDUCTOR_CACHE_DIR": shared_cache,
+                                                     "TRITON_CACHE_DIR": None}
 
     pytester.makeini("[pytest]\nnocompile_private_caches = true\n")
     run(f"--basetemp={basetemp}").assert_outcomes(passed=1)

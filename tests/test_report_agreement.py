@@ -1,4 +1,5 @@
-"""Every failure the plugin causes shows in its test's report entry: a broken contract, a rise against the baseline (issue 35)."""
+"""Every failure the plugin causes shows in its test's report entry: a broken contract, a rise
+against the baseline (issue 35)."""
 
 from __future__ import annotations
 
@@ -45,27 +46,33 @@ def _entries(pytester: pytest.Pytester, name: str = "report.json") -> dict[str, 
 
 
 def _properties(pytester: pytest.Pytester, test: str) -> dict[str, str]:
-    case = next(case for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase") if case.get("name") == test)
+    case = next(case for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase")
+                if case.get("name") == test)
     return {prop.get("name") or "": prop.get("value") or "" for prop in case.iter("property")}
 
 
-def test_a_broken_contract_is_the_verdict_in_the_json_the_table_and_junit(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_broken_contract_is_the_verdict_in_the_json_the_table_and_junit(pytester: pytest.Pytester,
+                                                                          run: RunPytest) -> None:
     pytester.makepyfile(test_contracts=BROKEN)
     result = run("--nocompile-json=report.json", "--junitxml=junit.xml", "--nocompile-table=all")
     result.assert_outcomes(passed=1, failed=2)
     entries = _entries(pytester)
     broken = entries["test_broken"]
-    assert (broken["verdict"], broken["broken_contracts"], broken["over_budget"]) == ("broken contract", ["dynamic_dims"], [])
-    assert broken["cause"].startswith("dynamic_dims(x=0) broken (marker on the test): a dim meant to stay dynamic was specialised once")
+    assert (broken["verdict"], broken["broken_contracts"], broken["over_budget"]) == (
+        "broken contract", ["dynamic_dims"], [])
+    assert broken["cause"].startswith("dynamic_dims(x=0) broken (marker on the test): a dim meant "
+                                      "to stay dynamic was specialised once")
     # Over a budget too: the budget is the verdict and the cause; the contract is still named.
     both = entries["test_over_and_broken"]
-    assert (both["verdict"], both["broken_contracts"], both["over_budget"]) == ("over budget", ["dynamic_dims"], ["recompiles"])
+    assert (both["verdict"], both["broken_contracts"], both["over_budget"]) == (
+        "over budget", ["dynamic_dims"], ["recompiles"])
     assert both["cause"].startswith("branchy recompiled: ")
     kept = entries["test_kept"]
     assert (kept["verdict"], kept["broken_contracts"], kept["cause"]) == ("no budget", [], None)
     # The table lists it as the test's outcome reads, with its cause under the table.
     result.stdout.re_match_lines([r"^.*\s-\s+broken contract\s+test_contracts\.py::test_broken$",
-                                  r"^test_contracts\.py::test_broken: dynamic_dims\(x=0\) broken \(marker on the test\)"])
+                                  r"^test_contracts\.py::test_broken: dynamic_dims\(x=0\) broken "
+                                  r"\(marker on the test\)"])
     assert _properties(pytester, "test_broken")["nocompile_broken_contracts"] == "dynamic_dims"
     assert "nocompile_broken_contracts" not in _properties(pytester, "test_kept")
 
@@ -86,13 +93,15 @@ def test_steady():
 '''
 
 
-def test_a_test_that_fails_the_run_against_the_baseline_says_what_rose_in_its_json_entry(pytester: pytest.Pytester,
-                                                                                           run: RunPytest) -> None:
+def test_a_test_that_fails_the_run_against_the_baseline_says_what_rose_in_its_json_entry(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
     pytester.makepyfile(test_rise=RISING.format(sizes="(2,)"))
     run("--nocompile-save=baseline.json").assert_outcomes(passed=2)
     pytester.makepyfile(test_rise=RISING.format(sizes="(2, 3)"))
     result = run("--nocompile-compare=baseline.json", "--nocompile-json=report.json")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED  # every test passed: the baseline failed the run
+    # every test passed: the baseline failed the run
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     entries = _entries(pytester)
     rose = entries["test_step"]["baseline_regressions"]
     assert rose[:2] == ["compiles rose 1 -> 2", "recompiles rose 0 -> 1"]

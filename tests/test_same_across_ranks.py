@@ -1,4 +1,5 @@
-"""``@pytest.mark.same_across_ranks``: the ranks a test spawns (gloo, CPU) must compile alike; the one that differs is named.
+"""``@pytest.mark.same_across_ranks``: the ranks a test spawns (gloo, CPU) must compile alike; the
+one that differs is named.
 
 Spawning ranks takes seconds: the scenarios share one inner run, outcomes asserted per test.
 """
@@ -46,39 +47,51 @@ def test_rank_0_compiles_nothing(tmp_path):
 '''
 
 
-def test_ranks_alike_pass_and_the_rank_that_differs_is_named(run: RunPytest, pytester: pytest.Pytester) -> None:
+def test_ranks_alike_pass_and_the_rank_that_differs_is_named(run: RunPytest,
+                                                             pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ranks=RANKS)
     result = run("-rA")
-    outcomes = {line.split()[1].partition("::")[2]: line.split()[0] for line in result.stdout.lines if line.startswith(("PASSED ", "FAILED "))}
-    assert outcomes == {"test_ranks_alike": "PASSED", "test_rank_1_recompiles": "FAILED", "test_rank_0_compiles_nothing": "FAILED"}, \
+    outcomes = {line.split()[1].partition("::")[2]: line.split()[0] for line in result.stdout.lines
+                if line.startswith(("PASSED ", "FAILED "))}
+    assert outcomes == {"test_ranks_alike": "PASSED", "test_rank_1_recompiles": "FAILED",
+                        "test_rank_0_compiles_nothing": "FAILED"}, \
         result.stdout.str()
     expected = [
-        r"same_across_ranks broken \(marker on the test\): rank 1 \(pid \d+, multiprocessing SpawnProcess-\d+\) compiled unlike "
-        r"rank 0 \(pid \d+, multiprocessing SpawnProcess-\d+\)",
-        re.escape("    scale (test_ranks.py:4): 2 compiles (1 recompile) in rank 1, 1 compile (0 recompiles) in rank 0"),
+        r"same_across_ranks broken \(marker on the test\): rank 1 \(pid \d+, multiprocessing "
+        r"SpawnProcess-\d+\) compiled unlike rank 0 \(pid \d+, multiprocessing SpawnProcess-\d+\)",
+        re.escape("    scale (test_ranks.py:4): 2 compiles (1 recompile) in rank 1, 1 compile (0 "
+                  "recompiles) in rank 0"),
         r"        first recompile \(rank 1\): guard failed: (0/0: )?(n|L\['n'\]) == 1",
-        re.escape("        triggered by: test_ranks.py:14 in worker: f(torch.ones(2), 2)  # a Python int changed on this rank only: it recompiles"),
+        re.escape("        triggered by: test_ranks.py:14 in worker: f(torch.ones(2), 2)  # a "
+                  "Python int changed on this rank only: it recompiles"),
         # rank 0 wrote nothing: the world size rank 1 reported says it was there
-        re.escape("same_across_ranks broken (marker on the test): rank 0 compiled nothing in the call, while rank 1 compiled"),
+        re.escape("same_across_ranks broken (marker on the test): rank 0 compiled nothing in the "
+                  "call, while rank 1 compiled"),
     ]
     result.stdout.re_match_lines(expected[:4], consecutive=True)
     result.stdout.re_match_lines(expected[4:])
 
 
-@pytest.mark.skipif(TORCH < (2, 11), reason="measured on torch 2.11 and 2.13 (docs/child-processes.md's note)")
-def test_ddp_compiled_whole_compiles_no_graph_and_the_rank_that_recompiled_is_named(run: RunPytest, pytester: pytest.Pytester) -> None:
-    # torch.compile(DDP(model)): dynamo skips DDP's forward and compiles its frames to no graph; rank 1's short batch
-    # recompiles one of them. Both ranks ran dynamo: the difference is that recompile, not a rank that compiled nothing.
+@pytest.mark.skipif(TORCH < (2, 11),
+                    reason="measured on torch 2.11 and 2.13 (docs/child-processes.md's note)")
+def test_ddp_compiled_whole_compiles_no_graph_and_the_rank_that_recompiled_is_named(
+        run: RunPytest, pytester: pytest.Pytester) -> None:
+    # torch.compile(DDP(model)): dynamo skips DDP's forward and compiles its frames to no graph;
+    # rank 1's short batch recompiles one of them. Both ranks ran dynamo: the difference is that
+    # recompile, not a rank that compiled nothing.
     pytester.makepyfile(test_ddp_ranks=docs_snippet("child-processes.md", "test_ddp_ranks.py"))
     result = run()
     result.assert_outcomes(failed=1)
     expect_lines(result, [
-        "same_across_ranks broken (marker on the test): rank 1 (pid *, multiprocessing SpawnProcess-*) compiled unlike "
-        "rank 0 (pid *, multiprocessing SpawnProcess-*)",
-        "    DistributedDataParallel.forward (compiled at test_ddp_ranks.py:10): 2 compiles without a graph (1 recompile) in rank 1, "
-        "1 compile without a graph (0 recompiles) in rank 0",
-        "        first recompile (rank 1): guard failed: 0/0: tensor 'args[0]' size mismatch at index 0. expected 8, actual 5",
-        "        triggered by: test_ddp_ranks.py:12 in worker: model(torch.ones(batch, 4)).sum().backward()",
+        "same_across_ranks broken (marker on the test): rank 1 (pid *, multiprocessing "
+        "SpawnProcess-*) compiled unlike rank 0 (pid *, multiprocessing SpawnProcess-*)",
+        "    DistributedDataParallel.forward (compiled at test_ddp_ranks.py:10): 2 compiles "
+        "without a graph (1 recompile) in rank 1, 1 compile without a graph (0 "
+        "recompiles) in rank 0",
+        "        first recompile (rank 1): guard failed: 0/0: tensor 'args[0]' size mismatch at "
+        "index 0. expected 8, actual 5",
+        "        triggered by: test_ddp_ranks.py:12 in worker: model(torch.ones(batch, "
+        "4)).sum().backward()",
     ])
     assert "compiled nothing" not in result.stdout.str()
     # The floor catches the missing graph on its own: no graph in either rank.

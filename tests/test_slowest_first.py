@@ -1,4 +1,5 @@
-"""The suite's own order: its slowest tests first, dealt to xdist's workers (tests/slowest_first.py)."""
+"""The suite's own order: its slowest tests first, dealt to xdist's workers
+(tests/slowest_first.py)."""
 
 from __future__ import annotations
 

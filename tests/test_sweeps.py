@@ -1,4 +1,5 @@
-"""``sweep_sizes``: a compiled function over sizes and the edge sizes; a recompile not of dynamo's own 0/1 rule fails."""
+"""``sweep_sizes``: a compiled function over sizes and the edge sizes; a recompile not of dynamo's
+own 0/1 rule fails."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 
 from nocompile_testing import TORCH, RunPytest
 
-# Each test compiles a function of its own (its own code object): tests that nothing watches share dynamo's caches.
+# Each test compiles a function of its own (its own code object): tests that nothing watches share
+# dynamo's caches.
 SWEEPS = '''
 import pytest, torch
 from pytest_nocompile import sweep_sizes
@@ -24,26 +26,28 @@ def steps(swept):
     return [(step.size, len(step.recompiles), step.by_dynamo) for step in swept]
 
 # 0 and 1 each recompile by dynamo's own rule: listed by the sweep, never failed.
-DYNAMIC = [(4, 0, True), (8, 0, True), (16, 0, True), (0, 1, True), (1, 1, True), (2, 0, True), (4, 0, True)]
+DYNAMIC = [(4, 0, True), (8, 0, True), (16, 0, True), (0, 1, True), (1, 1, True), (2, 0, True),
+           (4, 0, True)]
 
 def test_passes_a_truly_dynamic_function():
     def plain(x, y):
         return x * 2 + y.sum()
-    assert steps(sweep_sizes(torch.compile(plain, backend="eager", dynamic=True), lambda n: (torch.ones(n), torch.ones(3)),
-                             [4, 8, 16])) == DYNAMIC
+    assert steps(sweep_sizes(torch.compile(plain, backend="eager", dynamic=True),
+                             lambda n: (torch.ones(n), torch.ones(3)), [4, 8, 16])) == DYNAMIC
 
 @pytest.mark.max_recompiles(2)
 def test_counts_the_same_in_a_watched_test(nocompile_recompiles):
     def plain(x, y):
         return x * 2 + y.sum()
-    assert steps(sweep_sizes(torch.compile(plain, backend="eager", dynamic=True), lambda n: (torch.ones(n), torch.ones(3)),
-                             [4, 8, 16])) == DYNAMIC
+    assert steps(sweep_sizes(torch.compile(plain, backend="eager", dynamic=True),
+                             lambda n: (torch.ones(n), torch.ones(3)), [4, 8, 16])) == DYNAMIC
     assert len(nocompile_recompiles) == 2  # the test's record heard them too
 
 def test_fails_a_dim_compiled_static():
     def doubled(x):
         return x * 2
-    sweep_sizes(torch.compile(doubled, backend="eager"), lambda n: (torch.ones(n),), [4, 8], edges=())
+    sweep_sizes(torch.compile(doubled, backend="eager"), lambda n: (torch.ones(n),),
+                [4, 8], edges=())
 
 class TinyLM(torch.nn.Module):
     """A decoder LM's shape: token ids of shape (batch, seq) in, logits out."""
@@ -78,11 +82,15 @@ def test_names_the_module_and_points_at_the_edges():
 
 def test_bad_arguments():
     f = torch.compile(lambda x: x, backend="eager")
-    with pytest.raises(ValueError, match=r"sweep_sizes: sizes=\\[\\] must be one or more ints >= 0; use sweep_sizes\\(fn, make_args, sizes\\)"):
+    with pytest.raises(ValueError,
+                       match=r"sweep_sizes: sizes=\\[\\] must be one or more ints >= 0; use "
+                             r"sweep_sizes\\(fn, make_args, sizes\\)"):
         sweep_sizes(f, lambda n: (torch.ones(n),), [])
     with pytest.raises(ValueError, match=r"sizes=\\[4, -1\\] must be"):
         sweep_sizes(f, lambda n: (torch.ones(n),), [4, -1])
-    with pytest.raises(TypeError, match=r"make_args\\(4\\) returned Tensor, not a tuple of fn's arguments \\(return \\(x,\\) for one\\)"):
+    with pytest.raises(TypeError,
+                       match=r"make_args\\(4\\) returned Tensor, not a tuple of fn's arguments "
+                             r"\\(return \\(x,\\) for one\\)"):
         sweep_sizes(f, lambda n: torch.ones(n), [4])
 '''
 
@@ -95,7 +103,8 @@ def literal(*lines: str) -> list[str]:
 def test_sweep_sizes(run: RunPytest, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_sweep=SWEEPS)
     result = run("-rA")
-    outcomes = {line.split()[1].partition("::")[2]: line.split()[0] for line in result.stdout.lines if line.startswith(("PASSED ", "FAILED "))}
+    outcomes = {line.split()[1].partition("::")[2]: line.split()[0] for line in result.stdout.lines
+                if line.startswith(("PASSED ", "FAILED "))}
     assert outcomes == {
         "test_catches_a_branch_on_size_2": "FAILED",
         "test_passes_a_truly_dynamic_function": "PASSED",
@@ -106,22 +115,28 @@ def test_sweep_sizes(run: RunPytest, pytester: pytest.Pytester) -> None:
         "test_bad_arguments": "PASSED",
     }, result.stdout.str()
     result.stdout.re_match_lines(literal(
-        "E       AssertionError: sweep_sizes(branchy): 1 size recompiled, not by dynamo's own 0/1 specialisation: 2 "
-        "(calls in order: sizes 4, 8, 16, 0, 1, 2, 4)",
-        "E           size 2: branchy recompiled: x dim 0 at size 2: your code specialised it (guard failed: *x*.size()[0]*2*)",
-        *(["E               at: test_sweep.py:6 in branchy: if x.shape[0] == 2:"] if TORCH >= (2, 6) else []),
-        "E               triggered by: test_sweep.py:9 in test_catches_a_branch_on_size_2: sweep_sizes(*)",
+        "E       AssertionError: sweep_sizes(branchy): 1 size recompiled, not by dynamo's own 0/1 "
+        "specialisation: 2 (calls in order: sizes 4, 8, 16, 0, 1, 2, 4)",
+        "E           size 2: branchy recompiled: x dim 0 at size 2: your code specialised it "
+        "(guard failed: *x*.size()[0]*2*)",
+        *(["E               at: test_sweep.py:6 in branchy: if x.shape[0] == 2:"]
+          if TORCH >= (2, 6) else []),
+        "E               triggered by: test_sweep.py:9 in test_catches_a_branch_on_size_2: "
+        "sweep_sizes(*)",
         "E               usual fix: your code branches on the size of x dim 0: *",
         "E           size 2 is one of the edges the sweep adds (edges=(0, 1, 2)), not of sizes: "
         "where branchy is never called at size 2, leave it out with edges=(0, 1)",
         "E       dynamo's own 0/1 specialisation, listed, not failed:",
-        "E           size 0: branchy recompiled: x dim 0 at size 0 or 1: dynamo's own 0/1 specialisation (guard failed: *)",
-        "E           size 1: branchy recompiled: x dim 0 at size 1: dynamo's own 0/1 specialisation (guard failed: *)",
+        "E           size 0: branchy recompiled: x dim 0 at size 0 or 1: dynamo's own 0/1 "
+        "specialisation (guard failed: *)",
+        "E           size 1: branchy recompiled: x dim 0 at size 1: dynamo's own 0/1 "
+        "specialisation (guard failed: *)",
     ), consecutive=True)
     result.stdout.re_match_lines(literal(
-        "E       AssertionError: sweep_sizes(doubled): 1 size recompiled, not by dynamo's own 0/1 specialisation: 8 "
-        "(calls in order: sizes 4, 8, 4)",
-        "E           size 8: doubled recompiled: x dim 0 at size 8: it was compiled static (guard failed: *expected 4, actual 8)",
+        "E       AssertionError: sweep_sizes(doubled): 1 size recompiled, not by dynamo's own 0/1 "
+        "specialisation: 8 (calls in order: sizes 4, 8, 4)",
+        "E           size 8: doubled recompiled: x dim 0 at size 8: it was compiled static (guard "
+        "failed: *expected 4, actual 8)",
     ), consecutive=True)
     # A module is named as every failure names it, not by torch.compile's wrapper
     # (OptimizedModule); a size that only the edges add says how to leave it out.

@@ -29,7 +29,8 @@ def _captured_log(result: pytest.RunResult) -> str:
     return text.partition("Captured log call")[2]
 
 
-def test_trace_records_are_left_out_of_the_report(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_trace_records_are_left_out_of_the_report(pytester: pytest.Pytester,
+                                                  run: RunPytest) -> None:
     pytester.makepyfile(test_trace_user=FAILING_AFTER_A_COMPILE)
     result = run("--log-level=DEBUG")
     result.assert_outcomes(failed=1)
@@ -39,16 +40,20 @@ def test_trace_records_are_left_out_of_the_report(pytester: pytest.Pytester, run
     assert "WARNING  user:test_trace_user.py:8 a record of the user's own" in log
 
 
-@pytest.mark.skipif(not PYTEST_CAPTURES_TRACE, reason="pytest < 9.1 never captured torch.__trace records")
-@pytest.mark.parametrize("keep", [["--nocompile-keep-trace-logs"], ["-o", "nocompile_drop_trace_logs=false"]], ids=["option", "ini"])
-def test_the_records_can_be_kept(pytester: pytest.Pytester, run: RunPytest, keep: list[str]) -> None:
+@pytest.mark.skipif(not PYTEST_CAPTURES_TRACE,
+                    reason="pytest < 9.1 never captured torch.__trace records")
+@pytest.mark.parametrize("keep", [["--nocompile-keep-trace-logs"],
+                                  ["-o", "nocompile_drop_trace_logs=false"]], ids=["option", "ini"])
+def test_the_records_can_be_kept(pytester: pytest.Pytester, run: RunPytest,
+                                 keep: list[str]) -> None:
     pytester.makepyfile(test_trace_user=FAILING_AFTER_A_COMPILE)
     result = run("--log-level=DEBUG", *keep)
     result.assert_outcomes(failed=1)
     assert "DEBUG    torch.__trace:" in _captured_log(result)
 
 
-def test_torch_trace_output_is_intact(pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_torch_trace_output_is_intact(pytester: pytest.Pytester, run: RunPytest,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """TORCH_TRACE's own files still get the records pytest's capture no longer shows."""
     trace_dir = pytester.path / "trace"
     monkeypatch.setenv("TORCH_TRACE", str(trace_dir))

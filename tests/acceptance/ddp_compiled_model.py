@@ -1,4 +1,5 @@
-"""A torchrun worker: a compiled model wrapped in DistributedDataParallel, three training steps on each rank.
+"""A torchrun worker: a compiled model wrapped in DistributedDataParallel, three training steps on
+each rank.
 
     torchrun --standalone --nproc-per-node=2 tests/acceptance/ddp_compiled_model.py
 
@@ -35,14 +36,17 @@ def main() -> None:
     local_rank = int(os.environ["LOCAL_RANK"])
     if args.device == "cuda":
         torch.cuda.set_device(local_rank)
-        device, backend, workload, device_ids = torch.device("cuda", local_rank), "nccl", tutorial_workload("cuda"), [local_rank]
+        device, backend, workload, device_ids = (torch.device("cuda", local_rank), "nccl",
+                                                 tutorial_workload("cuda"), [local_rank])
     else:
-        device, backend, workload, device_ids = torch.device("cpu"), "gloo", small_workload("cpu"), None
+        device, backend, workload, device_ids = (torch.device("cpu"), "gloo", small_workload("cpu"),
+                                                 None)
     dist.init_process_group(backend)
     model = build_model(workload).to(device)
     ddp = DistributedDataParallel(torch.compile(model), device_ids=device_ids)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    generator = torch.Generator(device="cpu").manual_seed(dist.get_rank())  # each rank its own batches
+    # each rank its own batches
+    generator = torch.Generator(device="cpu").manual_seed(dist.get_rank())
     for _ in range(STEPS):
         batch = torch.randn(8, workload.width, generator=generator).to(device)
         ddp(batch).square().mean().backward()

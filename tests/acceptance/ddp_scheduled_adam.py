@@ -1,4 +1,5 @@
-"""A torchrun worker: the compiled optimizer-and-scheduler step of ``examples/compiled_lr_scheduler.py`` under DDP.
+"""A torchrun worker: the compiled optimizer-and-scheduler step of
+``examples/compiled_lr_scheduler.py`` under DDP.
 
     torchrun --standalone --nproc-per-node=2 tests/acceptance/ddp_scheduled_adam.py --lr=tensor
     torchrun --standalone --nproc-per-node=2 tests/acceptance/ddp_scheduled_adam.py --lr=float
@@ -50,9 +51,11 @@ def main() -> None:
     dist.init_process_group(backend)
     model = build_model(workload).to(device)
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if args.device == "cuda" else None)
-    optimizer = make_adam(model, lr=torch.tensor(LEARNING_RATE) if args.lr == "tensor" else LEARNING_RATE)
+    optimizer = make_adam(model, lr=torch.tensor(LEARNING_RATE) if args.lr == "tensor"
+                          else LEARNING_RATE)
     step = compile_optimizer_and_scheduler_step(optimizer, linear_warmup(optimizer))
-    generator = torch.Generator(device="cpu").manual_seed(dist.get_rank())  # each rank its own batches
+    # each rank its own batches
+    generator = torch.Generator(device="cpu").manual_seed(dist.get_rank())
     features = model[0].in_features
     for _ in range(STEPS):
         batch = torch.randn(8, features, generator=generator).to(device)

@@ -1,4 +1,5 @@
-"""A torchrun worker for ``same_across_ranks``: every rank compiles one small step on its own GPU and all-reduces its loss.
+"""A torchrun worker for ``same_across_ranks``: every rank compiles one small step on its own GPU
+and all-reduces its loss.
 
     torchrun --standalone --nproc-per-node=2 tests/acceptance/ranks_compile.py
     torchrun --standalone --nproc-per-node=2 tests/acceptance/ranks_compile.py --odd-rank=1
@@ -27,7 +28,8 @@ def step(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--odd-rank", type=int, default=-1, help="the rank whose second batch has another size")
+    parser.add_argument("--odd-rank", type=int, default=-1,
+                        help="the rank whose second batch has another size")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     arguments = parser.parse_args()
     on_gpu = arguments.device == "cuda"

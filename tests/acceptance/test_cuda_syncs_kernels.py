@@ -1,4 +1,5 @@
-"""max_syncs and max_kernels on a real GPU: the seeds' claims, and a scheduler's ``.item()`` caught with its line.
+"""max_syncs and max_kernels on a real GPU: the seeds' claims, and a scheduler's ``.item()`` caught
+with its line.
 
 What was measured on an H100 with torch 2.11 (shared/DESIGN.md, section 7): in
 "warn" mode torch warns once per synchronizing operation (``.item()`` 1,
@@ -13,8 +14,12 @@ from __future__ import annotations
 
 import pytest
 
-from examples.test_compiled_lr_scheduler import test_tensor_lr_steps_make_no_device_to_host_sync  # noqa: F401  (collected here)
-from examples.test_foreach_map_adam import test_foreach_map_adam_step_is_fused_into_few_kernels  # noqa: F401
+from examples.test_compiled_lr_scheduler import (  # noqa: F401  (collected here)
+    test_tensor_lr_steps_make_no_device_to_host_sync,
+)
+from examples.test_foreach_map_adam import (  # noqa: F401
+    test_foreach_map_adam_step_is_fused_into_few_kernels,
+)
 from nocompile_testing import RunPytest, docs_snippet
 
 pytestmark = pytest.mark.cuda
@@ -22,9 +27,11 @@ pytestmark = pytest.mark.cuda
 SCHEDULER = docs_snippet("syncs.md", "test_sched.py")  # the page's example, run as written
 
 
-def test_a_schedulers_item_fails_a_zero_sync_budget_naming_its_line(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_schedulers_item_fails_a_zero_sync_budget_naming_its_line(pytester: pytest.Pytester,
+                                                                    run: RunPytest) -> None:
     pytester.makepyfile(test_sched=SCHEDULER)
-    result = run("-W", "error::UserWarning")  # the syncs' warnings are the plugin's: no error, no output
+    # the syncs' warnings are the plugin's: no error, no output
+    result = run("-W", "error::UserWarning")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "3 syncs > max_syncs(0) (marker on the test)",
@@ -53,7 +60,8 @@ def test_after():
 '''
 
 
-def test_the_users_sync_debug_mode_is_left_as_it_was(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_the_users_sync_debug_mode_is_left_as_it_was(pytester: pytest.Pytester,
+                                                     run: RunPytest) -> None:
     pytester.makepyfile(test_mode=USERS_OWN_MODE)
     result = run("-p", "no:randomly", "--nocompile-json=report.json")
     result.assert_outcomes(passed=2)

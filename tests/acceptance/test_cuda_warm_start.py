@@ -1,4 +1,5 @@
-"""A warm start of the compiled Adam step (the tutorials' model, on the GPU) misses no cache entry (issue 21).
+"""A warm start of the compiled Adam step (the tutorials' model, on the GPU) misses no cache entry
+(issue 21).
 
 Both runs are fresh processes (``nocompile_warm_start``): the cold one with
 an empty private cache (inductor's FX graphs and AOT autograd's entries,
@@ -15,13 +16,15 @@ STEPS = 5
 
 
 def compiled_adam_steps() -> None:
-    """What a training job's start does: build the model, compile the Adam step, take a few steps."""
+    """What a training job's start does: build the model, compile the Adam step, take a few
+    steps."""
     model = build_model(tutorial_workload("cuda"))
     train(parameters_of(model), compile_optimizer_step(make_adam(model)), STEPS)
 
 
 @pytest.mark.cuda
-def test_a_warm_start_of_the_compiled_adam_step_misses_no_cache_entry(nocompile_warm_start: WarmStartRunner) -> None:
+def test_a_warm_start_of_the_compiled_adam_step_misses_no_cache_entry(
+        nocompile_warm_start: WarmStartRunner) -> None:
     cold, warm = nocompile_warm_start(compiled_adam_steps)
     print(cold, warm, sep="\n")  # the figures, for tests/acceptance/README.md (-rP)
     assert cold.recompiles == warm.recompiles == 0

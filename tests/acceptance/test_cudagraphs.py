@@ -1,4 +1,5 @@
-"""CUDA graphs (mode="reduce-overhead") under max_cudagraph_rerecords and max_cudagraph_skips, on a real GPU.
+"""CUDA graphs (mode="reduce-overhead") under max_cudagraph_rerecords and max_cudagraph_skips, on a
+real GPU.
 
 What torch 2.11 does on an H100 (measured, tests/data/torch-2.11-cudagraphs.txt):
 the foreach_map Adam step with its states marked static records once and
@@ -20,7 +21,12 @@ import torch
 
 from examples.compiled_lr_scheduler import LR_GUARD, linear_warmup
 from examples.compiled_optimizer import make_adam
-from examples.foreach_map_adam import FOREACH_MAP_MISSING, AdamHyperparameters, foreach_map_adam_step, foreach_map_available
+from examples.foreach_map_adam import (
+    FOREACH_MAP_MISSING,
+    AdamHyperparameters,
+    foreach_map_adam_step,
+    foreach_map_available,
+)
 from examples.workload import Workload, build_model, parameters_of, train
 from nocompile_testing import RunPytest, docs_snippet
 
@@ -38,7 +44,8 @@ def test_foreach_map_adam_under_cuda_graphs_is_recorded_once(workload: Workload)
     exp_avg_sqs = [torch.zeros_like(p) for p in params]
     step_count = torch.zeros((), device=params[0].device)
     for state in (*exp_avgs, *exp_avg_sqs, step_count):
-        torch._dynamo.mark_static_address(state)  # as torch.optim does for its compiled step: else a mutated input, a skip
+        # as torch.optim does for its compiled step: else a mutated input, a skip
+        torch._dynamo.mark_static_address(state)
     compiled = torch.compile(foreach_map_adam_step, fullgraph=True, mode="reduce-overhead")
     hyper = AdamHyperparameters()
 
@@ -66,18 +73,23 @@ def float_lr_steps_under_cuda_graphs(workload: Workload) -> None:
     train(parameters_of(model), step_and_schedule, 8)
 
 
-@pytest.mark.xfail(strict=True, reason="float LR: the step guards on param_groups[0]['lr'] and recompiles at each change")
+@pytest.mark.xfail(strict=True,
+                   reason="float LR: the step guards on param_groups[0]['lr'] and recompiles "
+                          "at each change")
 @pytest.mark.max_recompiles(0)
 def test_a_float_lr_under_cuda_graphs_fails_a_zero_recompile_budget(workload: Workload) -> None:
     float_lr_steps_under_cuda_graphs(workload)
 
 
-def test_a_float_lr_under_cuda_graphs_recompiles_on_the_lr_guard(nocompile_recompiles: Sequence, workload: Workload) -> None:
+def test_a_float_lr_under_cuda_graphs_recompiles_on_the_lr_guard(nocompile_recompiles: Sequence,
+                                                                 workload: Workload) -> None:
     float_lr_steps_under_cuda_graphs(workload)
-    assert any(LR_GUARD in reason.guard for event in nocompile_recompiles for reason in event.reasons), list(nocompile_recompiles)
+    assert any(LR_GUARD in reason.guard for event in nocompile_recompiles
+               for reason in event.reasons), list(nocompile_recompiles)
 
 
-NEW_WEIGHT_EACH_CALL = docs_snippet("cudagraphs.md", "test_rerecord.py")  # the page's example, run as written
+# the page's example, run as written
+NEW_WEIGHT_EACH_CALL = docs_snippet("cudagraphs.md", "test_rerecord.py")
 
 
 def test_a_static_input_whose_address_changes_fails_a_zero_re_record_budget_with_torchs_reason(
@@ -112,7 +124,8 @@ def test_mutated_input():
 '''
 
 
-def test_a_mutated_input_fails_a_zero_skip_budget_naming_the_mutation(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_a_mutated_input_fails_a_zero_skip_budget_naming_the_mutation(pytester: pytest.Pytester,
+                                                                      run: RunPytest) -> None:
     pytester.makepyfile(test_skip=MUTATED_INPUT)
     result = run()
     result.assert_outcomes(failed=1)
@@ -121,7 +134,8 @@ def test_a_mutated_input_fails_a_zero_skip_budget_naming_the_mutation(pytester: 
         "[[]1/1[]] cudagraph_skip*",
         "    reason: mutated inputs (1 instances)",
         "            at test_skip.py:6 in count_calls: calls.add_(1)",
-        "    triggered by: test_skip.py:*",  # the compiled count_calls' own frame or the test's call: both user code
+        # the compiled count_calls' own frame or the test's call: both user code
+        "    triggered by: test_skip.py:*",
     ])
 
 
@@ -155,8 +169,10 @@ def test_plain_state():
 
 
 @pytest.mark.skipif(not foreach_map_available(), reason=FOREACH_MAP_MISSING)
-def test_the_foreach_map_adam_step_with_plain_state_tensors_fails_a_zero_skip_budget(pytester: pytest.Pytester, run: RunPytest) -> None:
-    # The companion of test_foreach_map_adam_under_cuda_graphs_is_recorded_once: without its static addresses, a skip.
+def test_the_foreach_map_adam_step_with_plain_state_tensors_fails_a_zero_skip_budget(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    # The companion of test_foreach_map_adam_under_cuda_graphs_is_recorded_once: without its static
+    # addresses, a skip.
     pytester.makepyfile(test_plain_state=FOREACH_MAP_ADAM_WITH_PLAIN_STATE)
     result = run()
     result.assert_outcomes(failed=1)

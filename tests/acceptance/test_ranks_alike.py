@@ -1,4 +1,5 @@
-"""``same_across_ranks`` with NCCL on two GPUs: ranks under torchrun that compile alike pass, a rank that recompiles fails.
+"""``same_across_ranks`` with NCCL on two GPUs: ranks under torchrun that compile alike pass, a rank
+that recompiles fails.
 
 The worker is ``ranks_compile.py`` beside this file; its ranks are child
 processes of the test, each reporting its rank and world size. Skipped, with
@@ -21,13 +22,14 @@ RANKS = 2
 pytestmark = [
     pytest.mark.cuda,
     pytest.mark.skipif(torch.cuda.device_count() < RANKS,
-                       reason=f"needs {RANKS} CUDA GPUs: torch.cuda.device_count() is {torch.cuda.device_count()}"),
+                       reason=f"needs {RANKS} CUDA GPUs: torch.cuda.device_count() is "
+                              f"{torch.cuda.device_count()}"),
 ]
 
 
 def torchrun(*arguments: str) -> None:
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={RANKS}", str(WORKER),
-                    *arguments], check=True, timeout=900)
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    f"--nproc-per-node={RANKS}", str(WORKER), *arguments], check=True, timeout=900)
 
 
 @pytest.mark.same_across_ranks
@@ -35,7 +37,9 @@ def test_nccl_ranks_that_compile_alike_pass() -> None:
     torchrun()
 
 
-@pytest.mark.xfail(strict=True, reason="rank 1's second batch has 24 rows: only rank 1 recompiles, and same_across_ranks names it")
+@pytest.mark.xfail(strict=True,
+                   reason="rank 1's second batch has 24 rows: only rank 1 recompiles, and "
+                          "same_across_ranks names it")
 @pytest.mark.same_across_ranks
 def test_nccl_rank_that_recompiles_fails() -> None:
     torchrun("--odd-rank=1")
@@ -54,6 +58,8 @@ def test_odd_rank():
     result = pytester.runpytest_subprocess("-p", "nocompile")
     result.assert_outcomes(failed=1)
     result.stdout.re_match_lines([
-        r"same_across_ranks broken \(marker on the test\): rank 1 \(pid \d+, .*\) compiled unlike rank 0 \(pid \d+, .*\)",
-        r"    step \(.*ranks_compile\.py:\d+\): 2 compiles \(1 recompile\) in rank 1, 1 compile \(0 recompiles\) in rank 0",
+        r"same_across_ranks broken \(marker on the test\): rank 1 \(pid \d+, .*\) compiled unlike "
+        r"rank 0 \(pid \d+, .*\)",
+        r"    step \(.*ranks_compile\.py:\d+\): 2 compiles \(1 recompile\) in rank 1, 1 compile "
+        r"\(0 recompiles\) in rank 0",
     ], consecutive=True)
