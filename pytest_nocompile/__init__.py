@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         WarmStartFailed as WarmStartFailed,
     )
     from .features.caches.warm_start import CompileRun as CompileRun, WarmStart as WarmStart, WarmStartRunner as WarmStartRunner
+    from .features.contracts.sweeps import SweptSize as SweptSize, sweep_sizes as sweep_sizes
     from .features.traces.folders import TraceWarning as TraceWarning
     from .judge.budget import RecompileBudget as RecompileBudget
     from .judge.result import TestResult as TestResult, Verdict as Verdict
@@ -70,7 +71,6 @@ if TYPE_CHECKING:
         assert_min_compiles as assert_min_compiles,
     )
     from .watching.swallowed import SwallowedCompileErrorWarning as SwallowedCompileErrorWarning
-    from .watching.sweeps import SweptSize as SweptSize, sweep_sizes as sweep_sizes
     from .watching.watch import CaptureLostWarning as CaptureLostWarning, CompileTimeWarning as CompileTimeWarning, NotMeasuredWarning as NotMeasuredWarning
 
 __version__ = "0.1.0"
@@ -115,8 +115,8 @@ _PUBLIC_MODULES = {
     "child_env": ".processes.hook",
     "watch_this_process": ".processes.hook",
     "RecompileLog": ".record.log",
-    "SweptSize": ".watching.sweeps",
-    "sweep_sizes": ".watching.sweeps",
+    "SweptSize": ".features.contracts.sweeps",
+    "sweep_sizes": ".features.contracts.sweeps",
     "TestResult": ".judge.result",
     "Verdict": ".judge.result",
     "CaptureLostWarning": ".watching.watch",

@@ -23,6 +23,7 @@ import pytest
 
 if TYPE_CHECKING:
     from .judge.result import TestResult
+    from .judge.verdict import Contract
     from .watching.watch import Watch
 
 hookspec = pytest.hookspec
@@ -108,3 +109,13 @@ def pytest_nocompile_run_finished(session: pytest.Session, results: Any) -> None
 def pytest_nocompile_regression_check(config: pytest.Config) -> Optional[Callable[[str, TestResult], bool]]:
     """Whether a test's result fails the run against a baseline, where the run compares with one:
     a function of the node id and the result; None where the run compares with none."""
+
+
+@hookspec(firstresult=True)
+def pytest_nocompile_read_contract(name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                                   marked_on: str) -> Optional[Contract]:
+    """The contract of a test's marker ``name`` (one of the contract markers: ``dynamic_dims``,
+    ``same_across_ranks``), read from its arguments when the test's plan is made; ``marked_on``
+    says where the marker sits. Raise :class:`~.vocabulary.kinds.ContractUsageError`, naming what
+    was wrong and the accepted form, for a marker given in a form the feature does not accept.
+    The contract is judged with the budgets when the call ends (its ``broken(snapshot)``)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pytest_nocompile.judge.rank_comparison import differences
+from pytest_nocompile.features.contracts.rank_comparison import differences
 from pytest_nocompile.record.process_events import ProcessEvents
 from pytest_nocompile.record.snapshot import ProcessSnapshot
 from pytest_nocompile.vocabulary.compile_cost import COMPILE_SECONDS

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from nocompile_testing import DATA, recorded_messages
-from pytest_nocompile.judge.contracts import ContractUsageError, DynamicDims, read_contract
-from pytest_nocompile.judge.size_guards import (
+from pytest_nocompile.features.contracts.contracts import ContractUsageError, DynamicDims, read_contract
+from pytest_nocompile.features.contracts.size_guards import (
     CODE,
     STATIC,
     ZERO_ONE,

@@ -9,7 +9,7 @@ rule, :func:`over_budget`, to the events of their block.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol, Sequence
 
 from ..vocabulary.kinds import COUNTED_KINDS, KINDS, KINDS_BY_KEY, BudgetKind
 from ..vocabulary.measures import Amount
@@ -23,7 +23,16 @@ if TYPE_CHECKING:
     from ..vocabulary.graph_break_events import GraphBreakEvent
     from ..vocabulary.module_names import CompiledModule
     from .budget import RecompileBudget
-    from .contracts import Contract
+
+
+class Contract(Protocol):
+    """A contract read from its marker (:func:`~pytest_nocompile.hookspecs.pytest_nocompile_read_contract`):
+    judged on the test's snapshot when the call ends, with the budgets."""
+
+    name: str  # its marker's
+
+    def broken(self, snapshot: TestSnapshot) -> Optional[str]:
+        """The failure text where the test broke the contract, else None."""
 
 
 def over_budget(kind: BudgetKind, count: Amount, allowed: Optional[Amount], *, exact: bool = False,

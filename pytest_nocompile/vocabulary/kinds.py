@@ -389,8 +389,8 @@ KINDS_BY_KEY: dict[str, BudgetKind] = {kind.key: kind for kind in KINDS}
 COUNTED_KINDS: tuple[BudgetKind, ...] = tuple(kind for kind in KINDS if not kind.same_count_as)
 
 
-# The contracts' markers, judged by judge.contracts: they judge how a test compiled rather than how
-# much.
+# The contracts' markers: they judge how a test compiled rather than how much. The contracts
+# feature reads and judges them (pytest_nocompile_read_contract).
 DYNAMIC_DIMS = "dynamic_dims"
 SAME_ACROSS_RANKS = "same_across_ranks"
 CONTRACT_MARKERS = (DYNAMIC_DIMS, SAME_ACROSS_RANKS)  # in the order their failures are listed
@@ -405,3 +405,11 @@ CONTRACT_MARKER_HELP = (
     f"{SAME_ACROSS_RANKS}: fail the test when the processes it starts (ranks, spawned children) "
     f"did not compile the same functions with the same compile and recompile counts. {PLUGIN}",
 )
+DYNAMIC_DIMS_FORM = (f"@pytest.mark.{DYNAMIC_DIMS}(x=0, y=(0, 1)), each keyword an argument of the "
+                     "compiled function and each value a dim or a tuple of dims (ints >= 0), with "
+                     f"optional {FRAMEWORK_KEYWORD}=True/False")
+SAME_ACROSS_RANKS_FORM = f"@pytest.mark.{SAME_ACROSS_RANKS}, without arguments"
+
+
+class ContractUsageError(ValueError):
+    """A contract marker was given in a form the plugin does not accept."""

@@ -125,6 +125,6 @@ def _form(marker: str) -> str:
     if kind is not None:
         return kind.marker_form
     # Only a typo loads them.
-    from ..judge.contracts import DYNAMIC_DIMS_FORM, SAME_ACROSS_RANKS_FORM
+    from ..vocabulary.kinds import DYNAMIC_DIMS_FORM, SAME_ACROSS_RANKS_FORM
 
     return {DYNAMIC_DIMS: DYNAMIC_DIMS_FORM, SAME_ACROSS_RANKS: SAME_ACROSS_RANKS_FORM}[marker]

@@ -2,7 +2,7 @@
 
 A test's plan comes from the closest budget marker of each kind (test,
 class, module) over the run's defaults (options, ini keys), and the closest
-marker of each contract (:mod:`..judge.contracts`). Tests of one class or module
+marker of each contract (read by the contracts feature). Tests of one class or module
 whose own markers say the same share one plan, so a test's setup looks its
 plan up instead of reading every marker again.
 """
@@ -15,11 +15,21 @@ import pytest
 
 from ..judge.budget import BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
 from ..judge.torch_support import installed_torch_lacks
-from ..vocabulary.kinds import COMPILE_INSTRUCTIONS_KIND, COMPILE_SECONDS_KIND, CONTRACT_MARKERS, KERNELS, KINDS, KINDS_BY_MARKER, RECOMPILES, SYNCS
+from ..vocabulary.kinds import (
+    COMPILE_INSTRUCTIONS_KIND,
+    COMPILE_SECONDS_KIND,
+    CONTRACT_MARKERS,
+    KERNELS,
+    KINDS,
+    KINDS_BY_MARKER,
+    RECOMPILES,
+    SYNCS,
+    ContractUsageError,
+)
 
 if TYPE_CHECKING:
-    from ..judge.contracts import Contract
     from ..judge.result import TestResult
+    from ..judge.verdict import Contract
     from .settings import RunSettings
 
 # The markers that make a test watched: every budget kind's and every contract's.
@@ -77,12 +87,13 @@ def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
     for name in CONTRACT_MARKERS:
         if name in closest:
             marker, where = closest.pop(name)
-            from ..judge.contracts import ContractUsageError, read_contract  # here: a run without contracts never loads them
-
             try:
-                contracts.append(read_contract(name, marker.args, marker.kwargs, where))
+                contract = item.config.hook.pytest_nocompile_read_contract(
+                    name=name, args=marker.args, kwargs=marker.kwargs, marked_on=where)
             except ContractUsageError as error:
                 return f"invalid {name} marker on {item.nodeid}: {error}"
+            if contract is not None:  # None: no feature reads it (one blocked with -p no:)
+                contracts.append(contract)
     budget, watched = settings.default_budget, settings.watch_by_default
     if closest:
         read: dict[str, MarkerBudget] = {}

@@ -11,7 +11,7 @@ has done so far:
    test), the import hook attaches the open record right then, before
    anything compiled: the counts start exact at zero either way;
 3. the call is timed and judged: a passing call over budget, or that broke
-   a contract (:mod:`..judge.contracts`), fails;
+   a contract (read by the contracts feature), fails;
 4. after teardown the watch closes: the record is detached, children's
    reports are read a last time, and the teardown report carries the result.
 

@@ -24,14 +24,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
-from ..vocabulary.compile_cost import COMPILE_SECONDS
-from ..vocabulary.events import code_place
-from ..vocabulary.measures import plural
+from ...vocabulary.compile_cost import COMPILE_SECONDS
+from ...vocabulary.events import code_place
+from ...vocabulary.measures import plural
 
 if TYPE_CHECKING:
-    from ..record.snapshot import ProcessSnapshot
-    from ..vocabulary.events import CodeLocation, ProcessInfo, RecompileEvent
-    from ..vocabulary.module_names import CompiledModule
+    from ...record.snapshot import ProcessSnapshot
+    from ...vocabulary.events import CodeLocation, ProcessInfo, RecompileEvent
+    from ...vocabulary.module_names import CompiledModule
 
 # a compile whose function torch did not show (a lazily compiled backward)
 UNKNOWN = "a graph compiled outside a frame compile"

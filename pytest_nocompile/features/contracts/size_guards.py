@@ -52,10 +52,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Optional
 
-from .guard_classes import SIZE_COMPARED_FIX, SIZE_FIX, ZERO_ONE_FIX, classify, plain_names
+from ...judge.guard_classes import SIZE_COMPARED_FIX, SIZE_FIX, ZERO_ONE_FIX, classify, plain_names
 
 if TYPE_CHECKING:
-    from ..vocabulary.events import CodeLocation, GuardFailure, RecompileEvent
+    from ...vocabulary.events import CodeLocation, GuardFailure, RecompileEvent
 
 CODE = "code"  # the user's code compared the size with a constant
 STATIC = "static"  # the entry was compiled for one size

@@ -13,21 +13,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
 
-from ..vocabulary.kinds import DYNAMIC_DIMS, FRAMEWORK_KEYWORD, SAME_ACROSS_RANKS
-from .budget import render_call
+from ...judge.budget import render_call
+from ...vocabulary.kinds import (
+    DYNAMIC_DIMS,
+    DYNAMIC_DIMS_FORM,
+    FRAMEWORK_KEYWORD,
+    SAME_ACROSS_RANKS,
+    SAME_ACROSS_RANKS_FORM,
+    ContractUsageError,
+)
 
 if TYPE_CHECKING:
-    from ..record.snapshot import TestSnapshot
-
-DYNAMIC_DIMS_FORM = (f"@pytest.mark.{DYNAMIC_DIMS}(x=0, y=(0, 1)), each keyword an argument of the "
-                     "compiled function and each value a dim or a tuple of dims (ints >= 0), with "
-                     f"optional {FRAMEWORK_KEYWORD}=True/False")
-SAME_ACROSS_RANKS_FORM = f"@pytest.mark.{SAME_ACROSS_RANKS}, without arguments"
-
-
-class ContractUsageError(ValueError):
-    """A contract marker was given in a form the plugin does not accept."""
-
+    from ...record.snapshot import TestSnapshot
 
 class DynamicDims:
     """``dynamic_dims``: these dims of these arguments stay dynamic through the call."""
@@ -92,7 +89,7 @@ class SameAcrossRanks:
     def broken(self, snapshot: TestSnapshot) -> Optional[str]:
         if not snapshot.with_children:
             return None  # no process started: nothing to compare
-        from ..vocabulary.events import process_label
+        from ...vocabulary.events import process_label
         from .rank_comparison import differences
 
         found = differences(list(snapshot.children), lambda info: process_label(info, snapshot.pid))

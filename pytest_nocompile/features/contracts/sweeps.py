@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 if TYPE_CHECKING:
-    from ..vocabulary.events import RecompileEvent
+    from ...vocabulary.events import RecompileEvent
 
 EDGE_SIZES = (0, 1, 2)
 _FORM = "sweep_sizes(fn, make_args, sizes), sizes ints >= 0, make_args(n) returning a tuple of fn's arguments"
@@ -50,7 +50,7 @@ def sweep_sizes(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]
     chosen = _sizes(sizes, "sizes")
     edge_sizes = _sizes(edges, "edges", allow_empty=True)
     order = [*chosen, *edge_sizes, chosen[0]]
-    from .assertions import own_capture
+    from ...watching.assertions import own_capture
 
     swept: list[SweptSize] = []
     with own_capture() as record:
@@ -79,7 +79,7 @@ def _sizes(values: Iterable[int], what: str, allow_empty: bool = False) -> list[
 def _by_dynamo(event: RecompileEvent, size: int) -> bool:
     """The recompile's size guards are all of dynamo's own 0/1 rule (and it has one): the other cache entries' guards on
     something else (a dtype, a duck-sized equality) failed too, but the size 0 or 1 is what recompiled it."""
-    from ..judge.size_guards import ZERO_ONE, size_guard
+    from .size_guards import ZERO_ONE, size_guard
 
     guards = [size_guard(reason, size) for reason in event.reasons]
     return {guard.cause for guard in guards if guard is not None} == {ZERO_ONE}
@@ -87,14 +87,14 @@ def _by_dynamo(event: RecompileEvent, size: int) -> bool:
 
 def _swept_name(fn: Callable[..., Any]) -> str:
     """The function as failures name it: a module's ``TinyLM.forward``, not ``OptimizedModule``."""
-    from ..observe.compiled_modules import compiled_name
+    from ...observe.compiled_modules import compiled_name
 
     return compiled_name(fn) or getattr(fn, "__name__", None) or type(fn).__name__
 
 
 def _failure(name: str, swept: list[SweptSize], failed: list[SweptSize], chosen: list[int],
              edge_sizes: list[int]) -> str:
-    from ..vocabulary.measures import plural
+    from ...vocabulary.measures import plural
 
     order = ", ".join(str(step.size) for step in swept)
     sizes = ", ".join(str(step.size) for step in failed)
@@ -130,8 +130,8 @@ def _edges_line(name: str, failed: list[int], chosen: list[int],
 
 
 def _step_lines(step: SweptSize, failing: bool) -> list[str]:
-    from ..judge.size_guards import dims_recompiled
-    from ..output.report import format_event
+    from ...output.report import format_event
+    from .size_guards import dims_recompiled
 
     lines = []
     for event in step.recompiles:
