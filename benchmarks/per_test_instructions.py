@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""The plugin's cost per watched test and its start-up one-off in instructions, per git revision.
+
+    python benchmarks/per_test_instructions.py [--revisions 6d9973a,8e4dcbd,HEAD] [--root DIR]
+
+Issue 39's method. Two suites of trivial tests that import torch at module level (``import
+torch``, then ``def test_N(): assert N + 1``): "one" (1 test) and "many" (201 tests, 100 a
+module), each with a ``conftest.py`` that calls ``gc.disable()``. Each suite runs under
+callgrind (``--trace-children=no``; the total of all threads, callgrind's "Collected" line)
+with ``--max-recompiles=0``, on two sides:
+
+- **with**: the plugin, ``-p pytest_nocompile.plugin``;
+- **without**: startup_instructions.py's inert side (``-p no:nocompile -p
+  nocompile_markers_stand_in``), whose stand-in registers the markers and here also accepts
+  ``--max-recompiles`` and ``--max-graph-breaks``, so both sides take the same options and
+  pay pytest's entry-point scan for a ``-p`` name.
+
+Then, in instructions, start-up one-off = with1 - without1, and per watched test =
+((with201 - without201) - (with1 - without1)) / 200: the first test's share (torch's import
+above all) cancels out. The plugin's cost per test module is in it too, spread over the 100
+tests of a module (with the 201 tests in one module it read 27 k less at 6d9973a and 8e4dcbd).
+
+Setting: ``PYTHONDONTWRITEBYTECODE=1`` (every run compiles the plugin and the test files from
+source, with no ``__pycache__`` left in ROOT), ``PYTHONHASHSEED=0``, ``OMP_NUM_THREADS=1``,
+``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``, and fixed folder names: the suites under ``ROOT/suites``
+and every revision's package extracted (``git archive``, :func:`revisions.extract`) in turn
+into the same folder, ``ROOT/plugin/pytest_nocompile``, first on ``PYTHONPATH`` (the installed
+editable package is shadowed). Before a revision's counts a plain run with the import probe of
+startup_instructions.py checks that the plugin imported is the extracted one, and that the
+without side imports none. The counts compare within one run, not across machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from revisions import ROOT, extract, revision_list
+from startup_instructions import PACKAGE, PROBE, SIDES, STAND_IN, TOTAL, environment, probe, run
+
+DEFAULT_REVISIONS = "6d9973a,8e4dcbd,HEAD"
+MARKER = ".per_test_instructions"  # a root this script made, which it may empty
+BUDGET = ("--max-recompiles=0",)
+WITH = SIDES["budget"]  # -p pytest_nocompile.plugin --max-recompiles=0
+WITHOUT = SIDES["without"] + BUDGET
+OPTIONS = (  # the stand-in accepts the plugin's budget options too (and does nothing with them)
+    "\n\n"
+    "def pytest_addoption(parser):\n"
+    "    for name in ('--max-recompiles', '--max-graph-breaks'):\n"
+    "        parser.addoption(name, type=int, default=None, help='stand-in for pytest-nocompile')\n"
+)
+SUITES = {"one": 1, "many": 201}
+TESTS_PER_MODULE = 100
+CONFTEST = "import gc\n\ngc.disable()\n"
+CALLGRIND = (
+    "valgrind", "--tool=callgrind", "--trace-children=no", "--callgrind-out-file=/dev/null",
+)
+
+
+def write_suites(root: Path) -> dict[str, Path]:
+    """The two suites of trivial torch-importing tests, under ``root``, each with its conftest."""
+    (root / "pytest.ini").write_text("[pytest]\n")
+    folders = {}
+    for name, tests in SUITES.items():
+        folder = folders[name] = root / name
+        folder.mkdir()
+        (folder / "conftest.py").write_text(CONFTEST)
+        for start in range(0, tests, TESTS_PER_MODULE):
+            stop = min(start + TESTS_PER_MODULE, tests)
+            tests_text = (f"def test_{i}():\n    assert {i} + 1\n" for i in range(start, stop))
+            module = folder / f"test_{start // TESTS_PER_MODULE:03d}.py"
+            module.write_text("import torch  # noqa: F401\n\n\n" + "\n\n".join(tests_text))
+    return folders
+
+
+def count(args: tuple[str, ...], folder: Path, env: dict[str, str]) -> int:
+    """Instructions of one pytest run under callgrind, all threads."""
+    result = run((*CALLGRIND, sys.executable, "-m", "pytest"), args, folder, env)
+    match = TOTAL.search(result.stderr)
+    if match is None:
+        sys.exit("aborted: no instruction count in valgrind's output")
+    return int(match.group(1))
+
+
+def install(revision: str, root: Path) -> str:
+    """Extract ``revision``'s package into ``ROOT/plugin`` in place of the last; its short sha."""
+    plugin = root / "plugin"
+    shutil.rmtree(plugin, ignore_errors=True)
+    plugin.mkdir()
+    (root / "extract").mkdir()
+    extracted = extract(revision, root / "extract")
+    shutil.move(str(extracted / PACKAGE), str(plugin / PACKAGE))
+    shutil.rmtree(root / "extract")
+    for cache in root.rglob("__pycache__"):
+        shutil.rmtree(cache)
+    command = ["git", "rev-parse", "--short", revision]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
+    return result.stdout.strip()
+
+
+def check_imports(root: Path, folder: Path, env: dict[str, str]) -> str:
+    """A plain run of each side with the import probe: the plugin's file (exit if not ours)."""
+    out = root / "probe.json"
+    found = probe(WITH, folder, env, out)["file"]
+    plugin = root / "plugin" / PACKAGE
+    if not found or not found.startswith(f"{plugin}/"):
+        sys.exit(f"aborted: the with side imported {PACKAGE} from {found}, not {plugin}")
+    without = probe(WITHOUT, folder, env, out)["file"]
+    if without:
+        sys.exit(f"aborted: the without side imported {PACKAGE} from {without}")
+    out.unlink()
+    return str(found)
+
+
+def measure(revision: str, root: Path, folders: dict[str, Path], env: dict[str, str]) -> list[str]:
+    """Count the four runs of one revision; its table row."""
+    sha = install(revision, root)
+    label = revision if sha.startswith(revision) else f"{revision} ({sha})"
+    print(f"=== {label}: {check_imports(root, folders['one'], env)}", file=sys.stderr, flush=True)
+    counts = {}
+    for suite in SUITES:
+        for side, args in (("with", WITH), ("without", WITHOUT)):
+            counts[side, suite] = count(args, folders[suite], env)
+            print(f"  {side:7} {suite:4} {counts[side, suite]:>16,}", file=sys.stderr, flush=True)
+    one = counts["with", "one"] - counts["without", "one"]
+    many = counts["with", "many"] - counts["without", "many"]
+    extra = SUITES["many"] - SUITES["one"]
+    figures = [counts[side, suite] for suite in SUITES for side in ("with", "without")]
+    per_test = (many - one) / extra
+    return [label, *(f"{n:,}" for n in figures), f"{one / 1e6:.1f}", f"{per_test / 1e3:.1f}"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--revisions", default=DEFAULT_REVISIONS,
+                        help="comma-separated git revisions, in turn (default: %(default)s)")
+    parser.add_argument("--root", default="/tmp/nocompile-per-test",
+                        help="fixed folder of the suites and the plugin (default: %(default)s)")
+    args = parser.parse_args()
+    revisions = revision_list(args.revisions)
+    if not revisions:
+        parser.error("--revisions: give one or more")
+    if not shutil.which("valgrind"):
+        sys.exit("valgrind not found (Debian: apt-get install valgrind)")
+    root = Path(args.root)
+    if root.exists():
+        if not (root / MARKER).exists():
+            sys.exit(f"{root} exists and is not this script's; give another --root")
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    (root / MARKER).touch()
+    (root / "plugins").mkdir()
+    (root / "plugins" / "nocompile_markers_stand_in.py").write_text(STAND_IN + OPTIONS)
+    (root / "plugins" / "nocompile_import_probe.py").write_text(PROBE)
+    (root / "suites").mkdir()
+    folders = write_suites(root / "suites")
+    # no PYTEST_NOCOMPILE_* variable of this shell (the installed .pth reads one at every start)
+    env = {key: value for key, value in environment(root, "source").items()
+           if not key.startswith("PYTEST_NOCOMPILE")}
+    script = ("import sys, torch, pytest\n"
+              "print(sys.version.split()[0], torch.__version__, pytest.__version__)")
+    command = [sys.executable, "-c", script]
+    versions = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    python, torch, pytest = versions.split()
+    print(f"python {python}, torch {torch}, pytest {pytest}; callgrind, all threads, "
+          f"gc off in the suites' conftest, PYTHONHASHSEED=0, OMP_NUM_THREADS=1, "
+          f"PYTHONDONTWRITEBYTECODE=1, root {root}\n", flush=True)
+    rows = [measure(revision, root, folders, env) for revision in revisions]
+    header = ["revision", "with1", "without1", "with201", "without201",
+              "start-up one-off (M)", "per test (k)"]
+    print("| " + " | ".join(header) + " |")
+    print("|---|" + "---:|" * (len(header) - 1))
+    for row in rows:
+        print("| " + " | ".join(row) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
