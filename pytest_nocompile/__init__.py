@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from importlib import import_module
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
+# typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test
+# starts)
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from typing import Any
@@ -37,7 +39,11 @@ if TYPE_CHECKING:
         TooFewCompiles as TooFewCompiles,
         WarmStartFailed as WarmStartFailed,
     )
-    from .features.caches.warm_start import CompileRun as CompileRun, WarmStart as WarmStart, WarmStartRunner as WarmStartRunner
+    from .features.caches.warm_start import (
+        CompileRun as CompileRun,
+        WarmStart as WarmStart,
+        WarmStartRunner as WarmStartRunner,
+    )
     from .features.contracts.sweeps import SweptSize as SweptSize, sweep_sizes as sweep_sizes
     from .features.traces.folders import TraceWarning as TraceWarning
     from .judge.budget import RecompileBudget as RecompileBudget
@@ -71,7 +77,11 @@ if TYPE_CHECKING:
         assert_min_compiles as assert_min_compiles,
     )
     from .watching.swallowed import SwallowedCompileErrorWarning as SwallowedCompileErrorWarning
-    from .watching.watch import CaptureLostWarning as CaptureLostWarning, CompileTimeWarning as CompileTimeWarning, NotMeasuredWarning as NotMeasuredWarning
+    from .watching.watch import (
+        CaptureLostWarning as CaptureLostWarning,
+        CompileTimeWarning as CompileTimeWarning,
+        NotMeasuredWarning as NotMeasuredWarning,
+    )
 
 __version__ = "0.1.0"
 
@@ -130,7 +140,8 @@ _PUBLIC_MODULES = {
     "ChildReportWarning": ".processes.child_lines",
 }
 
-__all__ = ["__version__", *_PUBLIC_MODULES]  # each also imported above for type checkers, "as" itself: a re-export
+# each also imported above for type checkers, "as" itself: a re-export
+__all__ = ["__version__", *_PUBLIC_MODULES]
 
 
 def __getattr__(name: str) -> Any:

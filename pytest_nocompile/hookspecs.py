@@ -106,7 +106,9 @@ def pytest_nocompile_run_finished(session: pytest.Session, results: Any) -> None
 
 
 @hookspec(firstresult=True)
-def pytest_nocompile_regression_check(config: pytest.Config) -> Optional[Callable[[str, TestResult], bool]]:
+def pytest_nocompile_regression_check(
+    config: pytest.Config,
+) -> Optional[Callable[[str, TestResult], bool]]:
     """Whether a test's result fails the run against a baseline, where the run compares with one:
     a function of the node id and the result; None where the run compares with none."""
 

@@ -1,8 +1,11 @@
-"""pytest-nocompile's entry module: options, markers, configuration, and the objects that do the work.
+"""pytest-nocompile's entry module: options, markers, configuration, and the objects that do
+the work.
 
 - :mod:`.watching.settings` reads the options and ini keys once;
-- :mod:`.watching.run_watching` decides whether a run needs per-test hooks, and :mod:`.watching.watcher` watches each test one way;
-- :mod:`.watching.planning` works out each test's budget from markers, options and ini keys, once per shared plan;
+- :mod:`.watching.run_watching` decides whether a run needs per-test hooks, and
+  :mod:`.watching.watcher` watches each test one way;
+- :mod:`.watching.planning` works out each test's budget from markers, options and ini keys, once
+  per shared plan;
 - :mod:`.watching.results` gathers each test's result and writes the table, JSON and baseline;
 - :mod:`.watching.fixtures` holds the fixtures;
 - :mod:`.watching.registration` adds the options, ini keys and markers (the off switch's too);
@@ -84,7 +87,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(Watching(config, settings, results), "nocompile-watching")
     config.pluginmanager.register(fixtures, "nocompile-fixtures")
     config.pluginmanager.register(cudagraph_tests, "nocompile-cudagraph-tests")
-    if settings.is_xdist_controller:  # never collects: gathers, from the start, what its workers send
+    # never collects: gathers, from the start, what its workers send
+    if settings.is_xdist_controller:
         config.pluginmanager.register(ControllerReports(results), "nocompile-worker-results")
     else:
         config.pluginmanager.register(MarkerTypos(config), "nocompile-marker-names")
@@ -93,4 +97,5 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str:
     from .judge.installed_versions import distribution_version  # here: a quiet run shows no header
 
-    return f"nocompile: pytest-nocompile {distribution_version('pytest-nocompile')}, torch {distribution_version('torch')}"
+    return (f"nocompile: pytest-nocompile {distribution_version('pytest-nocompile')}, "
+            f"torch {distribution_version('torch')}")

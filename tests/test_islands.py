@@ -64,7 +64,8 @@ def test_no_core_module_imports_a_feature() -> None:
 
 
 def test_each_feature_is_a_folder_of_at_most_800_lines_that_says_its_hooks() -> None:
-    folders = sorted(path for path in FEATURES.iterdir() if path.is_dir() and path.name != "__pycache__")
+    folders = sorted(path for path in FEATURES.iterdir()
+                     if path.is_dir() and path.name != "__pycache__")
     assert folders, "no feature folder"
     from pytest_nocompile.features import BUILT_IN
 
@@ -76,13 +77,15 @@ def test_each_feature_is_a_folder_of_at_most_800_lines_that_says_its_hooks() -> 
         assert docstring is not None and "\nHooks: " in f"\n{docstring}", folder.name
 
 
-def test_the_hooks_are_declared_once_and_registered_by_the_plugin(pytester: pytest.Pytester) -> None:
+def test_the_hooks_are_declared_once_and_registered_by_the_plugin(
+        pytester: pytest.Pytester) -> None:
     from pytest_nocompile import hookspecs
 
     declared = sorted(name for name in vars(hookspecs) if name.startswith("pytest_nocompile_"))
     assert declared == sorted([
-        "pytest_nocompile_watch_opened", "pytest_nocompile_record_attached", "pytest_nocompile_call_started",
-        "pytest_nocompile_call_ended", "pytest_nocompile_watch_closed", "pytest_nocompile_test_ended",
+        "pytest_nocompile_watch_opened", "pytest_nocompile_record_attached",
+        "pytest_nocompile_call_started", "pytest_nocompile_call_ended",
+        "pytest_nocompile_watch_closed", "pytest_nocompile_test_ended",
         "pytest_nocompile_test_reported", "pytest_nocompile_terminal_summary",
         "pytest_nocompile_run_finished", "pytest_nocompile_regression_check",
         "pytest_nocompile_read_contract",
@@ -119,7 +122,8 @@ LIFECYCLE_CONFTEST = """
         calls.append(("ended", watch.item.name, failed))
 
     def pytest_nocompile_test_reported(watch, report, result):
-        calls.append(("reported", report.when, None if result is None else result.counts["recompiles"]))
+        calls.append(("reported", report.when,
+                      None if result is None else result.counts["recompiles"]))
 
     def pytest_nocompile_terminal_summary(terminalreporter):
         for call in calls:
@@ -153,7 +157,8 @@ def test_a_conftest_implements_the_hooks_and_they_come_in_the_order_of_a_test(
         ("opened", "test_recompiles", "setup"), ("attached", "test_recompiles", "setup"),
         ("reported", "setup", None), ("call started", "test_recompiles"),
         ("call ended", "test_recompiles", None), ("reported", "call", None),
-        ("closed", "test_recompiles"), ("ended", "test_recompiles", False), ("reported", "teardown", 1),
+        ("closed", "test_recompiles"), ("ended", "test_recompiles", False),
+        ("reported", "teardown", 1),
         ("opened", "test_raises", "setup"), ("attached", "test_raises", "setup"),
         ("reported", "setup", None), ("call started", "test_raises"),
         ("call ended", "test_raises", "KeyError"), ("reported", "call", None),
@@ -174,18 +179,23 @@ def test_a_field_a_hook_returns_is_set_on_the_result_and_reaches_the_json_report
     import json
 
     tests = json.loads((pytester.path / "report.json").read_text())["tests"]
-    assert [(entry["nodeid"], entry["trace"]) for entry in tests] == [("test_field.py::test_a", "kept/test_a")]
+    assert [(entry["nodeid"], entry["trace"]) for entry in tests] == [
+        ("test_field.py::test_a", "kept/test_a")]
 
 
-def test_the_example_of_docs_extending_runs_as_written(pytester: pytest.Pytester, run: RunPytest) -> None:
+def test_the_example_of_docs_extending_runs_as_written(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
     from nocompile_testing import DOCS
 
     blocks = re.findall(r"```python\n(.*?)```", (DOCS / "extending.md").read_text(), re.S)
-    conftest, test = (block for block in blocks if block.startswith(("# conftest.py", "# test_breaks.py")))
+    conftest, test = (block for block in blocks
+                      if block.startswith(("# conftest.py", "# test_breaks.py")))
     pytester.makeconftest(conftest)
     pytester.makepyfile(test_breaks=test)
     result = run("--nocompile-report")
     result.assert_outcomes(passed=1)
     (line,) = [line for line in result.stdout.lines if line.startswith("graph break: ")]
-    assert line.startswith("graph break: test_breaks.py::test_prints_inside_compiled_code: line 7: "), line
-    assert len(line) > len("graph break: test_breaks.py::test_prints_inside_compiled_code: line 7: ")
+    assert line.startswith("graph break: test_breaks.py::test_prints_inside_compiled_code: "
+                           "line 7: "), line
+    assert len(line) > len("graph break: test_breaks.py::test_prints_inside_compiled_code: "
+                           "line 7: ")

@@ -79,7 +79,7 @@ def test_the_process_unlike_the_others_is_named_with_each_function_that_differs(
     ]
 
 
-def test_of_two_processes_the_lowest_rank_is_the_reference_and_a_function_one_never_compiled_is_said() -> None:
+def test_of_two_processes_the_lowest_rank_is_the_reference_and_a_function_one_never_compiled_is_said() -> None:  # noqa: E501
     lines = compared(rank(1, STEP), rank(0, STEP, EVAL))
     assert lines == [
         "rank 1 (pid 101) compiled unlike rank 0 (pid 100)",
@@ -109,7 +109,7 @@ def test_events_outside_the_call_are_not_compared() -> None:
     assert compared(rank(0, STEP, world=1), fixture_server) == []
 
 
-def test_a_rank_whose_graphless_frame_recompiled_is_named_with_its_recompile_not_as_compiling_nothing() -> None:
+def test_a_rank_whose_graphless_frame_recompiled_is_named_with_its_recompile_not_as_compiling_nothing() -> None:  # noqa: E501
     # torch.compile(DDP(model)): dynamo compiles DDP's frames to no graph, and one recompiles on
     # rank 1's short batch.
     lines = compared(without_graph(rank(0, world=2), STEP),

@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 
 from nocompile_testing import DATA, recorded_messages
-from pytest_nocompile.features.contracts.contracts import ContractUsageError, DynamicDims, read_contract
+from pytest_nocompile.features.contracts.contracts import (
+    ContractUsageError,
+    DynamicDims,
+    read_contract,
+)
 from pytest_nocompile.features.contracts.size_guards import (
     CODE,
     STATIC,

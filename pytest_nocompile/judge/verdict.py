@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 
 class Contract(Protocol):
-    """A contract read from its marker (:func:`~pytest_nocompile.hookspecs.pytest_nocompile_read_contract`):
-    judged on the test's snapshot when the call ends, with the budgets."""
+    """A contract read from its marker
+    (:func:`~pytest_nocompile.hookspecs.pytest_nocompile_read_contract`): judged on the test's
+    snapshot when the call ends, with the budgets."""
 
     name: str  # its marker's
 

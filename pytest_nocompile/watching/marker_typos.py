@@ -94,7 +94,8 @@ def nearest_markers(name: str) -> tuple[str, ...]:
 
 
 def edit_distance(typed: str, meant: str) -> int:
-    """Damerau-Levenshtein distance (optimal string alignment): swapping two neighbours is one edit."""
+    """Damerau-Levenshtein distance (optimal string alignment): swapping two neighbours is one
+    edit."""
     before: Optional[list[int]] = None  # the row of two letters back, for a swap
     previous = list(range(len(meant) + 1))
     for i, letter in enumerate(typed, 1):

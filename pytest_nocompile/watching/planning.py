@@ -1,4 +1,5 @@
-"""Planning: which tests a run watches, with what budget and contracts (worked out once for the tests that share it).
+"""Planning: which tests a run watches, with what budget and contracts (worked out once for the
+tests that share it).
 
 A test's plan comes from the closest budget marker of each kind (test,
 class, module) over the run's defaults (options, ini keys), and the closest
@@ -13,7 +14,13 @@ from typing import TYPE_CHECKING, Hashable, Iterable, Iterator, Optional, Sequen
 
 import pytest
 
-from ..judge.budget import BudgetUsageError, MarkerBudget, RecompileBudget, budget_from_marker, with_markers
+from ..judge.budget import (
+    BudgetUsageError,
+    MarkerBudget,
+    RecompileBudget,
+    budget_from_marker,
+    with_markers,
+)
 from ..judge.torch_support import installed_torch_lacks
 from ..vocabulary.kinds import (
     COMPILE_INSTRUCTIONS_KIND,
@@ -78,9 +85,11 @@ def _has_a_budget_marker(node: pytest.Item | pytest.Collector) -> bool:
 
 
 def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
-    """The test's budget and contracts and whether the run watches it, or why its marker is unusable."""
+    """The test's budget and contracts and whether the run watches it, or why its marker is
+    unusable."""
     closest: dict[str, tuple[pytest.Mark, str]] = {}
-    for node, marker in item.iter_markers_with_node():  # one pass, closest first; most tests have no marker at all
+    # one pass, closest first; most tests have no marker at all
+    for node, marker in item.iter_markers_with_node():
         if marker.name in WATCHING_MARKERS and marker.name not in closest:
             closest[marker.name] = (marker, _marked_on(node, item))
     contracts: list[Contract] = []
@@ -117,32 +126,45 @@ def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
 class Plan:
     """How a test is watched, worked out once for the tests that share it (see :func:`plan_key`)."""
 
-    __slots__ = ("budget", "watched", "strict", "isolate", "idle", "health_signals", "may_go_unmeasured", "unmeasured_shown", "contracts")
+    __slots__ = ("budget", "watched", "strict", "isolate", "idle", "health_signals",
+                 "may_go_unmeasured", "unmeasured_shown", "contracts")
 
-    def __init__(self, budget: RecompileBudget, watched: bool, settings: RunSettings, contracts: tuple[Contract, ...] = ()) -> None:
+    def __init__(self, budget: RecompileBudget, watched: bool, settings: RunSettings,
+                 contracts: tuple[Contract, ...] = ()) -> None:
         self.budget = budget
         self.watched = watched
         self.contracts = contracts  # judged with the budgets when the call ends
-        # Whether the call raises at a recompile: a recompile budget, and strict by marker or option.
+        # Whether the call raises at a recompile: a recompile budget, and strict by marker or
+        # option.
         self.strict = budget.allowed(RECOMPILES) is not None and (
             budget.strict if budget.strict is not None else settings.strict_by_default)
         self.isolate = budget.isolate if budget.isolate is not None else settings.isolate_by_default
-        self.idle: Optional[tuple[TestResult, list[tuple[str, object]]]] = None  # the result of its tests that recorded nothing
-        # The health signals its budgets read: the capture's sources must report them (observe.wanted_signals.want).
-        self.health_signals = frozenset(signal for kind in KINDS if budget.allowed(kind) is not None for signal in kind.health_signals)
-        # Its budgets that some machines cannot check (compile time, instructions, syncs without CUDA): said once per run.
-        self.may_go_unmeasured = tuple(kind for kind in MEASURED_WHERE_POSSIBLE if budget.allowed(kind) is not None)
-        # The kinds its result says were not measured, where so: those it budgets, or every one in a run that reports all.
-        self.unmeasured_shown = tuple(kind for kind in SHOWN_UNMEASURED if settings.watch_every_test or budget.allowed(kind) is not None)
+        # the result of its tests that recorded nothing
+        self.idle: Optional[tuple[TestResult, list[tuple[str, object]]]] = None
+        # The health signals its budgets read: the capture's sources must report them
+        # (observe.wanted_signals.want).
+        self.health_signals = frozenset(signal for kind in KINDS if budget.allowed(kind) is not None
+                                        for signal in kind.health_signals)
+        # Its budgets that some machines cannot check (compile time, instructions, syncs without
+        # CUDA): said once per run.
+        self.may_go_unmeasured = tuple(kind for kind in MEASURED_WHERE_POSSIBLE
+                                       if budget.allowed(kind) is not None)
+        # The kinds its result says were not measured, where so: those it budgets, or every one in a
+        # run that reports all.
+        self.unmeasured_shown = tuple(
+            kind for kind in SHOWN_UNMEASURED
+            if settings.watch_every_test or budget.allowed(kind) is not None)
 
 
-# The kinds some machines or torch versions cannot measure; those whose count a result then gives as no count.
+# The kinds some machines or torch versions cannot measure; those whose count a result then gives
+# as no count.
 MEASURED_WHERE_POSSIBLE = (COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND, SYNCS, KERNELS)
 SHOWN_UNMEASURED = (SYNCS, KERNELS)
 
 
 def plan_key(item: pytest.Item) -> Optional[Hashable]:
-    """What a test's plan depends on besides its parent's markers: its own budget markers' arguments (None: not shareable).
+    """What a test's plan depends on besides its parent's markers: its own budget markers'
+    arguments (None: not shareable).
 
     Tests of one class or module whose own budget markers say the same (a
     parametrized test's cases, tests each marked ``max_recompiles(0)``) share
@@ -155,7 +177,8 @@ def plan_key(item: pytest.Item) -> Optional[Hashable]:
     if not item.own_markers:
         return parent
     markers = tuple((marker.name, tuple((type(arg), arg) for arg in marker.args),
-                     tuple((name, type(value), _entries_key(value) if isinstance(value, dict) else value)
+                     tuple((name, type(value),
+                            _entries_key(value) if isinstance(value, dict) else value)
                            for name, value in marker.kwargs.items()))
                     for marker in item.own_markers if marker.name in WATCHING_MARKERS)
     if not markers:
@@ -163,7 +186,8 @@ def plan_key(item: pytest.Item) -> Optional[Hashable]:
     key = (parent, markers)
     try:
         hash(key)
-    except TypeError:  # an unhashable argument (a list): planned each time, and said to be unusable
+    # an unhashable argument (a list): planned each time, and said to be unusable
+    except TypeError:
         return None
     return key
 
@@ -173,11 +197,13 @@ def _entries_key(entries: dict[object, object]) -> tuple[tuple[type, object, typ
 
 
 def _marked_on(node: object, item: pytest.Item) -> str:
-    """Where a budget marker was found, as a failure names it: the reader looks for the decorator there."""
+    """Where a budget marker was found, as a failure names it: the reader looks for the decorator
+    there."""
     if node is item:
         return "marker on the test"
     if isinstance(node, pytest.Class):
         return f"marker on class {node.name}"
     if isinstance(node, pytest.Module):
         return f"marker on module {node.nodeid}"  # pytestmark, or a conftest's add_marker
-    return f"marker on {type(node).__name__.lower()} {getattr(node, 'nodeid', '')}"  # a package's, or another collector's
+    # a package's, or another collector's
+    return f"marker on {type(node).__name__.lower()} {getattr(node, 'nodeid', '')}"

@@ -15,19 +15,23 @@ def add_options(parser: pytest.Parser) -> None:
     """The options and ini keys (the off switch's too: addopts and ini files still parse)."""
     group = parser.getgroup("nocompile", "torch.compile recompile budgets (pytest-nocompile)")
     for kind in KINDS:
-        # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds the
-        # budget options, whose names do not say whose they are.
+        # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds
+        # the budget options, whose names do not say whose they are.
         budget = f"{kind.noun} floor (fewest allowed)" if kind.is_floor else f"{kind.noun} budget"
         group.addoption(kind.option, dest=kind.marker, type=count_argument(kind.measure),
                         default=None, metavar=kind.measure.symbol,
-                        help=f"nocompile: default {budget} for every test (ini: {kind.marker}); a marker overrides it")
+                        help=f"nocompile: default {budget} for every test (ini: {kind.marker}); a "
+                        f"marker overrides it")
         parser.addini(kind.marker, type="string", default=None,
-                      help=f"default {budget} for every test ({kind.measure.accepts}) [pytest-nocompile]")
+                      help=f"default {budget} for every test ({kind.measure.accepts}) "
+                      f"[pytest-nocompile]")
     group.addoption("--nocompile-strict", action="store_true", default=None,
-                    help="raise at the recompiling call in tests with a recompile budget "
-                    "(dynamo's error_on_recompile), so the traceback points into your code (ini: nocompile_strict)")
+                    help="raise at the recompiling call in tests with a recompile budget (dynamo's "
+                    "error_on_recompile), so the traceback points into your code "
+                    "(ini: nocompile_strict)")
     parser.addini("nocompile_strict", type="bool", default=False,
-                  help="raise at the recompiling call in tests with a recompile budget (default: false) [pytest-nocompile]")
+                  help="raise at the recompiling call in tests with a recompile budget "
+                  "(default: false) [pytest-nocompile]")
     group.addoption(USER_ONLY_OPTION, action="store_true", default=None,
                     help="graph-break budgets count only the graph breaks in your code, not "
                     "those inside torch (a compiled optimizer step's); a marker's user_only= "
@@ -36,14 +40,18 @@ def add_options(parser: pytest.Parser) -> None:
                   help="graph-break budgets count only the graph breaks in your code, not those "
                   "inside torch (default: false) [pytest-nocompile]")
     group.addoption("--nocompile-report", action="store_true", default=None,
-                    help="watch every test and show the nocompile summary table even when no test is budgeted")
+                    help="watch every test and show the nocompile summary table even when no test "
+                    "is budgeted")
     group.addoption("--nocompile-table", choices=TABLE_CHOICES, default=None,
-                    help=f"which tests the nocompile summary table lists: all that compiled, failures only, or auto (default): "
-                    f"failures only once more than {LONG_TABLE} tests would be listed (ini: nocompile_table)")
+                    help=f"which tests the nocompile summary table lists: all that compiled, "
+                    f"failures only, or auto (default): failures only once more than {LONG_TABLE} "
+                    f"tests would be listed (ini: nocompile_table)")
     parser.addini("nocompile_table", type="string", default="auto",
-                  help=f"which tests the summary table lists: {', '.join(TABLE_CHOICES)} (default: auto) [pytest-nocompile]")
+                  help=f"which tests the summary table lists: {', '.join(TABLE_CHOICES)} "
+                  f"(default: auto) [pytest-nocompile]")
     group.addoption("--nocompile-json", metavar="PATH", default=None,
-                    help="write a JSON report of every test's compiles, recompiles and graph breaks")
+                    help="write a JSON report of every test's compiles, recompiles and graph "
+                    "breaks")
     group.addoption("--nocompile-save", metavar="PATH", default=None,
                     help="write a baseline of per-test recompile, graph-break and compile counts; "
                     "the entries of tests that did not run or failed are kept")
@@ -52,24 +60,31 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--nocompile-save-failed", action="store_true", default=False,
                     help="with --nocompile-save: save the counts of tests that failed too")
     group.addoption("--nocompile-compare", metavar="PATH", default=None,
-                    help="fail the run when a test's recompiles, graph breaks or compiles rose against this baseline")
+                    help="fail the run when a test's recompiles, graph breaks or compiles rose "
+                    "against this baseline")
     group.addoption("--nocompile-trace-dir", metavar="DIR", default=None,
-                    help="keep torch's structured trace (TORCH_TRACE, for tlparse) of each failing watched test, per process "
-                    "and rank, in DIR/<test>/; passing tests keep nothing (ini: nocompile_trace_dir)")
+                    help="keep torch's structured trace (TORCH_TRACE, for tlparse) of each failing "
+                    "watched test, per process and rank, in DIR/<test>/; passing tests keep "
+                    "nothing (ini: nocompile_trace_dir)")
     parser.addini("nocompile_trace_dir", type="string", default=None,
-                  help="folder for failing watched tests' structured traces, relative to the ini file (default: none, "
-                  "off) [pytest-nocompile]")
+                  help="folder for failing watched tests' structured traces, relative to the ini "
+                  "file (default: none, off) [pytest-nocompile]")
     group.addoption("--nocompile-private-caches", action="store_true", default=None,
-                    help="give each process that runs tests (each xdist worker) its own torch compile caches, under "
-                    "pytest's base temp folder, for the session (ini: nocompile_private_caches)")
+                    help="give each process that runs tests (each xdist worker) its own torch "
+                    "compile caches, under pytest's base temp folder, for the session "
+                    "(ini: nocompile_private_caches)")
     parser.addini("nocompile_private_caches", type="bool", default=False,
-                  help="own torch compile caches for each xdist worker (default: false) [pytest-nocompile]")
+                  help="own torch compile caches for each xdist worker (default: false) "
+                  "[pytest-nocompile]")
     group.addoption("--nocompile-check-hook", action="store_true", default=False,
-                    help="start a Python as a test's child process would start, say whether pytest-nocompile's start-up hook "
-                    "answered in it, and exit (0: live, 1: not live); runs no tests")
+                    help="start a Python as a test's child process would start, say whether "
+                    "pytest-nocompile's start-up hook answered in it, and exit (0: live, 1: not "
+                    "live); runs no tests")
     for switch in SWITCHES:
-        group.addoption(switch.option, action="store_true", default=None, help=f"{switch.option_help} (ini: {switch.ini})")
-        parser.addini(switch.ini, type="bool", default=True, help=f"{switch.ini_help} [pytest-nocompile]")
+        group.addoption(switch.option, action="store_true", default=None,
+                        help=f"{switch.option_help} (ini: {switch.ini})")
+        parser.addini(switch.ini, type="bool", default=True,
+                      help=f"{switch.ini_help} [pytest-nocompile]")
 
 
 def register_markers(config: pytest.Config) -> None:

@@ -1,4 +1,5 @@
-"""One watched test's watch, and which watches are open: what the fixtures and block assertions read.
+"""One watched test's watch, and which watches are open: what the fixtures and block assertions
+read.
 
 A watch opens at the test's setup and closes after its teardown. It holds
 the test's record, the one sink every source writes to: dynamo's logs in
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 
 # The run's open watches by node id, in its config's stash: the fixtures find their test's there.
 WATCHES_KEY = pytest.StashKey["dict[str, Watch]"]()
-# The kinds this process's run has said it cannot measure (a marker's or a block assertion's budget): each said once.
+# The kinds this process's run has said it cannot measure (a marker's or a block assertion's
+# budget): each said once.
 _SAID_NOT_MEASURED: set[str] = set()
 # Those said as a line of the run's terminal summary (.run_notices), by kind key: where
 # warnings are errors (-W error, filterwarnings = error), a warning would fail the user's
@@ -38,27 +40,31 @@ class CaptureLostWarning(pytest.PytestWarning):
 
 
 class NotMeasuredWarning(pytest.PytestWarning):
-    """A budget could not be checked here: what it counts was not measured (syncs without CUDA; a torch that moved what it reads)."""
+    """A budget could not be checked here: what it counts was not measured (syncs without CUDA; a
+    torch that moved what it reads)."""
 
 
 class CompileTimeWarning(NotMeasuredWarning):
-    """A compile-time or compile-instruction budget could not be checked here (no perf events; a torch that moved its metrics)."""
+    """A compile-time or compile-instruction budget could not be checked here (no perf events; a
+    torch that moved its metrics)."""
 
 
 class Watch:
     """A watched test: its budget and record from setup on, or why its marker is unusable."""
 
-    __slots__ = ("budget", "record", "usage_error", "plan", "over", "broken", "problem", "reports", "attached",
-                 "closed", "nodeid", "item", "reading", "feature_state")
+    __slots__ = ("budget", "record", "usage_error", "plan", "over", "broken", "problem", "reports",
+                 "attached", "closed", "nodeid", "item", "reading", "feature_state")
 
-    def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord], usage_error: Optional[str] = None,
-                 plan: Optional[Plan] = None) -> None:
+    def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord],
+                 usage_error: Optional[str] = None, plan: Optional[Plan] = None) -> None:
         self.budget = budget
         self.record = record  # None only with a usage error
         self.usage_error = usage_error
         self.plan = plan  # how the run watches it (None only with a usage error)
-        self.over: Optional[tuple[str, ...]] = None  # the kinds over budget, judged when the call ended
-        self.broken: Optional[list[tuple[str, str]]] = None  # the contracts broken (name, failure), judged then too
+        # the kinds over budget, judged when the call ended
+        self.over: Optional[tuple[str, ...]] = None
+        # the contracts broken (name, failure), judged then too
+        self.broken: Optional[list[tuple[str, str]]] = None
         self.problem: Optional[str] = None  # why capture could not start when dynamo arrived
         self.reports: Optional[TestReports] = None  # where the test's child processes report
         self.attached = False  # dynamo's logs in this process reach the record
@@ -68,13 +74,15 @@ class Watch:
         # When its call began: the health signals wanted, and whether its record heard the
         # sources that need no dynamo.
         self.reading: Optional[tuple[frozenset[str], bool]] = None
-        # Each feature's own state for this test, under the feature's name (pytest_nocompile.hookspecs).
+        # Each feature's own state for this test, under the feature's name
+        # (pytest_nocompile.hookspecs).
         self.feature_state: dict[str, Any] = {}
 
 
 def why_not_measured(kind: BudgetKind) -> Optional[str]:
-    """Why ``kind`` cannot be measured in this process (``syncs were not observed: torch.cuda.is_available() is False``),
-    or None when it can; asked of the kinds in ``planning.MEASURED_WHERE_POSSIBLE``."""
+    """Why ``kind`` cannot be measured in this process
+    (``syncs were not observed: torch.cuda.is_available() is False``), or None when it can; asked
+    of the kinds in ``planning.MEASURED_WHERE_POSSIBLE``."""
     if kind.key == "compile_seconds":
         from ..observe.sources.compile_metrics import compile_time_not_measured
 
@@ -101,7 +109,8 @@ def not_measured(kinds: Sequence[BudgetKind]) -> Mapping[str, str]:
 
 
 def said_not_measured_this_run() -> set[str]:
-    """A run begins: nothing said yet. The keys of the kinds said (by markers and block assertions alike), added to."""
+    """A run begins: nothing said yet. The keys of the kinds said (by markers and block assertions
+    alike), added to."""
     _SAID_NOT_MEASURED.clear()
     _SAID_IN_SUMMARY.clear()
     return _SAID_NOT_MEASURED
@@ -113,10 +122,11 @@ def said_in_summary() -> dict[str, str]:
     return _SAID_IN_SUMMARY
 
 
-def say_if_not_measured(item: pytest.Item, budget: RecompileBudget, kinds: Sequence[BudgetKind], said: set[str]) -> None:
-    """Warn that the test's budgets of ``kinds`` cannot be checked here, where so (its other budgets still judge it),
-    each kind once per run (``said``: the keys said so far, added to). Asked of a test whose plan has such a budget
-    (``Plan.may_go_unmeasured``)."""
+def say_if_not_measured(item: pytest.Item, budget: RecompileBudget, kinds: Sequence[BudgetKind],
+                        said: set[str]) -> None:
+    """Warn that the test's budgets of ``kinds`` cannot be checked here, where so (its other budgets
+    still judge it), each kind once per run (``said``: the keys said so far, added to). Asked of a
+    test whose plan has such a budget (``Plan.may_go_unmeasured``)."""
     for kind in kinds:
         if kind.key in said or (why := why_not_measured(kind)) is None:
             continue
@@ -130,8 +140,9 @@ def say_if_not_measured(item: pytest.Item, budget: RecompileBudget, kinds: Seque
 
 
 def say_if_block_not_measured(kind: BudgetKind, described: str) -> None:
-    """A block assertion's :func:`say_if_not_measured`: warn, once per run (with the markers' kinds), that the
-    block's budget (``described``, e.g. ``assert_max_syncs(0)``) cannot be checked here, where so."""
+    """A block assertion's :func:`say_if_not_measured`: warn, once per run (with the markers'
+    kinds), that the block's budget (``described``, e.g. ``assert_max_syncs(0)``) cannot be checked
+    here, where so."""
     why = why_not_measured(kind)
     if why is None or kind.key in _SAID_NOT_MEASURED:
         return
@@ -190,9 +201,11 @@ def _marker_location(item: pytest.Item, marker: str) -> tuple[str, int]:
 
 
 def _not_measured_warning(kind: BudgetKind, budget: str, why: str) -> NotMeasuredWarning:
-    advice = " (max_compile_seconds measures compile time everywhere)" if kind.key == "compile_instructions" else ""
+    advice = (" (max_compile_seconds measures compile time everywhere)"
+              if kind.key == "compile_instructions" else "")
     category = CompileTimeWarning if kind.key.startswith("compile_") else NotMeasuredWarning
-    return category(f"{budget} is not checked: {why}. Tests are judged on their other budgets{advice}; said once per run")
+    return category(f"{budget} is not checked: {why}. Tests are judged on their other "
+                    f"budgets{advice}; said once per run")
 
 
 # Every open watch in this process, latest last (pytester runs nest).
@@ -213,8 +226,8 @@ _CAPTURE = __package__.rpartition(".")[0] + ".observe.capture"
 
 
 def loaded_capture() -> Optional[DynamoLogs]:
-    """This process's capture, if something loaded it (dynamo arrived, or a source that needs none was read); else None:
-    nothing can be attached."""
+    """This process's capture, if something loaded it (dynamo arrived, or a source that needs none
+    was read); else None: nothing can be attached."""
     module = sys.modules.get(_CAPTURE)
     return None if module is None else module.DYNAMO_LOGS
 
@@ -230,7 +243,8 @@ def watch_of(config: pytest.Config, nodeid: str) -> Optional[Watch]:
 
 
 def end_warnings(record: RecompileRecord) -> list[pytest.PytestWarning]:
-    """The warnings a test ends with: its processes' report problems, and each compile error dynamo swallowed."""
+    """The warnings a test ends with: its processes' report problems, and each compile error dynamo
+    swallowed."""
     if record.empty():
         return []
     if not record.any_health():  # a swallowed compile error is a health event: none was swallowed
@@ -241,11 +255,13 @@ def end_warnings(record: RecompileRecord) -> list[pytest.PytestWarning]:
 
 
 def warn_if_compiled_unwatched(item: pytest.Item) -> None:
-    """Warn when dynamo arrived unseen by the import hook and compiled: capture could not start before that."""
+    """Warn when dynamo arrived unseen by the import hook and compiled: capture could not start
+    before that."""
     from ..observe import dynamo_state
 
     if dynamo_state.compiled_anything():
         item.warn(CaptureLostWarning(
-            f"torch._dynamo was first imported inside {item.nodeid} past pytest-nocompile's import hook, "
-            "so its compiles were not watched; import torch._dynamo at module level (or in a conftest) to watch it"
+            f"torch._dynamo was first imported inside {item.nodeid} past pytest-nocompile's "
+            "import hook, so its compiles were not watched; import torch._dynamo at module level "
+            "(or in a conftest) to watch it"
         ))

@@ -51,12 +51,14 @@ if TYPE_CHECKING:
     from .results import Results
     from .settings import RunSettings
 
-# The syncs of torch's C++ code (observe.cpp_syncs): loaded only where the sync source armed on CUDA.
+# The syncs of torch's C++ code (observe.cpp_syncs): loaded only where the sync source armed on
+# CUDA.
 _CPP_SYNCS = __package__.rpartition(".")[0] + ".observe.cpp_syncs"
 
 
 class Watcher:
-    """The per-test hooks: open a test's watch at setup, judge its call, close it after teardown, report it.
+    """The per-test hooks: open a test's watch at setup, judge its call, close it after teardown,
+    report it.
 
     For a test nobody watches each hook is a dict lookup and a return.
     Capture ends with teardown, not the protocol, because
@@ -78,8 +80,10 @@ class Watcher:
         self.last_closed: Optional[Watch] = None  # its teardown report comes next
         self.gathers = not settings.is_worker  # results are gathered here (not on an xdist worker)
         self.dynamo_arrived_here = False  # the import hook saw dynamo arrive during this run
-        self.said_not_measured = said_not_measured_this_run()  # the kinds found uncheckable here, and said (blocks' too)
-        # Tests whose fixtures started processes that reported: (node id, record, what each child had reported by its end).
+        # the kinds found uncheckable here, and said (blocks' too)
+        self.said_not_measured = said_not_measured_this_run()
+        # Tests whose fixtures started processes that reported: (node id, record, what each child
+        # had reported by its end).
         self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
         # By planning.plan_key: the plan its tests share (parents live as long as the run).
         self._plans: dict[Hashable, Plan] = {}
@@ -105,7 +109,8 @@ class Watcher:
                 record.end_setup()
 
     def _running(self, item: pytest.Item) -> Optional[Watch]:
-        """The test's open watch, if it has one (the one now running, nearly always: no node id made)."""
+        """The test's open watch, if it has one (the one now running, nearly always: no node id
+        made)."""
         current = self.current
         if current is not None and current.item is item:
             return current
@@ -144,14 +149,17 @@ class Watcher:
             if watch.plan is not None and watch.plan.isolate:
                 _dynamo_state().reset_dynamo()
             self._attach(watch, record)
-        elif watch.plan is not None and (watch.plan.health_signals or self.settings.watch_every_test):
+        elif watch.plan is not None and (watch.plan.health_signals
+                                         or self.settings.watch_every_test):
             from ..observe.capture import DYNAMO_LOGS
 
-            DYNAMO_LOGS.attach_early(record)  # a source that needs no dynamo (syncs) hears this test from now on
+            # a source that needs no dynamo (syncs) hears this test from now on
+            DYNAMO_LOGS.attach_early(record)
         return record
 
     def dynamo_arrived(self) -> None:
-        """dynamo finished importing (in the importing thread): the open watch's record hears from it from now on."""
+        """dynamo finished importing (in the importing thread): the open watch's record hears from
+        it from now on."""
         self.dynamo_arrived_here = True
         watch = self.current
         if watch is None or watch.attached or watch.record is None:
@@ -162,7 +170,8 @@ class Watcher:
         self._attach(watch, watch.record)
 
     def _attach(self, watch: Watch, record: RecompileRecord) -> None:
-        from ..observe.capture import DYNAMO_LOGS  # here: loaded once dynamo is, or a test reads a source that needs none
+        # here: loaded once dynamo is, or a test reads a source that needs none
+        from ..observe.capture import DYNAMO_LOGS
 
         DYNAMO_LOGS.attach(record)
         watch.attached = True
@@ -174,7 +183,8 @@ class Watcher:
         if watch is None or watch.record is None or watch.plan is None:
             return (yield)
         if watch.reports is not None:
-            self.child_reports.enter(watch.reports, "call")  # type: ignore[union-attr]  # only processes started from here on count
+            # only processes started from here on count
+            self.child_reports.enter(watch.reports, "call")  # type: ignore[union-attr]
         watch.record.start_call()
         # What its call reads (the signals wanted now, and whether the record hears now): the
         # kinds it does not read have no count.
@@ -189,7 +199,8 @@ class Watcher:
                 self.close_open_watch()
             raise
         self._end_call(item, watch, None)
-        if watch.problem is None and watch.record.empty() and not watch.budget.has_floor:  # nothing to judge (nearly every test)
+        # nothing to judge (nearly every test)
+        if watch.problem is None and watch.record.empty() and not watch.budget.has_floor:
             return result
         failure = self._judge_call(item, watch)
         if failure is not None:
@@ -197,22 +208,26 @@ class Watcher:
         return result
 
     def _end_call(self, item: pytest.Item, watch: Watch, error: Optional[BaseException]) -> None:
-        """The call ended (its own error, if any, still on its way): fix the counts, undo what the call changed."""
+        """The call ended (its own error, if any, still on its way): fix the counts, undo what the
+        call changed."""
         assert watch.record is not None
         if _CPP_SYNCS in sys.modules:
             _settle(watch.record)
         watch.record.end_call()
         _call_features(self.hook.pytest_nocompile_call_ended, watch=watch, error=error)
         if watch.plan is not None and watch.plan.may_go_unmeasured:
-            say_if_not_measured(item, watch.budget, watch.plan.may_go_unmeasured, self.said_not_measured)
-        if watch.attached and not loaded_capture().check():  # type: ignore[union-attr]  # attached: loaded
+            say_if_not_measured(item, watch.budget, watch.plan.may_go_unmeasured,
+                                self.said_not_measured)
+        # attached: loaded
+        if watch.attached and not loaded_capture().check():  # type: ignore[union-attr]
             item.warn(CaptureLostWarning(
-                f"recompile capture was switched off during {item.nodeid} (torch's log state was replaced "
-                "without torch._logging re-initialising it); its counts may be incomplete"
+                f"recompile capture was switched off during {item.nodeid} (torch's log state was "
+                "replaced without torch._logging re-initialising it); its counts may be incomplete"
             ))
 
     def _judge_call(self, item: pytest.Item, watch: Watch) -> Optional[str]:
-        """The failure text of a call that passed but is over budget (or could not be watched), else None."""
+        """The failure text of a call that passed but is over budget (or could not be watched), else
+        None."""
         record = watch.record
         assert record is not None
         contracts = watch.plan.contracts if watch.plan is not None else ()
@@ -223,7 +238,8 @@ class Watcher:
             return None
         problems = record.child_problems() if judged else ()
         if problems:
-            return f"pytest-nocompile cannot watch a process of {item.nodeid}: " + "; ".join(problems)
+            return (f"pytest-nocompile cannot watch a process of {item.nodeid}: "
+                    + "; ".join(problems))
         from ..judge.verdict import broken_contracts, kinds_over_budget
 
         snapshot = record.snapshot()
@@ -241,7 +257,9 @@ class Watcher:
     # also when that raised, and before the teardown report is made. A
     # warning raised as an error (-W error) there errors this test.
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, object, object]:
+    def pytest_runtest_teardown(
+        self, item: pytest.Item, nextitem: Optional[pytest.Item],
+    ) -> Generator[None, object, object]:
         watch = self._running(item)
         if watch is not None and watch.reports is not None:
             self.child_reports.enter(watch.reports, "teardown")  # type: ignore[union-attr]
@@ -254,11 +272,14 @@ class Watcher:
             if watch is not None:
                 self._close(watch)
                 warnings = end_warnings(watch.record) if watch.record is not None else []
-                for more in _call_features(self.hook.pytest_nocompile_test_ended, watch=watch, failed=failed):
+                for more in _call_features(self.hook.pytest_nocompile_test_ended, watch=watch,
+                                           failed=failed):
                     warnings += more
                 for warning in warnings:
-                    item.warn(warning)  # after the close: as an error (-W error), it finds everything cleaned up
-                if not (watch.attached or self.dynamo_arrived_here) and arrival.DYNAMO in sys.modules:
+                    # after the close: as an error (-W error), it finds everything cleaned up
+                    item.warn(warning)
+                if (not (watch.attached or self.dynamo_arrived_here)
+                        and arrival.DYNAMO in sys.modules):
                     # Imported past the import hook (something bypassed sys.meta_path): the
                     # next test attaches at its setup; say what this one missed.
                     warn_if_compiled_unwatched(item)
@@ -275,11 +296,13 @@ class Watcher:
         record = watch.record
         if record is not None:
             capture = loaded_capture()  # None: nothing could be attached
-            if capture is not None and (watch.attached or capture.attached(record)):  # or attached early (a source that needs no dynamo)
+            # or attached early (a source that needs no dynamo)
+            if capture is not None and (watch.attached or capture.attached(record)):
                 capture.detach(record)
             record.read_children(final=True)  # the teardown's, for its section
         if watch.reports is not None and self.child_reports is not None:
-            # A fixture's process (a session server) may go on compiling after this test: read again at the run's end.
+            # A fixture's process (a session server) may go on compiling after this test: read again
+            # at the run's end.
             keep = record is not None and watch.reports.fixtures_reported()
             if record is not None and keep:
                 self.after_their_test.append((watch.nodeid, record, record.sizes_by_child()))
@@ -290,13 +313,15 @@ class Watcher:
         if self.current is not None:
             self._close(self.current)
 
-    @pytest.hookimpl(tryfirst=True)  # before junitxml, the terminal and xdist's worker read the report
+    # before junitxml, the terminal and xdist's worker read the report
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         when = report.when
         watch = made_here = None
         if self.watches:
             nodeid = report.nodeid
-            # The test now running (setup, call) or just closed (teardown), nearly always: one dict lookup less.
+            # The test now running (setup, call) or just closed (teardown), nearly always: one dict
+            # lookup less.
             watch = self.last_closed if when == "teardown" else self.current
             if watch is None or watch.nodeid != nodeid:
                 watch = self.watches.get(nodeid)
@@ -304,7 +329,8 @@ class Watcher:
             if when == "teardown":
                 self.last_closed = None
                 made_here = self._finish(watch, report)
-            elif watch.over is None and (when == "setup" or report.failed):  # a budget failure's text shows them already
+            # a budget failure's text shows them already
+            elif watch.over is None and (when == "setup" or report.failed):
                 record = watch.record
                 if record is not None and not record.empty():
                     from ..output.report import add_recompile_section
@@ -318,15 +344,16 @@ class Watcher:
             made_here = self._features_report(watch, report, made_here)
         # A worker's controller gathers, from the reports it sends; a plain pass of setup or call
         # changes nothing there (Results.gather's first check, made here to spare the call).
-        if self.gathers and (when == "teardown" or report.outcome != "passed" or "wasxfail" in report.__dict__):
+        if self.gathers and (when == "teardown" or report.outcome != "passed"
+                             or "wasxfail" in report.__dict__):
             self.results.gather(report, made_here)
 
     def _features_report(self, watch: Watch, report: pytest.TestReport,
                          result: Optional[TestResult]) -> Optional[TestResult]:
         """The features saw the report: the result (the teardown's) with the fields they set."""
         fields: dict[str, Any] = {}
-        for answer in _call_features(self.hook.pytest_nocompile_test_reported, watch=watch, report=report,
-                                     result=result):
+        for answer in _call_features(self.hook.pytest_nocompile_test_reported, watch=watch,
+                                     report=report, result=result):
             fields.update(answer)
         if result is None or not fields:
             return result
@@ -348,8 +375,11 @@ class Watcher:
 
             add_recompile_section(report, snapshot, "teardown")
         properties = report.user_properties
-        if properties:  # an earlier attempt's (pytest-rerunfailures) are on the same list: this attempt's replace them
-            properties[:] = [prop for prop in properties if not str(prop[0]).startswith("nocompile_")]
+        # an earlier attempt's (pytest-rerunfailures) are on the same list: this attempt's replace
+        # them
+        if properties:
+            properties[:] = [prop for prop in properties
+                             if not str(prop[0]).startswith("nocompile_")]
         plan = watch.plan
         unmeasured = self._not_measured(watch, empty)
         if empty:  # nothing compiled: the same result for every such test
@@ -360,13 +390,16 @@ class Watcher:
                     plan.idle = idle
             result, counts = idle
             properties.extend(counts)
-            if self.settings.is_worker and (watch.budget is not self.settings.default_budget or unmeasured):
-                setattr(report, RESULT_ATTRIBUTE, result.to_dict())  # the controller reads the default budget's from the counts
+            if self.settings.is_worker and (watch.budget is not self.settings.default_budget
+                                            or unmeasured):
+                # the controller reads the default budget's from the counts
+                setattr(report, RESULT_ATTRIBUTE, result.to_dict())
             return result
         from ..judge.verdict import judge
 
         assert snapshot is not None
-        result = judge(snapshot, watch.budget, watch.over, unmeasured, plan.contracts if plan is not None else (), watch.broken)
+        result = judge(snapshot, watch.budget, watch.over, unmeasured,
+                       plan.contracts if plan is not None else (), watch.broken)
         properties.extend(count_properties(result))
         if self.settings.is_worker:  # for the xdist controller, which gathers it as JSON
             setattr(report, RESULT_ATTRIBUTE, result.to_dict())
@@ -429,15 +462,17 @@ def _attached_early(record: RecompileRecord) -> bool:
 
 
 def _settle(record: RecompileRecord) -> None:
-    """Before a phase's count is fixed: the syncs torch warns of outside Python, read from stderr, all reached the record
-    (loaded only where the sync source armed on CUDA: nearly every test has nothing to wait for)."""
+    """Before a phase's count is fixed: the syncs torch warns of outside Python, read from stderr,
+    all reached the record (loaded only where the sync source armed on CUDA: nearly every test has
+    nothing to wait for)."""
     capture = loaded_capture()
     if capture is not None and capture.attached(record):
         sys.modules[_CPP_SYNCS].settle()
 
 
 def _dynamo_state() -> ModuleType:
-    """dynamo's state as the plugin reads and resets it (:mod:`..observe.dynamo_state`), loaded once torch is there."""
+    """dynamo's state as the plugin reads and resets it (:mod:`..observe.dynamo_state`), loaded once
+    torch is there."""
     from ..observe import dynamo_state
 
     return dynamo_state

@@ -132,7 +132,7 @@ def _difference(process: ProcessSnapshot, found: Summary, reference_process: Pro
         if first is not None:
             lines.append("        first recompile "
                          f"({_short(first.process, label(first.process))}): guard failed: "
-                         f"{str(first.reasons[0]).splitlines()[0] if first.reasons else '(torch gave no reason)'}")
+                         f"{str(first.reasons[0]).splitlines()[0] if first.reasons else '(torch gave no reason)'}")  # noqa: E501
             if first.user_code is not None:
                 lines.append(f"        triggered by: {first.user_code}")
     return lines

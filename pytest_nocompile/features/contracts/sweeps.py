@@ -1,4 +1,5 @@
-"""``sweep_sizes``: call a compiled function over sizes, and fail on each size that recompiled for a reason not dynamo's own.
+"""``sweep_sizes``: call a compiled function over sizes, and fail on each size that recompiled for
+a reason not dynamo's own.
 
 It needs no fixture and no watched test: it attaches a record of its own to
 this process's capture for the sweep's duration (:mod:`.observe.capture`
@@ -16,21 +17,25 @@ if TYPE_CHECKING:
     from ...vocabulary.events import RecompileEvent
 
 EDGE_SIZES = (0, 1, 2)
-_FORM = "sweep_sizes(fn, make_args, sizes), sizes ints >= 0, make_args(n) returning a tuple of fn's arguments"
+_FORM = ("sweep_sizes(fn, make_args, sizes), sizes ints >= 0, make_args(n) returning a tuple of "
+         "fn's arguments")
 
 
 @dataclass(frozen=True)
 class SweptSize:
-    """One call of a sweep: the size, the recompiles it made, and whether each was dynamo's own 0/1 specialisation."""
+    """One call of a sweep: the size, the recompiles it made, and whether each was dynamo's own 0/1
+    specialisation."""
 
     size: int
     recompiles: tuple[RecompileEvent, ...]
-    by_dynamo: bool  # every recompile of this call was dynamo's own 0/1 specialisation (True when none)
+    # every recompile of this call was dynamo's own 0/1 specialisation (True when none)
+    by_dynamo: bool
 
 
-def sweep_sizes(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]], sizes: Iterable[int], *,
-                edges: Iterable[int] = EDGE_SIZES) -> list[SweptSize]:
-    """Call ``fn(*make_args(n))`` for each n of ``sizes``, then of ``edges`` (0, 1, 2) and the first size again.
+def sweep_sizes(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]],
+                sizes: Iterable[int], *, edges: Iterable[int] = EDGE_SIZES) -> list[SweptSize]:
+    """Call ``fn(*make_args(n))`` for each n of ``sizes``, then of ``edges`` (0, 1, 2) and the first
+    size again.
 
     Raise ``AssertionError`` naming each size whose call recompiled for a
     reason that is not dynamo's own 0/1 specialisation: the user's code
@@ -57,8 +62,8 @@ def sweep_sizes(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]
         for size in order:
             arguments = make_args(size)
             if not isinstance(arguments, (tuple, list)):
-                raise TypeError(f"make_args({size}) returned {type(arguments).__name__}, not a tuple of fn's arguments "
-                                f"(return (x,) for one); use {_FORM}")
+                raise TypeError(f"make_args({size}) returned {type(arguments).__name__}, not a "
+                                f"tuple of fn's arguments (return (x,) for one); use {_FORM}")
             start = len(record.own.recompiles)
             fn(*arguments)
             new = tuple(record.own.recompiles[start:])
@@ -71,14 +76,18 @@ def sweep_sizes(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]
 
 def _sizes(values: Iterable[int], what: str, allow_empty: bool = False) -> list[int]:
     found = list(values)
-    if not found and not allow_empty or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in found):
-        raise ValueError(f"sweep_sizes: {what}={found!r} must be {'' if allow_empty else 'one or more '}ints >= 0; use {_FORM}")
+    if (not found and not allow_empty
+            or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0
+                       for size in found)):
+        raise ValueError(f"sweep_sizes: {what}={found!r} must be "
+                         f"{'' if allow_empty else 'one or more '}ints >= 0; use {_FORM}")
     return found
 
 
 def _by_dynamo(event: RecompileEvent, size: int) -> bool:
-    """The recompile's size guards are all of dynamo's own 0/1 rule (and it has one): the other cache entries' guards on
-    something else (a dtype, a duck-sized equality) failed too, but the size 0 or 1 is what recompiled it."""
+    """The recompile's size guards are all of dynamo's own 0/1 rule (and it has one): the other
+    cache entries' guards on something else (a dtype, a duck-sized equality) failed too, but the
+    size 0 or 1 is what recompiled it."""
     from .size_guards import ZERO_ONE, size_guard
 
     guards = [size_guard(reason, size) for reason in event.reasons]
@@ -98,7 +107,8 @@ def _failure(name: str, swept: list[SweptSize], failed: list[SweptSize], chosen:
 
     order = ", ".join(str(step.size) for step in swept)
     sizes = ", ".join(str(step.size) for step in failed)
-    lines = [f"sweep_sizes({name}): {plural(len(failed), 'size')} recompiled, not by dynamo's own 0/1 specialisation: {sizes} "
+    lines = [f"sweep_sizes({name}): {plural(len(failed), 'size')} recompiled, not by dynamo's "
+             f"own 0/1 specialisation: {sizes} "
              f"(calls in order: sizes {order})"]
     for step in failed:
         lines += _step_lines(step, failing=True)
@@ -138,9 +148,12 @@ def _step_lines(step: SweptSize, failing: bool) -> list[str]:
         dims = [dim for dim in dims_recompiled(event, step.size) if dim.by_dynamo != failing]
         if dims:
             for dim in dims:
-                lines += dim.lines(where=f"size {step.size}: ") if failing else [f"    size {step.size}: {event.code_name} recompiled: "
-                                                                                 f"{dim.describe()}"]
-        elif failing and not _by_dynamo(event, step.size):  # a guard on something other than a size
+                lines += (dim.lines(where=f"size {step.size}: ") if failing
+                          else [f"    size {step.size}: {event.code_name} recompiled: "
+                                f"{dim.describe()}"])
+        # a guard on something other than a size
+        elif failing and not _by_dynamo(event, step.size):
             first, *rest = format_event(1, 1, event)
-            lines += [f"    size {step.size}: {first.removeprefix('[1/1] ')}", *(f"    {line}" for line in rest)]
+            lines += [f"    size {step.size}: {first.removeprefix('[1/1] ')}",
+                      *(f"    {line}" for line in rest)]
     return lines
