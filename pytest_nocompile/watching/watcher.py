@@ -56,6 +56,13 @@ if TYPE_CHECKING:
 _CPP_SYNCS = __package__.rpartition(".")[0] + ".observe.cpp_syncs"
 
 
+# The hooks of ..hookspecs the watcher calls for each watched test.
+PER_TEST_HOOKS = ("pytest_nocompile_watch_opened", "pytest_nocompile_record_attached",
+                  "pytest_nocompile_call_started", "pytest_nocompile_call_ended",
+                  "pytest_nocompile_watch_closed", "pytest_nocompile_test_ended",
+                  "pytest_nocompile_test_reported")
+
+
 class Watcher:
     """The per-test hooks: open a test's watch at setup, judge its call, close it after teardown,
     report it.
@@ -88,6 +95,18 @@ class Watcher:
         # By planning.plan_key: the plan its tests share (parents live as long as the run).
         self._plans: dict[Hashable, Plan] = {}
         self.hook = config.hook  # the features' hooks (..hookspecs)
+        # The per-test hooks of ..hookspecs some plugin implements: the others are not called.
+        self._implemented: frozenset[str] = frozenset()
+
+    # Historic: called for each plugin registered before this one, then for each registered after.
+    def pytest_plugin_registered(self) -> None:
+        self._implemented = frozenset(name for name in PER_TEST_HOOKS
+                                      if getattr(self.hook, name).get_hookimpls())
+
+    def _features(self, hook: str, **kwargs: Any) -> list[Any]:
+        """The features' answers to a per-test hook of :mod:`..hookspecs`, asked only where one
+        implements it (a hook call costs more than the check, on every test)."""
+        return getattr(self.hook, hook)(**kwargs) if hook in self._implemented else []
 
     # A wrapper: a test interrupted in its setup (KeyboardInterrupt, pytest.exit in a fixture)
     # never reaches its teardown; its watch closes here, leaving torch as the test found it.
@@ -135,7 +154,7 @@ class Watcher:
         if self.child_reports is not None:
             watch.reports = self.child_reports.begin()
             record.read_children_from(watch.reports)
-        _call_features(self.hook.pytest_nocompile_watch_opened, watch=watch)
+        self._features("pytest_nocompile_watch_opened", watch=watch)
         dynamo_here = arrival.dynamo_imported()
         # A torch that is imported but unusable (too old) fails a budget that cannot be checked.
         # Without torch (not installed, or its import blocked) nothing can compile: true 0s.
@@ -175,7 +194,7 @@ class Watcher:
 
         DYNAMO_LOGS.attach(record)
         watch.attached = True
-        _call_features(self.hook.pytest_nocompile_record_attached, watch=watch)
+        self._features("pytest_nocompile_record_attached", watch=watch)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -190,7 +209,7 @@ class Watcher:
         # kinds it does not read have no count.
         heard = watch.attached or _attached_early(watch.record)
         watch.reading = (wanted_signals.wanted_signals(), heard)
-        _call_features(self.hook.pytest_nocompile_call_started, watch=watch)
+        self._features("pytest_nocompile_call_started", watch=watch)
         try:
             result = yield
         except BaseException as error:
@@ -214,7 +233,7 @@ class Watcher:
         if _CPP_SYNCS in sys.modules:
             _settle(watch.record)
         watch.record.end_call()
-        _call_features(self.hook.pytest_nocompile_call_ended, watch=watch, error=error)
+        self._features("pytest_nocompile_call_ended", watch=watch, error=error)
         if watch.plan is not None and watch.plan.may_go_unmeasured:
             say_if_not_measured(item, watch.budget, watch.plan.may_go_unmeasured,
                                 self.said_not_measured)
@@ -272,7 +291,7 @@ class Watcher:
             if watch is not None:
                 self._close(watch)
                 warnings = end_warnings(watch.record) if watch.record is not None else []
-                for more in _call_features(self.hook.pytest_nocompile_test_ended, watch=watch,
+                for more in self._features("pytest_nocompile_test_ended", watch=watch,
                                            failed=failed):
                     warnings += more
                 for warning in warnings:
@@ -289,7 +308,7 @@ class Watcher:
         if watch.closed:
             return
         closed(watch)
-        _call_features(self.hook.pytest_nocompile_watch_closed, watch=watch)
+        self._features("pytest_nocompile_watch_closed", watch=watch)
         self.last_closed = watch
         if self.current is watch:
             self.current = None
@@ -352,7 +371,7 @@ class Watcher:
                          result: Optional[TestResult]) -> Optional[TestResult]:
         """The features saw the report: the result (the teardown's) with the fields they set."""
         fields: dict[str, Any] = {}
-        for answer in _call_features(self.hook.pytest_nocompile_test_reported, watch=watch,
+        for answer in self._features("pytest_nocompile_test_reported", watch=watch,
                                      report=report, result=result):
             fields.update(answer)
         if result is None or not fields:
@@ -442,12 +461,6 @@ class Watcher:
         if plan.watched or uses_a_nocompile_fixture(item):
             return Watch(plan.budget, RecompileRecord(), plan=plan)
         return None
-
-
-def _call_features(caller: Any, **kwargs: Any) -> list[Any]:
-    """The features' answers to a hook of :mod:`..hookspecs`, asked only where one implements it
-    (a hook call costs more than the check, on every test)."""
-    return caller(**kwargs) if caller.get_hookimpls() else []
 
 
 def _judged(watch: Watch) -> bool:
