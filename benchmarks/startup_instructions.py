@@ -222,7 +222,7 @@ def measure_revision(revision: str, root: Path, folders: dict[str, Path], modes:
         others = [name for name in runs[side]["modules"] if name not in inert
                   and name.split(".")[0] != PACKAGE]
         print(f"  one test, {side}: imports {len(ours)} of the {len(everything)} modules; not: "
-              f"{', '.join(name for name in runs['budget']['modules'] if name.startswith(PACKAGE) and name not in ours) or '-'}; "
+              f"{', '.join(name for name in runs['budget']['modules'] if name.startswith(PACKAGE) and name not in ours) or '-'}; "  # noqa: E501
               f"others beyond the inert run's: {', '.join(others) or 'none'}")
         for name in ours:
             if name not in listed:

@@ -9,8 +9,9 @@ and ``driven_hooks.py``; what torch itself does while a trace handler is attache
 for each step of a compile, formatted and written to the file) happens inside the test and
 only shows in wall time, which a loaded machine cannot resolve at 200 tests. This script
 compiles fresh small functions in one process, in batches that alternate between no trace
-handler and the plugin's own :class:`~pytest_nocompile.features.traces.structured_trace.StructuredTrace`
-attached, and prints the least time per compile of each side and their ratio.
+handler and the plugin's own
+:class:`~pytest_nocompile.features.traces.structured_trace.StructuredTrace` attached, and prints the
+least time per compile of each side and their ratio.
 
 Without pytest, torch's ``torch.__trace`` logger has no handler when the trace is off, so
 torch builds no record at all: an upper bound. Under pytest >= 9.1 its log capture attaches

@@ -214,7 +214,7 @@ def test_torchs_reason_joins_the_bypass_just_counted_and_counts_nothing_itself()
     assert events.count(CACHE_MISSES) == 2
 
 
-def test_the_reason_source_hears_torchs_bypass_messages_silently_and_leaves_the_loggers_as_they_were(
+def test_the_reason_source_hears_torchs_bypass_messages_silently_and_leaves_the_loggers_as_they_were(  # noqa: E501
         caplog: pytest.LogCaptureFixture) -> None:
     heard: list[tuple[str, float, str | None]] = []
     source = CacheBypassReasons(lambda what, amount, reason: heard.append((what, amount, reason)),

@@ -455,7 +455,7 @@ def test_a_process_started_in_the_call_counts():
 '''
 
 
-def test_only_processes_started_in_the_call_count_and_a_fixtures_are_shown_by_the_phase_that_started_them(
+def test_only_processes_started_in_the_call_count_and_a_fixtures_are_shown_by_the_phase_that_started_them(  # noqa: E501
         run: RunPytest, pytester: pytest.Pytester, temp: Path) -> None:
     pytester.makepyfile(test_fixture_processes=FIXTURE_PROCESSES)
     result = run("-p", "no:randomly", "-rP", "--nocompile-json=report.json")

@@ -113,7 +113,7 @@ def test_the_writer_makes_a_token_of_its_own_in_each_process(tmp_path: Path) -> 
 # -- 11: the writer keeps no descriptor that user code can take over -------------------------------
 
 
-def test_a_child_that_closes_every_descriptor_and_opens_its_own_files_gets_none_of_the_plugins_lines(
+def test_a_child_that_closes_every_descriptor_and_opens_its_own_files_gets_none_of_the_plugins_lines(  # noqa: E501
         tmp_path: Path) -> None:
     writer = EventWriter(str(tmp_path / "test-1"))
     users = tmp_path / "users.log"

@@ -86,7 +86,7 @@ def test_spawned():
 
 
 @NEEDS_BACKEND_AUTOLOAD
-def test_a_spawned_child_counts_from_its_torch_import_and_leaves_the_mode_alone_where_the_run_reads_no_syncs(
+def test_a_spawned_child_counts_from_its_torch_import_and_leaves_the_mode_alone_where_the_run_reads_no_syncs(  # noqa: E501
         pytester: pytest.Pytester, run: RunPytest) -> None:
     give_spawned_children_fake_cuda(pytester)
     # warn: the plugin's, in a run that reads syncs
@@ -171,7 +171,7 @@ if sys.argv[1:] == ["abort"]:
 
 
 @NEEDS_BACKEND_AUTOLOAD
-def test_a_childs_cpp_syncs_count_in_the_child_are_never_printed_and_its_last_output_survives_its_crash(
+def test_a_childs_cpp_syncs_count_in_the_child_are_never_printed_and_its_last_output_survives_its_crash(  # noqa: E501
         pytester: pytest.Pytester, run: RunPytest) -> None:
     give_spawned_children_fake_cuda(pytester)
     pytester.makepyfile(test_children=CHILDREN, child=CHILD)

@@ -255,7 +255,7 @@ def test_variable_is_set_for_the_test_only():
 '''
 
 
-def test_a_run_wide_budget_fails_a_test_whose_child_recompiles_though_its_own_process_never_compiles(
+def test_a_run_wide_budget_fails_a_test_whose_child_recompiles_though_its_own_process_never_compiles(  # noqa: E501
         run: RunPytest, pytester: pytest.Pytester) -> None:
     # The test's process never imports dynamo, so the run idles: the child must still be watched.
     pytester.makepyfile(test_idle=IDLE_RUN.replace("EXPECTED", "tempfile.gettempdir()"))

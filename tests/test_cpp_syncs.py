@@ -172,7 +172,7 @@ def test_quiet():
 '''
 
 
-def test_where_c10_drops_its_warnings_the_count_is_a_lower_bound_in_the_failure_the_table_and_the_json(
+def test_where_c10_drops_its_warnings_the_count_is_a_lower_bound_in_the_failure_the_table_and_the_json(  # noqa: E501
         pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCH_CPP_LOG_LEVEL", "ERROR")
     pytester.makeconftest(FAKE_CUDA + FAKE_CPP_SYNCS)

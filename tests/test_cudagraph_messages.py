@@ -170,7 +170,7 @@ def test_a_new_size_of_a_training_step_is_a_re_record() -> None:
 
 
 @pytest.mark.parametrize("scenario", ["training_step", "two_functions_chained"])
-def test_recorded_on_2_11_a_training_steps_forward_and_backward_and_two_chained_functions_are_no_re_records(
+def test_recorded_on_2_11_a_training_steps_forward_and_backward_and_two_chained_functions_are_no_re_records(  # noqa: E501
     scenario: str
 ) -> None:
     assert read_all(TORCH_2_11[scenario]) == []

@@ -276,7 +276,7 @@ def test_quiet(case):
 '''
 
 
-def test_a_baseline_failure_names_each_new_recompile_and_graph_break_and_counts_a_subsets_absent_tests(
+def test_a_baseline_failure_names_each_new_recompile_and_graph_break_and_counts_a_subsets_absent_tests(  # noqa: E501
         pytester: pytest.Pytester, run: RunPytest) -> None:
     (pytester.path / "baseline.json").write_text(json.dumps({
         "format": "pytest-nocompile-baseline/1", "tests": {

@@ -287,12 +287,15 @@ def test_no_site_escapes():
 
 @pytest.mark.max_recompiles(0)
 def test_no_site_with_watch_this_process():
-    python("import pytest_nocompile; assert pytest_nocompile.watch_this_process()" + RECOMPILES, "-S", env=without_site())
+    python("import pytest_nocompile; assert pytest_nocompile.watch_this_process()" + RECOMPILES,
+           "-S", env=without_site())
 
 @pytest.mark.max_recompiles(0)
 def test_scrubbed_env_given_the_directory():
-    code = "import sys, pytest_nocompile; assert pytest_nocompile.watch_this_process(sys.argv[1])" + RECOMPILES
-    subprocess.run([sys.executable, "-c", code, os.environ["PYTEST_NOCOMPILE_EVENTS"]], env=SCRUBBED, check=True)
+    code = ("import sys, pytest_nocompile; "
+            "assert pytest_nocompile.watch_this_process(sys.argv[1])" + RECOMPILES)
+    subprocess.run([sys.executable, "-c", code, os.environ["PYTEST_NOCOMPILE_EVENTS"]],
+                   env=SCRUBBED, check=True)
 '''
 
 

@@ -20,7 +20,8 @@ def test_catches_a_branch_on_size_2():
         if x.shape[0] == 2:
             return x + 1
         return x * 2
-    sweep_sizes(torch.compile(branchy, backend="eager", dynamic=True), lambda n: (torch.ones(n),), [4, 8, 16])
+    sweep_sizes(torch.compile(branchy, backend="eager", dynamic=True),
+                lambda n: (torch.ones(n),), [4, 8, 16])
 
 def steps(swept):
     return [(step.size, len(step.recompiles), step.by_dynamo) for step in swept]
@@ -122,7 +123,7 @@ def test_sweep_sizes(run: RunPytest, pytester: pytest.Pytester) -> None:
         *(["E               at: test_sweep.py:6 in branchy: if x.shape[0] == 2:"]
           if TORCH >= (2, 6) else []),
         "E               triggered by: test_sweep.py:9 in test_catches_a_branch_on_size_2: "
-        "sweep_sizes(*)",
+        "sweep_sizes(*",
         "E               usual fix: your code branches on the size of x dim 0: *",
         "E           size 2 is one of the edges the sweep adds (edges=(0, 1, 2)), not of sizes: "
         "where branchy is never called at size 2, leave it out with edges=(0, 1)",

@@ -21,7 +21,7 @@ that arms it is attached already).
 
 :func:`settle` waits until the relay has passed on what fd 2 got so far: a count read after it
 has every such sync made before.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

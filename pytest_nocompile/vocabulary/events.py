@@ -27,7 +27,7 @@ What differs between versions (all recorded in tests/data), and how it is read:
 * The limit warning names ``config.cache_size_limit`` up to 2.6 and
   ``config.recompile_limit`` from 2.7.
 * Graph breaks: see :mod:`.graph_break_events`.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 

@@ -14,7 +14,13 @@ from __future__ import annotations
 from contextlib import ContextDecorator, contextmanager
 from typing import Callable, ContextManager, Iterator, Optional, Protocol
 
-from ..exceptions import BudgetExceeded, CompileBudgetExceeded, GraphBreakBudgetExceeded, RecompileBudgetExceeded, TooFewCompiles
+from ..exceptions import (
+    BudgetExceeded,
+    CompileBudgetExceeded,
+    GraphBreakBudgetExceeded,
+    RecompileBudgetExceeded,
+    TooFewCompiles,
+)
 from ..judge.budget import validate_count
 from ..judge.torch_support import refuse_where_torch_lacks
 from ..judge.verdict import over_budget
@@ -38,9 +44,11 @@ from ..vocabulary.kinds import (
 from ..vocabulary.measures import Amount
 
 __all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
-    "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded", "GraphBreakBudgetExceeded", "RecompileBudgetExceeded",
-    "TooFewCompiles", "assert_max_cache_misses", "assert_max_compile_instructions", "assert_max_compile_seconds", "assert_max_compiles",
-    "assert_max_graph_breaks", "assert_max_kernels", "assert_max_recompiles", "assert_max_syncs", "assert_min_compiles", "block_assertion",
+    "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded",
+    "GraphBreakBudgetExceeded", "RecompileBudgetExceeded", "TooFewCompiles",
+    "assert_max_cache_misses", "assert_max_compile_instructions", "assert_max_compile_seconds",
+    "assert_max_compiles", "assert_max_graph_breaks", "assert_max_kernels",
+    "assert_max_recompiles", "assert_max_syncs", "assert_min_compiles", "block_assertion",
 ]
 
 
@@ -75,12 +83,14 @@ class _BudgetBlock(ContextDecorator):
     capture of the block's own.
     """
 
-    def __init__(self, kind: BudgetKind, record: Optional[RecompileRecord], allowed: int, exact: bool,
-                 name: str) -> None:
+    def __init__(self, kind: BudgetKind, record: Optional[RecompileRecord], allowed: int,
+                 exact: bool, name: str) -> None:
         __tracebackhide__ = True  # a bad argument's error points at the user's line
         self._shown = f"{name}({allowed!r}{', exact=True' if exact else ''})"
         symbol = kind.measure.symbol
-        validate_count(allowed, self._shown, f"{name}({symbol}) or {name}({symbol}, exact=True), {symbol} {kind.measure.accepts}",
+        validate_count(allowed, self._shown,
+                       f"{name}({symbol}) or {name}({symbol}, exact=True), {symbol} "
+                       f"{kind.measure.accepts}",
                        kind.measure)
         if not isinstance(exact, bool) or exact and kind.is_floor:
             accepted = "False (a floor has no exact form)" if kind.is_floor else "True or False"
@@ -103,7 +113,8 @@ class _BudgetBlock(ContextDecorator):
         if signals:
             from ..observe import wanted_signals
 
-            wanted_signals.want(signals)  # before its own capture arms: the sources it reads arm with it
+            # before its own capture arms: the sources it reads arm with it
+            wanted_signals.want(signals)
         record = self._given_record or _recording_now()
         if record is None:
             self._own = _OwnCapture(signals)
@@ -112,13 +123,15 @@ class _BudgetBlock(ContextDecorator):
             _heard_before_dynamo(record)
         self._record = record
         record.read_children()
-        # By pid (and which of that pid's processes): a child's rank may be known only later (torch.distributed initialised in the block).
+        # By pid (and which of that pid's processes): a child's rank may be known only later
+        # (torch.distributed initialised in the block).
         self._start = {_pid(process.info): process.sizes() for process in record.processes()}
         return self._log
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         __tracebackhide__ = True  # the traceback should end at the user's with-block
-        if self._kind.lower_bound_signal:  # (syncs) those torch warns of outside Python reach the record a little later
+        # (syncs) those torch warns of outside Python reach the record a little later
+        if self._kind.lower_bound_signal:
             from ..observe.cpp_syncs import settle
 
             settle()
@@ -127,7 +140,8 @@ class _BudgetBlock(ContextDecorator):
             self._own = None
         record, log = self._record, self._log
         record.read_children()
-        new = {process.info: _new_events(process, self._start.get(_pid(process.info))) for process in record.processes()}
+        new = {process.info: _new_events(process, self._start.get(_pid(process.info)))
+               for process in record.processes()}
         counts = {process: events.count(self._kind, phase=None) for process, events in new.items()}
         log._events += [event for events in new.values() for event in events.recompiles]
         log.graph_breaks += [event for events in new.values() for event in events.graph_breaks]
@@ -136,20 +150,25 @@ class _BudgetBlock(ContextDecorator):
             return  # the block's own error wins
         from .watch import say_if_block_not_measured
 
-        say_if_block_not_measured(self._kind, self._shown)  # (syncs without CUDA) once per run, as a marker's budget
+        # (syncs without CUDA) once per run, as a marker's budget
+        say_if_block_not_measured(self._kind, self._shown)
         if self._kind.is_floor:
             self._judge_floor(list(new.values()), int(log.counted))
             return
         over = [process for process, count in counts.items()
-                if over_budget(self._kind, count, self._allowed, exact=self._exact, limit_hit=bool(new[process].limit_hits))]
+                if over_budget(self._kind, count, self._allowed, exact=self._exact,
+                               limit_hit=bool(new[process].limit_hits))]
         if over:
             parts = []
             for process in over:
-                headline = self._kind.headline(counts[process], self._allowed, self._shown, self._exact)
+                headline = self._kind.headline(counts[process], self._allowed, self._shown,
+                                               self._exact)
                 if len(counts) > 1:  # children reported: say which process
                     headline = f"{record.process_label(process)}: {headline}"
-                parts.append(explain(self._kind, headline, new[process].recompiles, new[process].limit_hits, new[process].graph_breaks,
-                                     health=new[process].signals(self._kind.health_signals, None) + lower_bound(record.process_of(process), self._kind)))
+                parts.append(explain(self._kind, headline, new[process].recompiles,
+                                     new[process].limit_hits, new[process].graph_breaks,
+                                     health=new[process].signals(self._kind.health_signals, None)
+                                     + lower_bound(record.process_of(process), self._kind)))
             error = self._kind.exceeded("\n\n".join(parts))
             if "recompiles" in self._kind.explained_by:  # its text lists them: the section need not
                 listed = [(*new[process].recompiles, *new[process].limit_hits) for process in over]
@@ -157,7 +176,8 @@ class _BudgetBlock(ContextDecorator):
             raise error
 
     def _judge_floor(self, new: list[ProcessEvents], count: int) -> None:
-        """A floor is judged on the block's processes together (see .floors); a swallowed compile error fails it too."""
+        """A floor is judged on the block's processes together (see .floors); a swallowed compile
+        error fails it too."""
         __tracebackhide__ = True
         from ..judge.floors import compile_errors, why_too_few
 
@@ -178,8 +198,8 @@ def events_shown_by(error: Optional[BaseException]) -> list[object]:
 
 
 def _heard_before_dynamo(record: RecompileRecord) -> None:
-    """A watched test's record not attached yet (no dynamo so far): a source that needs none (syncs) hears it from now on.
-    Whoever owns the record detaches it (the test's watch, at its end)."""
+    """A watched test's record not attached yet (no dynamo so far): a source that needs none (syncs)
+    hears it from now on. Whoever owns the record detaches it (the test's watch, at its end)."""
     from ..observe.capture import DYNAMO_LOGS
 
     if not DYNAMO_LOGS.attached(record):
@@ -190,8 +210,10 @@ def _pid(process: Optional[ProcessInfo]) -> Optional[tuple[int, int]]:
     return None if process is None else (process.pid, process.nth)
 
 
-def _new_events(process: ProcessEvents, start: Optional[tuple[int, int, int, int, int]]) -> ProcessEvents:
-    """What a process recorded since ``start`` (its sizes when the block began; None: it had not reported then)."""
+def _new_events(process: ProcessEvents,
+                start: Optional[tuple[int, int, int, int, int]]) -> ProcessEvents:
+    """What a process recorded since ``start`` (its sizes when the block began; None: it had not
+    reported then)."""
     recompiles, hits, breaks, compiles, health = start or (0, 0, 0, 0, 0)
     new = ProcessEvents(process.info)
     new.recompiles, new.limit_hits = process.recompiles[recompiles:], process.limit_hits[hits:]
@@ -222,9 +244,10 @@ def _standalone(kind: BudgetKind) -> Callable[..., _BudgetBlock]:
     bound = "fewer than N" if kind.is_floor else "more than N"
     exact = "" if kind.is_floor else " (with ``exact=True``: other than N)"
     assert_within.__doc__ = (
-        f"``with {name}(N):`` or ``@{name}(N)``: raise {kind.exceeded.__name__} when the block (or each call of the "
-        f"decorated function) has {bound} {kind.counts}{exact}. Needs no fixture: "
-        "inside a test the plugin watches it counts from that test's record, anywhere else it captures on its own."
+        f"``with {name}(N):`` or ``@{name}(N)``: raise {kind.exceeded.__name__} when the block "
+        f"(or each call of the decorated function) has {bound} {kind.counts}{exact}. Needs no "
+        "fixture: inside a test the plugin watches it counts from that test's record, anywhere "
+        "else it captures on its own."
     )
     return assert_within
 
@@ -240,12 +263,14 @@ assert_max_kernels = _standalone(KERNELS)
 assert_min_compiles = _standalone(MIN_COMPILES)
 
 
-# Blocks with a capture of their own, innermost last: a nested block counts from the outer one's record.
+# Blocks with a capture of their own, innermost last: a nested block counts from the outer one's
+# record.
 _OWN_RECORDS: list[RecompileRecord] = []
 
 
 def _recording_now() -> Optional[RecompileRecord]:
-    """The record a fixture-less block counts from: an enclosing own capture's, else the watched test's."""
+    """The record a fixture-less block counts from: an enclosing own capture's, else the watched
+    test's."""
     if _OWN_RECORDS:
         return _OWN_RECORDS[-1]
     from .watch import recording_now
@@ -255,8 +280,9 @@ def _recording_now() -> Optional[RecompileRecord]:
 
 @contextmanager
 def own_capture() -> Iterator[RecompileRecord]:
-    """A record of its own, attached to this process's capture for the block, inside a watched test or not (the
-    test's record, if any, hears the same events); blocks nested in it still count from their own record."""
+    """A record of its own, attached to this process's capture for the block, inside a watched test
+    or not (the test's record, if any, hears the same events); blocks nested in it still count from
+    their own record."""
     capture = _OwnCapture(nested_blocks_count_here=False)
     try:
         yield capture.record
@@ -265,12 +291,15 @@ def own_capture() -> Iterator[RecompileRecord]:
 
 
 class _OwnCapture:
-    """Capture for one block outside any watched test; ``stop`` restores torch's logging state (when no other sink is attached).
+    """Capture for one block outside any watched test; ``stop`` restores torch's logging state (when
+    no other sink is attached).
 
-    A block of signals that need no dynamo (syncs) imports none: it captures them alone until something else imports dynamo.
+    A block of signals that need no dynamo (syncs) imports none: it captures them alone until
+    something else imports dynamo.
     """
 
-    def __init__(self, signals: tuple[str, ...] = (), nested_blocks_count_here: bool = True) -> None:
+    def __init__(self, signals: tuple[str, ...] = (),
+                 nested_blocks_count_here: bool = True) -> None:
         from ..observe import arrival, dynamo_state
         from ..observe.capture import DYNAMO_LOGS
 

@@ -23,7 +23,8 @@ CUDA_GRAPH_KINDS = (CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    budgeted = [(item, budget) for item in items if (budget := _cuda_graph_budget(item)) is not None]
+    budgeted = [(item, budget) for item in items
+                if (budget := _cuda_graph_budget(item)) is not None]
     if not budgeted:
         return
     from ..observe.cuda import why_no_cuda_graphs
@@ -36,7 +37,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _cuda_graph_budget(item: pytest.Item) -> Optional[str]:
-    """The first CUDA-graph marker budgeting this test, as written (``max_cudagraph_skips(0)``); None if none does."""
+    """The first CUDA-graph marker budgeting this test, as written (``max_cudagraph_skips(0)``);
+    None if none does."""
     for kind in CUDA_GRAPH_KINDS:  # asked of every collected test: the tuple made once
         marker = item.get_closest_marker(kind.marker)
         if marker is None:

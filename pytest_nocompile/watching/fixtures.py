@@ -1,4 +1,5 @@
-"""The plugin's fixtures: ``nocompile_recompiles`` and one ``nocompile_assert_max_<kind>`` per budget kind.
+"""The plugin's fixtures: ``nocompile_recompiles`` and one ``nocompile_assert_max_<kind>`` per
+budget kind.
 
 Registered with pytest by :mod:`.plugin`. The block-assertion fixtures are made
 from the budget kinds' table, so a new kind gets its fixture with no code here.
@@ -34,9 +35,10 @@ def _block_fixture(kind: BudgetKind) -> Callable[..., Any]:
 
         return block_assertion(kind, _record_of(request))
 
-    fixture.__doc__ = (f"``with {kind.assertion}(N): ...`` fails when the block has fewer than N {kind.counts}." if kind.is_floor
-                       else f"``with {kind.assertion}(N, exact=False): ...`` fails when the block has "
-                       f"more than N {kind.counts} (with exact=True: other than N).")
+    fixture.__doc__ = (f"``with {kind.assertion}(N): ...`` fails when the block has fewer than "
+                       f"N {kind.counts}." if kind.is_floor
+                       else f"``with {kind.assertion}(N, exact=False): ...`` fails when the block "
+                       f"has more than N {kind.counts} (with exact=True: other than N).")
     return pytest.fixture(name=kind.assertion)(fixture)
 
 
@@ -49,5 +51,6 @@ def _record_of(request: pytest.FixtureRequest) -> RecompileRecord:
 
     watch = watch_of(request.config, request.node.nodeid)
     if watch is None or watch.record is None:
-        pytest.fail(f"pytest-nocompile fixtures work in test functions only (requested by {request.node.nodeid})", pytrace=False)
+        pytest.fail("pytest-nocompile fixtures work in test functions only (requested by "
+                    f"{request.node.nodeid})", pytrace=False)
     return watch.record

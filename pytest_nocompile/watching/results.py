@@ -1,4 +1,5 @@
-"""The run's results: gathered from each test's reports (on an xdist controller too), then shown, written and gated."""
+"""The run's results: gathered from each test's reports (on an xdist controller too), then shown,
+written and gated."""
 
 from __future__ import annotations
 
@@ -27,12 +28,16 @@ class Results:
         # of the test now running, and of each finished test that had any.
         self._outcomes: dict[str, list[tuple[str, str, bool]]] = {}
         self._final_outcomes: dict[str, list[tuple[str, str, bool]]] = {}
-        self._idle: dict[tuple[RecompileBudget, tuple[tuple[str, str], ...]], tuple[TestResult, list[tuple[str, object]]]] = {}
-        self.after_their_test: list[str] = []  # fixtures' processes that compiled after their test ended
+        self._idle: dict[tuple[RecompileBudget, tuple[tuple[str, str], ...]],
+                         tuple[TestResult, list[tuple[str, object]]]] = {}
+        # fixtures' processes that compiled after their test ended
+        self.after_their_test: list[str] = []
 
-    def idle(self, budget: RecompileBudget, unmeasured: Optional[Mapping[str, str]] = None) -> tuple[TestResult, list[tuple[str, object]]]:
-        """The result and count properties of a test that recorded nothing: the same for every such test of a budget
-        (and of the kinds not measured, ``unmeasured``)."""
+    def idle(
+        self, budget: RecompileBudget, unmeasured: Optional[Mapping[str, str]] = None,
+    ) -> tuple[TestResult, list[tuple[str, object]]]:
+        """The result and count properties of a test that recorded nothing: the same for every such
+        test of a budget (and of the kinds not measured, ``unmeasured``)."""
         key = (budget, tuple(unmeasured.items()) if unmeasured else ())
         cached = self._idle.get(key)
         if cached is None:
@@ -41,13 +46,16 @@ class Results:
         return cached
 
     def gather(self, report: pytest.TestReport, made_here: Optional[TestResult] = None) -> None:
-        """Keep a finished test's result (``made_here`` when this process ran it), and the outcomes a JSON report needs."""
+        """Keep a finished test's result (``made_here`` when this process ran it), and the outcomes
+        a JSON report needs."""
         when = report.when
         # The report's __dict__, not hasattr/getattr: those raise and catch an
         # AttributeError for a missing attribute, on almost every report.
         attributes = report.__dict__
-        if report.outcome != "passed" or "wasxfail" in attributes:  # a plain pass changes no outcome
-            self._outcomes.setdefault(report.nodeid, []).append((when, report.outcome, "wasxfail" in attributes))
+        # a plain pass changes no outcome
+        if report.outcome != "passed" or "wasxfail" in attributes:
+            self._outcomes.setdefault(report.nodeid, []).append(
+                (when, report.outcome, "wasxfail" in attributes))
         if when != "teardown":  # only an attempt's last report carries its result
             return
         nodeid = report.nodeid
@@ -84,7 +92,8 @@ class Results:
         return self._final_outcomes
 
     def outcome(self, nodeid: str) -> str:
-        """The test's outcome, in pytest's words (``passed``, ``failed``, ``error``, ``skipped`` ...)."""
+        """The test's outcome, in pytest's words (``passed``, ``failed``, ``error``, ``skipped``
+        ...)."""
         return outcome_of(self._final_outcomes.get(nodeid, ()))
 
     def tests_whose_outcome_is(self, *outcomes: str) -> set[str]:
@@ -120,7 +129,8 @@ def outcome_of(outcomes: Iterable[tuple[str, str, bool]]) -> str:
 
 
 class ControllerReports:
-    """On an xdist controller, which runs no test: gathers the results its workers send on their reports."""
+    """On an xdist controller, which runs no test: gathers the results its workers send on their
+    reports."""
 
     def __init__(self, results: Results) -> None:
         self.results = results

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 
 class Watching:
-    """Per run: registers the watcher once collection shows the run needs it, and tells it when dynamo arrives."""
+    """Per run: registers the watcher once collection shows the run needs it, and tells it when
+    dynamo arrives."""
 
     def __init__(self, config: pytest.Config, settings: RunSettings, results: Results) -> None:
         self.config = config
@@ -48,9 +49,12 @@ class Watching:
             self.config.pluginmanager.unregister(self.results)
             return
         self.config.pluginmanager.register(self.watcher, "nocompile-watcher")
-        if ENV_VAR not in os.environ:  # else this pytest is a child of a watched test, whose reads it cannot know
-            # The health sources this run's reports read; each budget or block assertion of another kind adds its own.
-            self._wanted_before = wanted_signals.narrow(None if self.settings.watch_every_test else frozenset())
+        # else this pytest is a child of a watched test, whose reads it cannot know
+        if ENV_VAR not in os.environ:
+            # The health sources this run's reports read; each budget or block assertion of another
+            # kind adds its own.
+            self._wanted_before = wanted_signals.narrow(
+                None if self.settings.watch_every_test else frozenset())
             self._narrowed = True
         if not arrival.dynamo_imported():
             arrival.when_dynamo_arrives(self.watcher.dynamo_arrived)
@@ -60,7 +64,8 @@ class Watching:
 
     def pytest_unconfigure(self) -> None:
         self._stop()
-        if self._narrowed:  # an in-process run inside another (pytester) leaves the outer run's set as it found it
+        # an in-process run inside another (pytester) leaves the outer run's set as it found it
+        if self._narrowed:
             wanted_signals.narrow(self._wanted_before)
             self._narrowed = False
         if self.child_reports is not None:
@@ -72,7 +77,9 @@ class Watching:
             from ..output.report import fixture_processes_after_their_test
 
             for _nodeid, record, _reported in self.watcher.after_their_test:
-                record.read_children(final=True)  # what fixtures' processes wrote since their test ended
-            self.results.after_their_test += fixture_processes_after_their_test(self.watcher.after_their_test)
+                # what fixtures' processes wrote since their test ended
+                record.read_children(final=True)
+            self.results.after_their_test += fixture_processes_after_their_test(
+                self.watcher.after_their_test)
         self.watcher.after_their_test = []
         arrival.stop_waiting_for_dynamo(self.watcher.dynamo_arrived)

@@ -28,7 +28,8 @@ def count_argument(measure: Measure = COUNT) -> Callable[[str], Amount]:
 
 
 def _default_budget(config: pytest.Config) -> RecompileBudget:
-    """The budget of a test without markers: each kind's option, else its ini key, and which of them set it."""
+    """The budget of a test without markers: each kind's option, else its ini key, and which of them
+    set it."""
     allowed: dict[str, Optional[Amount]] = {}
     sources: dict[str, str] = {}
     for kind in KINDS:
@@ -38,10 +39,12 @@ def _default_budget(config: pytest.Config) -> RecompileBudget:
             sources[kind.key] = f"from {kind.option}"
         elif ini is not None:
             sources[kind.key] = _ini_source(config, kind.marker)
-        # A run-wide budget of a kind the installed torch cannot count is a usage error: it would pass silently.
+        # A run-wide budget of a kind the installed torch cannot count is a usage error: it would
+        # pass silently.
         lacking = installed_torch_lacks(kind) if allowed[kind.key] is not None else None
         if lacking is not None:
-            raise pytest.UsageError(f"{kind.option if cli is not None else f'ini key {kind.marker}'}: {lacking}")
+            raise pytest.UsageError(
+                f"{kind.option if cli is not None else f'ini key {kind.marker}'}: {lacking}")
     return RecompileBudget.of(allowed, sources=sources, user_only=_graph_breaks_user_only(config))
 
 
@@ -61,13 +64,15 @@ def _ini_source(config: pytest.Config, key: str) -> str:
 
 
 def _table_choice(config: pytest.Config) -> str:
-    """Which tests the summary table lists: the option's choice, else the ini key's (checked: a typo is a usage error)."""
+    """Which tests the summary table lists: the option's choice, else the ini key's (checked: a typo
+    is a usage error)."""
     chosen = config.getoption("nocompile_table")
     if chosen is not None:
         return str(chosen)
     text = str(config.getini("nocompile_table")).strip()
     if text not in TABLE_CHOICES:
-        raise pytest.UsageError(f"ini key nocompile_table: expected one of {', '.join(TABLE_CHOICES)}, got {text!r}")
+        raise pytest.UsageError("ini key nocompile_table: expected one of "
+                                f"{', '.join(TABLE_CHOICES)}, got {text!r}")
     return text
 
 
@@ -82,7 +87,8 @@ def _ini_count(config: pytest.Config, key: str, measure: Measure = COUNT) -> Opt
 
 
 class Switch:
-    """A behaviour on by default: an ini key (bool, default true) turns it off, and so does a store-true option."""
+    """A behaviour on by default: an ini key (bool, default true) turns it off, and so does a
+    store-true option."""
 
     __slots__ = ("option", "ini", "option_help", "ini_help")
 
@@ -90,20 +96,25 @@ class Switch:
         self.option, self.ini, self.option_help, self.ini_help = option, ini, option_help, ini_help
 
     def is_on(self, config: pytest.Config) -> bool:
-        return bool(not config.getoption(self.option.lstrip("-").replace("-", "_")) and config.getini(self.ini))
+        return bool(not config.getoption(self.option.lstrip("-").replace("-", "_"))
+                    and config.getini(self.ini))
 
 
 ISOLATE = Switch("--nocompile-no-isolate", "nocompile_isolate",
-                 "do not call torch._dynamo.reset() before each watched test; counts then depend on which tests ran before",
+                 "do not call torch._dynamo.reset() before each watched test; counts then depend "
+                 "on which tests ran before",
                  "reset dynamo's caches before each watched test (default: true)")
 # Child processes report through a start-up hook; some environments forbid those.
 WATCH_CHILDREN = Switch("--nocompile-no-subprocess", "nocompile_subprocess",
-                        "do not watch the processes a test starts (multiprocessing, subprocess, torchrun); "
-                        "only the test's own process counts",
-                        "count recompiles of the processes a watched test starts, per process (default: true)")
+                        "do not watch the processes a test starts (multiprocessing, subprocess, "
+                        "torchrun); only the test's own process counts",
+                        "count recompiles of the processes a watched test starts, per process "
+                        "(default: true)")
 DROP_TRACE_LOGS = Switch("--nocompile-keep-trace-logs", "nocompile_drop_trace_logs",
-                         "keep torch's structured-trace records (torch.__trace) in pytest's captured logs",
-                         "leave torch.__trace records out of pytest's captured logs (default: true)")
+                         "keep torch's structured-trace records (torch.__trace) in pytest's "
+                         "captured logs",
+                         "leave torch.__trace records out of pytest's captured logs (default: "
+                         "true)")
 SWITCHES = (ISOLATE, WATCH_CHILDREN, DROP_TRACE_LOGS)
 # The run's settings, in its config's stash: read by the features (pytest_nocompile.features).
 SETTINGS_KEY = pytest.StashKey["RunSettings"]()
@@ -114,10 +125,13 @@ class RunSettings:
 
     def __init__(self, config: pytest.Config) -> None:
         self.isolate_by_default = ISOLATE.is_on(config)
-        # The option turns strict mode on for the run; so does the ini key (a marker's strict= still wins).
-        self.strict_by_default = bool(config.getoption("nocompile_strict") or config.getini("nocompile_strict"))
+        # The option turns strict mode on for the run; so does the ini key (a marker's strict= still
+        # wins).
+        self.strict_by_default = bool(config.getoption("nocompile_strict")
+                                      or config.getini("nocompile_strict"))
         self.watch_children = WATCH_CHILDREN.is_on(config)
-        self.private_caches = bool(config.getoption("nocompile_private_caches") or config.getini("nocompile_private_caches"))
+        self.private_caches = bool(config.getoption("nocompile_private_caches")
+                                   or config.getini("nocompile_private_caches"))
         self.default_budget = _default_budget(config)
         self.json_path: Optional[str] = config.getoption("nocompile_json")
         self.save_path: Optional[str] = config.getoption("nocompile_save")
@@ -127,10 +141,13 @@ class RunSettings:
         self.compare_path: Optional[str] = config.getoption("nocompile_compare")
         self.report_requested = bool(config.getoption("nocompile_report"))
         self.table = _table_choice(config)
-        self.watch_every_test = bool(self.report_requested or self.json_path or self.save_path or self.compare_path)
-        self.watch_by_default = self.watch_every_test or self.default_budget.budgeted  # a test with no marker
+        self.watch_every_test = bool(self.report_requested or self.json_path or self.save_path
+                                     or self.compare_path)
+        # a test with no marker
+        self.watch_by_default = self.watch_every_test or self.default_budget.budgeted
         self.is_worker = hasattr(config, "workerinput")
-        # pytest-xdist runs tests in workers when its dist mode is on (pytest-cov reads it the same way).
+        # pytest-xdist runs tests in workers when its dist mode is on (pytest-cov reads it the same
+        # way).
         self.is_xdist_controller = not self.is_worker and config.getoption("dist", "no") != "no"
 
 

@@ -1,4 +1,5 @@
-"""The warning every watched test gets for each compile error dynamo swallowed in it (``suppress_errors``).
+"""The warning every watched test gets for each compile error dynamo swallowed in it
+(``suppress_errors``).
 
 A swallowed error leaves a passing test that ran eager: no budget but
 ``min_compiles`` fails for it, so it is said as a pytest warning, which the
@@ -19,7 +20,8 @@ if TYPE_CHECKING:
 
 
 class SwallowedCompileErrorWarning(pytest.PytestWarning):
-    """dynamo swallowed a compile error (``suppress_errors``) in a watched test: that code ran uncompiled."""
+    """dynamo swallowed a compile error (``suppress_errors``) in a watched test: that code ran
+    uncompiled."""
 
 
 def swallowed_error_warnings(record: RecompileRecord) -> list[SwallowedCompileErrorWarning]:
@@ -31,5 +33,6 @@ def swallowed_error_warnings(record: RecompileRecord) -> list[SwallowedCompileEr
             phase = "" if event.phase == "call" else f" (in {event.phase})"
             called = f"; called from {event.user_code}" if event.user_code is not None else ""
             warnings.append(SwallowedCompileErrorWarning(
-                f"dynamo swallowed a compile error{where}{phase} (suppress_errors) and ran the code uncompiled: {event.reason}{called}"))
+                f"dynamo swallowed a compile error{where}{phase} (suppress_errors) and ran the "
+                f"code uncompiled: {event.reason}{called}"))
     return warnings

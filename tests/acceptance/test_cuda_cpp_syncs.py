@@ -46,7 +46,7 @@ def test_ddp_syncs():
 @pytest.mark.same_across_ranks
 def test_ddp_alike():
     torchrun()
-'''
+'''  # noqa: E501
 
 
 @NEEDS_RANKS
@@ -92,7 +92,7 @@ def test_one_rank_here(tmp_path):
             model(torch.randn(8, 64).to("cuda")).square().mean().backward()
     finally:
         dist.destroy_process_group()
-'''
+'''  # noqa: E501
 
 
 @NEEDS_A_GPU

@@ -54,7 +54,7 @@ import subprocess, sys, pytest
 def test_odd_rank():
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node={RANKS}",
                     {str(WORKER)!r}, "--odd-rank=1"], check=True, timeout=900)
-''')
+''')  # noqa: E501
     result = pytester.runpytest_subprocess("-p", "nocompile")
     result.assert_outcomes(failed=1)
     result.stdout.re_match_lines([

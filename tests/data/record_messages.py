@@ -146,7 +146,7 @@ for n in (4, 8):
     m(torch.ones(n))                       # 8: the same, through a module's forward
 '''
 
-COMPILED_MODULE_SCENARIOS = '''
+COMPILED_MODULE_SCENARIOS = ('''
 import torch
 from torch import nn
 
@@ -155,25 +155,31 @@ seq(torch.ones(2, 3))
 seq(torch.ones(2, 3, requires_grad=True))  # the input requires grad
 seq(torch.ones(5, 3))                      # a new size: automatic dynamic
 lin = torch.compile(nn.Linear(3, 3), backend="eager")
-lin(torch.ones(2, 3))                      # another module through the same wrapper code: a guard on fn
-torch._dynamo.reset()
+'''
+'lin(torch.ones(2, 3))                      # another module through the same wrapper code: '
+'a guard on fn\n'
+'''torch._dynamo.reset()
 attention = torch.compile(nn.MultiheadAttention(4, 1), backend="eager")
 q = torch.ones(2, 1, 4)
 attention(q, q, q, need_weights=True)
 attention(q, q, q, need_weights=False)     # a keyword argument
-'''
+''')
 
-LIMIT_SCENARIO = '''
+LIMIT_SCENARIO = ('''
 import torch
 
 h = torch.compile(lambda x, n: x * n, backend="eager")
 for n in range(6):
-    h(torch.ones(3), n)                    # int argument: newer torch makes n dynamic before the limit
-
-d = torch.compile(lambda x: x + 1, backend="eager")
-for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64):
-    d(torch.ones(3, dtype=dtype))          # dtype: never dynamic, always past the limit
 '''
+'    h(torch.ones(3), n)                    # int argument: newer torch makes n dynamic before '
+'the limit\n'
+'''
+d = torch.compile(lambda x: x + 1, backend="eager")
+'''
+'for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, '
+'torch.int64):\n'
+'''    d(torch.ones(3, dtype=dtype))          # dtype: never dynamic, always past the limit
+''')
 
 GRAPH_BREAK_SCENARIOS = '''
 import os

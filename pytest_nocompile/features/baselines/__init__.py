@@ -30,10 +30,12 @@ class BaselineRun:
 
     def __init__(self, settings: RunSettings, baseline: Optional[Baseline]) -> None:
         self.settings = settings
-        self.baseline = baseline  # to compare with (None: --nocompile-compare not given, or on a worker)
+        # to compare with (None: --nocompile-compare not given, or on a worker)
+        self.baseline = baseline
         self.comparison: Optional[Comparison] = None
         self.saved: Optional[SavedBaseline] = None  # what --nocompile-save wrote
-        self.failed_by_baseline_alone = False  # every test passed, and counts rose against the baseline
+        # every test passed, and counts rose against the baseline
+        self.failed_by_baseline_alone = False
 
     @pytest.hookimpl
     def pytest_nocompile_regression_check(self) -> Optional[Callable[[str, TestResult], bool]]:
@@ -77,7 +79,8 @@ class BaselineRun:
 
             # What a failed test counted is no baseline (a failed budget's counts are the
             # regression; a test stopped early counted only part), nor is a skipped test's 0.
-            failed = () if settings.save_failed else results.tests_whose_outcome_is("failed", "error")
+            failed = (() if settings.save_failed
+                      else results.tests_whose_outcome_is("failed", "error"))
             previous = previous_baseline(settings.save_path)
             self.saved = saved_baseline(results.results, torch_version, previous, failed=failed,
                                         skipped=results.tests_whose_outcome_is("skipped"),
@@ -106,7 +109,8 @@ class BaselineRun:
             self._say_why_the_run_failed(session)
 
     def _say_why_the_run_failed(self, session: pytest.Session) -> None:
-        """The run's last line, when counts rose against the baseline: it fails the run, whatever the tests did."""
+        """The run's last line, when counts rose against the baseline: it fails the run, whatever
+        the tests did."""
         if self.comparison is None or not self.comparison.regressed:
             return
         terminal = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -114,7 +118,8 @@ class BaselineRun:
             return
         why = self.comparison.verdict(str(self.settings.compare_path))
         if self.failed_by_baseline_alone:
-            why = f"run FAILED (exit code {int(pytest.ExitCode.TESTS_FAILED)}) though every test passed: {why}"
+            why = (f"run FAILED (exit code {int(pytest.ExitCode.TESTS_FAILED)}) though every test "
+                   f"passed: {why}")
         terminal.write_line(f"nocompile: {why}", red=True, bold=True)
 
 
@@ -139,7 +144,8 @@ def _check_save_options(settings: RunSettings) -> None:
 
         problem = check_writable(settings.save_path)
         if problem:
-            raise pytest.UsageError(f"--nocompile-save={settings.save_path}: cannot write there: {problem}")
+            raise pytest.UsageError(
+                f"--nocompile-save={settings.save_path}: cannot write there: {problem}")
 
 
 def _baseline_to_compare(settings: RunSettings) -> Optional[Baseline]:

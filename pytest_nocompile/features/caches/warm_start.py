@@ -1,4 +1,5 @@
-"""Cold start, then warm start: a user's code in two fresh processes that share one private compile cache.
+"""Cold start, then warm start: a user's code in two fresh processes that share one private compile
+cache.
 
 What the ``nocompile_warm_start`` fixture runs. The first process starts
 with an empty cache folder of its own (:mod:`.compile_caches`: every
@@ -38,7 +39,8 @@ from .compile_caches import private_process_env
 
 Target = Union[Callable[[], Any], str, "os.PathLike[str]"]
 
-_CACHE_OUTCOMES = ("hit", "miss", "bypass")  # torch's counters end in _cache_hit, _cache_miss, _cache_bypass
+# torch's counters end in _cache_hit, _cache_miss, _cache_bypass
+_CACHE_OUTCOMES = ("hit", "miss", "bypass")
 _OUTPUT_LINES = 30  # of a failed run's output, in the failure
 
 
@@ -89,9 +91,12 @@ class WarmStartRunner(Protocol):
 
 
 def cold_then_warm(target: Target, folder: Path, timeout: Optional[float] = None) -> WarmStart:
-    """Run ``target`` cold, then warm, with their cache (and reports) in ``folder``, a new empty folder."""
-    __tracebackhide__ = True  # a failure shows the test's line and the child's traceback, not this module
-    refuse_where_torch_lacks(CACHE_MISSES, "nocompile_warm_start")  # else a warm start would seem to miss nothing
+    """Run ``target`` cold, then warm, with their cache (and reports) in ``folder``, a new empty
+    folder."""
+    # a failure shows the test's line and the child's traceback, not this module
+    __tracebackhide__ = True
+    # else a warm start would seem to miss nothing
+    refuse_where_torch_lacks(CACHE_MISSES, "nocompile_warm_start")
     spec, shown = target_spec(target)
     caches = private_process_env(folder / "caches")
     cold = _run_once("cold", spec, shown, caches, folder / "cold", timeout)
@@ -99,16 +104,19 @@ def cold_then_warm(target: Target, folder: Path, timeout: Optional[float] = None
 
 
 def target_spec(target: Target) -> tuple[dict[str, Any], str]:
-    """What the child runs (:mod:`~pytest_nocompile.processes.run_target`'s argument), and its name for messages."""
+    """What the child runs (:mod:`~pytest_nocompile.processes.run_target`'s argument), and its name
+    for messages."""
     if isinstance(target, (str, os.PathLike)):
         return _spec_from_text(os.fspath(target))
     module, qualname = getattr(target, "__module__", None), getattr(target, "__qualname__", None)
-    if not (callable(target) and isinstance(module, str) and isinstance(qualname, str)) or "<" in qualname \
-            or module == "__main__" or not _resolves(module, qualname):
-        raise ValueError(f"nocompile_warm_start: {target!r} is not a top-level function of an importable module; "
-                         "pass one, 'module:function', or a script's path (a fresh process imports it by name)")
+    if not (callable(target) and isinstance(module, str) and isinstance(qualname, str)) \
+            or "<" in qualname or module == "__main__" or not _resolves(module, qualname):
+        raise ValueError(f"nocompile_warm_start: {target!r} is not a top-level function of an "
+                         "importable module; pass one, 'module:function', or a script's path (a "
+                         "fresh process imports it by name)")
     file = getattr(sys.modules[module], "__file__", None)
-    return {"module": module, "qualname": qualname, "file": file, "sys_path": list(sys.path)}, f"{module}.{qualname}"
+    return ({"module": module, "qualname": qualname, "file": file, "sys_path": list(sys.path)},
+            f"{module}.{qualname}")
 
 
 def _spec_from_text(text: str) -> tuple[dict[str, Any], str]:
@@ -118,7 +126,8 @@ def _spec_from_text(text: str) -> tuple[dict[str, Any], str]:
         return {"script": os.path.abspath(text)}, text
     module, _, qualname = text.partition(":")
     if not (module and qualname):
-        raise ValueError(f"nocompile_warm_start: {text!r} is neither 'module:function' nor a script's path")
+        raise ValueError(f"nocompile_warm_start: {text!r} is neither 'module:function' nor a "
+                         "script's path")
     return {"module": module, "qualname": qualname, "file": None, "sys_path": list(sys.path)}, text
 
 
@@ -137,25 +146,30 @@ def _run_once(name: str, spec: dict[str, Any], shown: str, caches: dict[str, str
     record = RecompileRecord()
     record.read_children_from(EventDirectory(str(events)))
     record.start_call()
-    command = [sys.executable, "-m", "pytest_nocompile.processes.run_target", json.dumps({**spec, "events": str(events)})]
+    command = [sys.executable, "-m", "pytest_nocompile.processes.run_target",
+               json.dumps({**spec, "events": str(events)})]
     started = time.perf_counter()
     try:
-        done = subprocess.run(command, env={**os.environ, **caches, ENV_VAR: str(events)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        done = subprocess.run(command, env={**os.environ, **caches, ENV_VAR: str(events)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, timeout=timeout)
     except subprocess.TimeoutExpired as expired:
-        raise WarmStartFailed(_failure(f"the {name} run of {shown} did not end within {timeout:g} s", _text(expired.output))) from None
+        raise WarmStartFailed(_failure(f"the {name} run of {shown} did not end within "
+                                       f"{timeout:g} s", _text(expired.output))) from None
     seconds = time.perf_counter() - started
     record.read_children(final=True)
     record.end_call()
     output = _text(done.stdout)
     if done.returncode != 0:
         # A negative status is the signal that killed it (the OOM killer's 9, an abort's 6).
-        status = f"killed by signal {-done.returncode}" if done.returncode < 0 else f"exit status {done.returncode}"
+        status = (f"killed by signal {-done.returncode}" if done.returncode < 0
+                  else f"exit status {done.returncode}")
         raise WarmStartFailed(_failure(f"the {name} run of {shown} failed ({status})", output))
     problems = record.child_problems() + [str(warning) for warning in record.child_warnings()]
     if problems:
-        raise WarmStartFailed(f"nocompile_warm_start: the {name} run of {shown} could not be watched, so its counts "
-                              "would be wrong:\n" + "\n".join(f"    {problem}" for problem in problems))
+        raise WarmStartFailed(f"nocompile_warm_start: the {name} run of {shown} could not be "
+                              "watched, so its counts would be wrong:\n"
+                              + "\n".join(f"    {problem}" for problem in problems))
     return _counted(name, record, seconds, output)
 
 
@@ -166,14 +180,16 @@ def _counted(name: str, record: RecompileRecord, seconds: float, output: str) ->
         for event in process.health:
             if event.phase == "call":
                 signals[event.what] = signals.get(event.what, 0) + event.amount
-    caches = {outcome: int(sum(amount for what, amount in signals.items() if what.endswith(f"_cache_{outcome}")))
+    caches = {outcome: int(sum(amount for what, amount in signals.items()
+                               if what.endswith(f"_cache_{outcome}")))
               for outcome in _CACHE_OUTCOMES}
     return CompileRun(
         name=name,
         compiles=int(sum(process.count(COMPILES) for process in processes)),
         recompiles=int(sum(process.count(RECOMPILES) for process in processes)),
         graph_breaks=int(sum(process.count(GRAPH_BREAKS) for process in processes)),
-        recompile_limit_hits=sum(1 for process in processes for hit in process.limit_hits if hit.phase == "call"),
+        recompile_limit_hits=sum(1 for process in processes for hit in process.limit_hits
+                                 if hit.phase == "call"),
         cache_hits=caches["hit"],
         cache_misses=caches["miss"],
         cache_bypasses=caches["bypass"],
@@ -184,7 +200,8 @@ def _counted(name: str, record: RecompileRecord, seconds: float, output: str) ->
     )
 
 
-def _text(output: Optional[bytes]) -> str:  # the run's output is bytes (not run with text=True), or None
+# the run's output is bytes (not run with text=True), or None
+def _text(output: Optional[bytes]) -> str:
     return (output or b"").decode("utf-8", "replace")
 
 
@@ -192,4 +209,5 @@ def _failure(what: str, output: str) -> str:
     lines = output.rstrip().splitlines()[-_OUTPUT_LINES:]
     if not lines:
         return f"nocompile_warm_start: {what}; it wrote no output"
-    return f"nocompile_warm_start: {what}; its output ends:\n" + "\n".join(f"    {line}" for line in lines)
+    return (f"nocompile_warm_start: {what}; its output ends:\n"
+            + "\n".join(f"    {line}" for line in lines))

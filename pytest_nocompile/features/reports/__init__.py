@@ -23,7 +23,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     problem = check_writable(settings.json_path)
     if problem:
-        raise pytest.UsageError(f"--nocompile-json={settings.json_path}: cannot write there: {problem}")
+        raise pytest.UsageError(
+            f"--nocompile-json={settings.json_path}: cannot write there: {problem}")
 
 
 # Last: the features that add fields to a test's entry (a baseline's regressions) come first.
@@ -37,5 +38,6 @@ def pytest_nocompile_run_finished(session: pytest.Session, results: Any) -> None
 
     versions = {"plugin_version": distribution_version("pytest-nocompile"),
                 "torch_version": distribution_version("torch")}
-    document = json_document(results.results, results.final_outcomes, versions, results.report_fields)
+    document = json_document(results.results, results.final_outcomes, versions,
+                             results.report_fields)
     write_json_atomically(path, document)

@@ -24,12 +24,14 @@ JSON_FORMAT = "pytest-nocompile-report/1"
 
 
 def json_document(
-    results: dict[str, TestResult], outcomes: dict[str, list[tuple[str, str, bool]]], versions: dict[str, str],
+    results: dict[str, TestResult], outcomes: dict[str, list[tuple[str, str, bool]]],
+    versions: dict[str, str],
     fields: Optional[dict[str, dict[str, Any]]] = None,
 ) -> dict[str, Any]:
-    """The JSON report: each test's result with its outcome (from ``outcomes``, its reports that were not plain passes),
-    and the fields the features add to a test's entry (``fields``, by node id: a test that failed the run against
-    the baseline, what rose or is new, as ``baseline_regressions``)."""
+    """The JSON report: each test's result with its outcome (from ``outcomes``, its reports that
+    were not plain passes), and the fields the features add to a test's entry (``fields``, by node
+    id: a test that failed the run against the baseline, what rose or is new, as
+    ``baseline_regressions``)."""
     fields = fields or {}
     return {
         "format": JSON_FORMAT,
@@ -61,7 +63,8 @@ def write_json_atomically(path: str, document: Any) -> None:
 
 
 def _new_file(folder: str) -> tuple[int, str]:
-    """A new file of a fresh name in ``folder``, opened for writing, created with mode 0666 (the kernel applies the umask)."""
+    """A new file of a fresh name in ``folder``, opened for writing, created with mode 0666 (the
+    kernel applies the umask)."""
     while True:
         temporary = os.path.join(folder, f".nocompile-{os.urandom(6).hex()}.json")
         try:

@@ -1,4 +1,5 @@
-"""A strict-mode failure as users read it: dynamo's ``RecompileError`` with a traceback of their own frames.
+"""A strict-mode failure as users read it: dynamo's ``RecompileError`` with a traceback of their own
+frames.
 
 Strict mode (:func:`~pytest_nocompile.observe.dynamo_state.raising_on_recompile`) makes
 dynamo raise at the call that recompiled. The raise happens deep inside
@@ -20,7 +21,8 @@ from ...observe.user_code import is_user_file
 
 
 def cut_to_user_frames(error: BaseException, fulltrace: bool) -> None:
-    """Drop the frames of torch (and other libraries) from a ``RecompileError``'s traceback; any other error is left as is."""
+    """Drop the frames of torch (and other libraries) from a ``RecompileError``'s traceback; any
+    other error is left as is."""
     if fulltrace or not is_recompile_error(error):
         return
     kept: list[TracebackType] = []

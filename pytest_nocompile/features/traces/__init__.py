@@ -8,7 +8,8 @@ Hooks: ``pytest_configure`` (reads where traces go and registers the run's
 ``pytest_nocompile_record_attached``, ``pytest_nocompile_watch_closed``,
 ``pytest_nocompile_test_ended`` and ``pytest_nocompile_test_reported``),
 ``pytest_sessionstart`` (the captured-log filter),
-``pytest_nocompile_regression_check`` asked (a passing test's trace is kept where it fails against the baseline) and
+``pytest_nocompile_regression_check`` asked (a passing test's trace is kept where it fails against
+the baseline) and
 ``pytest_nocompile_terminal_summary`` (the trace folder a user's ``TORCH_TRACE`` leaves unused).
 """
 
@@ -21,19 +22,21 @@ import pytest
 
 from ...watching.settings import DROP_TRACE_LOGS, SETTINGS_KEY
 
-# Where the run keeps traces, in its config's stash: (folder or None, which option said it, the user's own
-# TORCH_TRACE folder that leaves it unused or None).
+# Where the run keeps traces, in its config's stash: (folder or None, which option said it, the
+# user's own TORCH_TRACE folder that leaves it unused or None).
 _TRACE_DIR_KEY = pytest.StashKey["tuple[Optional[str], str, Optional[str]]"]()
 
 
 def trace_dir(config: pytest.Config) -> tuple[Optional[str], str, Optional[str]]:
-    """Where failing tests' structured traces are kept: the absolute folder (None: off), from the option (relative
-    to where pytest started) or else the ini key (relative to the ini file's folder), and which of them said it;
-    and the folder the user's own ``TORCH_TRACE`` names, which leaves the option unused (torch writes there)."""
+    """Where failing tests' structured traces are kept: the absolute folder (None: off), from the
+    option (relative to where pytest started) or else the ini key (relative to the ini file's
+    folder), and which of them said it; and the folder the user's own ``TORCH_TRACE`` names, which
+    leaves the option unused (torch writes there)."""
     chosen, given_by = config.getoption("nocompile_trace_dir"), "--nocompile-trace-dir"
     base = config.invocation_params.dir
     if not chosen:
-        chosen, given_by = str(config.getini("nocompile_trace_dir") or "").strip(), "ini key nocompile_trace_dir"
+        chosen, given_by = (str(config.getini("nocompile_trace_dir") or "").strip(),
+                            "ini key nocompile_trace_dir")
         if config.inipath is not None:
             base = config.inipath.parent
     if not chosen:
@@ -79,5 +82,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_nocompile_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     _, given_by, unused = config.stash.get(_TRACE_DIR_KEY, (None, "", None))
     if unused is not None:  # said once, in the process that shows the summary
-        terminalreporter.write_line(f"nocompile: {given_by} is not used: TORCH_TRACE is set, and torch "
-                                    f"writes every process's structured trace to {unused}")
+        terminalreporter.write_line(f"nocompile: {given_by} is not used: TORCH_TRACE is set, "
+                                    "and torch writes every process's structured trace to "
+                                    f"{unused}")

@@ -15,7 +15,8 @@ import logging
 import pytest
 
 TRACE_LOGGER = "torch.__trace"
-# LoggingPlugin's handlers: the caplog fixture's, the report sections', live logging's and --log-file's.
+# LoggingPlugin's handlers: the caplog fixture's, the report sections', live logging's and
+# --log-file's.
 _PYTEST_HANDLERS = ("caplog_handler", "report_handler", "log_cli_handler", "log_file_handler")
 
 

@@ -1,4 +1,5 @@
-"""torch's structured trace (what ``TORCH_TRACE`` writes, read with tlparse) for one watched test, in every process it runs.
+"""torch's structured trace (what ``TORCH_TRACE`` writes, read with tlparse) for one watched test,
+in every process it runs.
 
 torch writes it through the logger ``torch.__trace``: ``trace_structured``
 builds a record only when that logger has a handler (it is always at DEBUG
@@ -42,21 +43,24 @@ _LOGGING = "torch._logging._internal"
 
 
 class StructuredTrace:
-    """One watched test's structured trace, written to :attr:`folder` (made by the first process that writes)."""
+    """One watched test's structured trace, written to :attr:`folder` (made by the first process
+    that writes)."""
 
     __slots__ = ("folder", "_handler", "_torch_took_it")
 
     def __init__(self, folder: str) -> None:
         self.folder = folder
         self._handler: Any = None  # ours, while attached
-        self._torch_took_it = False  # torch made its own handler on this folder (first imported during the test)
+        # torch made its own handler on this folder (first imported during the test)
+        self._torch_took_it = False
 
     def start(self) -> None:
         """The test begins: the processes it starts write their traces to its folder."""
         os.environ[TRACE_VARIABLE] = self.folder
 
     def attach(self) -> None:
-        """This process's trace goes to the test's folder from now on (called once dynamo is imported)."""
+        """This process's trace goes to the test's folder from now on (called once dynamo is
+        imported)."""
         internal = sys.modules.get(_LOGGING)
         if internal is None or self._handler is not None:
             return
@@ -73,8 +77,10 @@ class StructuredTrace:
         self._handler = handler
 
     def stop(self) -> None:
-        """The test ended: this process's handler off and its file closed, the variable as the test found it (unset)."""
-        if os.environ.get(TRACE_VARIABLE) == self.folder:  # else the test changed it itself: not ours to undo
+        """The test ended: this process's handler off and its file closed, the variable as the test
+        found it (unset)."""
+        # else the test changed it itself: not ours to undo
+        if os.environ.get(TRACE_VARIABLE) == self.folder:
             del os.environ[TRACE_VARIABLE]
         handler, self._handler = self._handler, None
         internal = sys.modules.get(_LOGGING)
@@ -88,12 +94,15 @@ class StructuredTrace:
         return getattr(handler, "root_dir", None) == self.folder
 
     def _torchs_here(self, internal: Any) -> set[Any]:
-        """torch's own handlers on this folder (one made after the test attached: torch imported in the test, no dynamo)."""
-        return {handler for handler in (*internal.trace_log.handlers, getattr(internal, "LOG_TRACE_HANDLER", None))
+        """torch's own handlers on this folder (one made after the test attached: torch imported in
+        the test, no dynamo)."""
+        return {handler for handler in (*internal.trace_log.handlers,
+                                        getattr(internal, "LOG_TRACE_HANDLER", None))
                 if handler is not None and self._writes_here(handler)}
 
     def _give_back(self, internal: Any) -> None:
-        """torch's own handlers that took the test's folder: file closed, and no folder, as without the variable."""
+        """torch's own handlers that took the test's folder: file closed, and no folder, as without
+        the variable."""
         for handler in self._torchs_here(internal):
             handler.acquire()
             try:
@@ -107,5 +116,6 @@ class StructuredTrace:
 
 
 def user_trace_folder() -> Optional[str]:
-    """The folder the user's own ``TORCH_TRACE`` names, if they set it: torch writes every process's trace there."""
+    """The folder the user's own ``TORCH_TRACE`` names, if they set it: torch writes every process's
+    trace there."""
     return os.environ.get(TRACE_VARIABLE)
