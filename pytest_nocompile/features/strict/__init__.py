@@ -32,7 +32,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if config.pluginmanager.has_plugin(_STRICT_MODE):
         return
-    if config.stash[SETTINGS_KEY].strict_by_default or any(_asks_for_strict(item) for item in session.items):
+    if (config.stash[SETTINGS_KEY].strict_by_default
+            or any(_asks_for_strict(item) for item in session.items)):
         config.pluginmanager.register(StrictMode(), _STRICT_MODE)
 
 
