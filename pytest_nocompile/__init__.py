@@ -39,6 +39,19 @@ if TYPE_CHECKING:
         TooFewCompiles as TooFewCompiles,
         WarmStartFailed as WarmStartFailed,
     )
+    from .features.block_assertions.assertions import (
+        AssertMaxRecompiles as AssertMaxRecompiles,
+        BlockLog as BlockLog,
+        assert_max_cache_misses as assert_max_cache_misses,
+        assert_max_compile_instructions as assert_max_compile_instructions,
+        assert_max_compile_seconds as assert_max_compile_seconds,
+        assert_max_compiles as assert_max_compiles,
+        assert_max_graph_breaks as assert_max_graph_breaks,
+        assert_max_kernels as assert_max_kernels,
+        assert_max_recompiles as assert_max_recompiles,
+        assert_max_syncs as assert_max_syncs,
+        assert_min_compiles as assert_min_compiles,
+    )
     from .features.caches.warm_start import (
         CompileRun as CompileRun,
         WarmStart as WarmStart,
@@ -63,19 +76,6 @@ if TYPE_CHECKING:
     from .vocabulary.graph_break_events import GraphBreakEvent as GraphBreakEvent
     from .vocabulary.kinds import KINDS as KINDS, BudgetKind as BudgetKind
     from .vocabulary.module_names import CompiledModule as CompiledModule
-    from .watching.assertions import (
-        AssertMaxRecompiles as AssertMaxRecompiles,
-        BlockLog as BlockLog,
-        assert_max_cache_misses as assert_max_cache_misses,
-        assert_max_compile_instructions as assert_max_compile_instructions,
-        assert_max_compile_seconds as assert_max_compile_seconds,
-        assert_max_compiles as assert_max_compiles,
-        assert_max_graph_breaks as assert_max_graph_breaks,
-        assert_max_kernels as assert_max_kernels,
-        assert_max_recompiles as assert_max_recompiles,
-        assert_max_syncs as assert_max_syncs,
-        assert_min_compiles as assert_min_compiles,
-    )
     from .watching.swallowed import SwallowedCompileErrorWarning as SwallowedCompileErrorWarning
     from .watching.watch import (
         CaptureLostWarning as CaptureLostWarning,
@@ -86,17 +86,17 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _PUBLIC_MODULES = {
-    "AssertMaxRecompiles": ".watching.assertions",
-    "BlockLog": ".watching.assertions",
-    "assert_max_cache_misses": ".watching.assertions",
-    "assert_max_compiles": ".watching.assertions",
-    "assert_max_compile_instructions": ".watching.assertions",
-    "assert_max_compile_seconds": ".watching.assertions",
-    "assert_max_graph_breaks": ".watching.assertions",
-    "assert_max_kernels": ".watching.assertions",
-    "assert_max_syncs": ".watching.assertions",
-    "assert_max_recompiles": ".watching.assertions",
-    "assert_min_compiles": ".watching.assertions",
+    "AssertMaxRecompiles": ".features.block_assertions.assertions",
+    "BlockLog": ".features.block_assertions.assertions",
+    "assert_max_cache_misses": ".features.block_assertions.assertions",
+    "assert_max_compiles": ".features.block_assertions.assertions",
+    "assert_max_compile_instructions": ".features.block_assertions.assertions",
+    "assert_max_compile_seconds": ".features.block_assertions.assertions",
+    "assert_max_graph_breaks": ".features.block_assertions.assertions",
+    "assert_max_kernels": ".features.block_assertions.assertions",
+    "assert_max_syncs": ".features.block_assertions.assertions",
+    "assert_max_recompiles": ".features.block_assertions.assertions",
+    "assert_min_compiles": ".features.block_assertions.assertions",
     "KINDS": ".vocabulary.kinds",
     "BudgetKind": ".vocabulary.kinds",
     "RecompileBudget": ".judge.budget",

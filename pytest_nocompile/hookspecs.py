@@ -121,3 +121,10 @@ def pytest_nocompile_read_contract(name: str, args: tuple[Any, ...], kwargs: dic
     says where the marker sits. Raise :class:`~.vocabulary.kinds.ContractUsageError`, naming what
     was wrong and the accepted form, for a marker given in a form the feature does not accept.
     The contract is judged with the budgets when the call ends (its ``broken(snapshot)``)."""
+
+
+@hookspec
+def pytest_nocompile_shown_in_failure(error: Optional[BaseException]) -> Optional[list[object]]:
+    """The recorded events (recompiles, limit hits) that ``error``, a test's failure in its call
+    phase, already lists in its text: the report's recompile section leaves them out. Return
+    them, or None. Called only for a failed call whose record holds something."""

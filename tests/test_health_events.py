@@ -134,8 +134,8 @@ def test_a_childs_health_line_without_a_signal_name_is_skipped_and_said(tmp_path
 def test_a_block_counts_a_health_kind_and_its_failure_lists_each_signal_with_its_reason_and_line(
 ) -> None:
     from pytest_nocompile.exceptions import BudgetExceeded
+    from pytest_nocompile.features.block_assertions.assertions import _BudgetBlock
     from pytest_nocompile.observe.capture import DYNAMO_LOGS
-    from pytest_nocompile.watching.assertions import _BudgetBlock
 
     record = BudgetedRecord()
     DYNAMO_LOGS.attach(record)

@@ -165,8 +165,8 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
     result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
-        "exceptions", "features", "features.baselines", "features.caches", "features.contracts",
-        "features.reports",
+        "exceptions", "features", "features.baselines", "features.block_assertions",
+        "features.caches", "features.contracts", "features.reports",
         "features.reports.json_report", "features.strict", "features.traces",
         "features.traces.captured_logs", "hookspecs", "judge", "judge.budget",
         "judge.installed_versions", "judge.result",

@@ -1,22 +1,18 @@
-"""The plugin's fixtures: ``nocompile_recompiles`` and one ``nocompile_assert_max_<kind>`` per
-budget kind.
+"""The core's fixture, ``nocompile_recompiles``, and the watched test's record that the fixtures
+of the features read (:func:`record_of`).
 
-Registered with pytest by :mod:`.plugin`. The block-assertion fixtures are made
-from the budget kinds' table, so a new kind gets its fixture with no code here.
+Registered with pytest by :mod:`..plugin`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
 
 import pytest
-
-from ..vocabulary.kinds import KINDS, BudgetKind
 
 if TYPE_CHECKING:
     from ..record.log import RecompileLog
     from ..record.record import RecompileRecord
-    from .assertions import AssertMaxRecompiles
 
 
 @pytest.fixture
@@ -26,27 +22,11 @@ def nocompile_recompiles(request: pytest.FixtureRequest) -> RecompileLog:
     Recompiles of the processes the test started are included (``event.process``
     names each one's pid and rank) once they are written, as each happens.
     """
-    return _record_of(request).log
+    return record_of(request).log
 
 
-def _block_fixture(kind: BudgetKind) -> Callable[..., Any]:
-    def fixture(request: pytest.FixtureRequest) -> AssertMaxRecompiles:
-        from .assertions import block_assertion
-
-        return block_assertion(kind, _record_of(request))
-
-    fixture.__doc__ = (f"``with {kind.assertion}(N): ...`` fails when the block has fewer than "
-                       f"N {kind.counts}." if kind.is_floor
-                       else f"``with {kind.assertion}(N, exact=False): ...`` fails when the block "
-                       f"has more than N {kind.counts} (with exact=True: other than N).")
-    return pytest.fixture(name=kind.assertion)(fixture)
-
-
-# Module attributes, as pytest finds fixtures on a registered plugin module.
-for _kind in KINDS:
-    globals()[f"_{_kind.assertion}"] = _block_fixture(_kind)
-
-def _record_of(request: pytest.FixtureRequest) -> RecompileRecord:
+def record_of(request: pytest.FixtureRequest) -> RecompileRecord:
+    """The record of the watched test that requested a fixture; a usage failure elsewhere."""
     from .watch import watch_of
 
     watch = watch_of(request.config, request.node.nodeid)

@@ -353,12 +353,13 @@ class Watcher:
                 record = watch.record
                 if record is not None and not record.empty():
                     from ..output.report import add_recompile_section
-                    from .assertions import events_shown_by
 
                     # A block's failure lists its recompiles already (pytest keeps the call's error
                     # in sys.last_value, for post-mortem debugging).
                     error = getattr(sys, "last_value", None) if when == "call" else None
-                    shown = events_shown_by(error)
+                    shown = [event for events
+                             in self.hook.pytest_nocompile_shown_in_failure(error=error)
+                             for event in events]
                     add_recompile_section(report, record.snapshot(), when, shown)
             made_here = self._features_report(watch, report, made_here)
         # A worker's controller gathers, from the reports it sends; a plain pass of setup or call

@@ -55,7 +55,7 @@ def sweep_sizes(fn: Callable[..., Any], make_args: Callable[[int], Sequence[Any]
     chosen = _sizes(sizes, "sizes")
     edge_sizes = _sizes(edges, "edges", allow_empty=True)
     order = [*chosen, *edge_sizes, chosen[0]]
-    from ...watching.assertions import own_capture
+    from ..block_assertions.assertions import own_capture
 
     swept: list[SweptSize] = []
     with own_capture() as record:

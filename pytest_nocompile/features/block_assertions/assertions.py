@@ -14,22 +14,22 @@ from __future__ import annotations
 from contextlib import ContextDecorator, contextmanager
 from typing import Callable, ContextManager, Iterator, Optional, Protocol
 
-from ..exceptions import (
+from ...exceptions import (
     BudgetExceeded,
     CompileBudgetExceeded,
     GraphBreakBudgetExceeded,
     RecompileBudgetExceeded,
     TooFewCompiles,
 )
-from ..judge.budget import validate_count
-from ..judge.torch_support import refuse_where_torch_lacks
-from ..judge.verdict import over_budget
-from ..output.report import explain, lower_bound
-from ..record.log import RecompileLog
-from ..record.record import ProcessEvents, RecompileRecord
-from ..vocabulary.events import ProcessInfo
-from ..vocabulary.graph_break_events import GraphBreakEvent
-from ..vocabulary.kinds import (
+from ...judge.budget import validate_count
+from ...judge.torch_support import refuse_where_torch_lacks
+from ...judge.verdict import over_budget
+from ...output.report import explain, lower_bound
+from ...record.log import RecompileLog
+from ...record.record import ProcessEvents, RecompileRecord
+from ...vocabulary.events import ProcessInfo
+from ...vocabulary.graph_break_events import GraphBreakEvent
+from ...vocabulary.kinds import (
     CACHE_MISSES,
     COMPILE_INSTRUCTIONS_KIND,
     COMPILE_SECONDS_KIND,
@@ -41,7 +41,7 @@ from ..vocabulary.kinds import (
     SYNCS,
     BudgetKind,
 )
-from ..vocabulary.measures import Amount
+from ...vocabulary.measures import Amount
 
 __all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
     "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded",
@@ -111,7 +111,7 @@ class _BudgetBlock(ContextDecorator):
     def __enter__(self) -> BlockLog:
         signals = self._kind.health_signals
         if signals:
-            from ..observe import wanted_signals
+            from ...observe import wanted_signals
 
             # before its own capture arms: the sources it reads arm with it
             wanted_signals.want(signals)
@@ -132,7 +132,7 @@ class _BudgetBlock(ContextDecorator):
         __tracebackhide__ = True  # the traceback should end at the user's with-block
         # (syncs) those torch warns of outside Python reach the record a little later
         if self._kind.lower_bound_signal:
-            from ..observe.cpp_syncs import settle
+            from ...observe.cpp_syncs import settle
 
             settle()
         if self._own is not None:
@@ -148,7 +148,7 @@ class _BudgetBlock(ContextDecorator):
         log.counted = sum(counts.values()) if self._kind.is_floor else max(counts.values())
         if exc_type is not None:
             return  # the block's own error wins
-        from .watch import say_if_block_not_measured
+        from ...watching.watch import say_if_block_not_measured
 
         # (syncs without CUDA) once per run, as a marker's budget
         say_if_block_not_measured(self._kind, self._shown)
@@ -179,7 +179,7 @@ class _BudgetBlock(ContextDecorator):
         """A floor is judged on the block's processes together (see .floors); a swallowed compile
         error fails it too."""
         __tracebackhide__ = True
-        from ..judge.floors import compile_errors, why_too_few
+        from ...judge.floors import compile_errors, why_too_few
 
         errors = any(compile_errors(events) for events in new)
         if over_budget(self._kind, count, self._allowed, compile_error=errors):
@@ -200,7 +200,7 @@ def events_shown_by(error: Optional[BaseException]) -> list[object]:
 def _heard_before_dynamo(record: RecompileRecord) -> None:
     """A watched test's record not attached yet (no dynamo so far): a source that needs none (syncs)
     hears it from now on. Whoever owns the record detaches it (the test's watch, at its end)."""
-    from ..observe.capture import DYNAMO_LOGS
+    from ...observe.capture import DYNAMO_LOGS
 
     if not DYNAMO_LOGS.attached(record):
         DYNAMO_LOGS.attach_early(record)
@@ -273,7 +273,7 @@ def _recording_now() -> Optional[RecompileRecord]:
     test's."""
     if _OWN_RECORDS:
         return _OWN_RECORDS[-1]
-    from .watch import recording_now
+    from ...watching.watch import recording_now
 
     return recording_now()
 
@@ -300,8 +300,8 @@ class _OwnCapture:
 
     def __init__(self, signals: tuple[str, ...] = (),
                  nested_blocks_count_here: bool = True) -> None:
-        from ..observe import arrival, dynamo_state
-        from ..observe.capture import DYNAMO_LOGS
+        from ...observe import arrival, dynamo_state
+        from ...observe.capture import DYNAMO_LOGS
 
         problem = dynamo_state.torch_problem()
         if problem is not None:
@@ -317,7 +317,7 @@ class _OwnCapture:
             _OWN_RECORDS.append(self.record)
 
     def stop(self) -> None:
-        from ..observe.capture import DYNAMO_LOGS
+        from ...observe.capture import DYNAMO_LOGS
 
         self.record.end_call()
         DYNAMO_LOGS.detach(self.record)
