@@ -39,7 +39,16 @@ import sys
 from pathlib import Path
 
 from revisions import ROOT, extract, revision_list
-from startup_instructions import PACKAGE, PROBE, SIDES, STAND_IN, TOTAL, environment, probe, run
+from startup_instructions import (
+    PACKAGE,
+    SIDES,
+    STAND_IN,
+    TOTAL,
+    environment,
+    fresh_root,
+    probe,
+    run,
+)
 
 DEFAULT_REVISIONS = "6d9973a,8e4dcbd,HEAD"
 MARKER = ".per_test_instructions"  # a root this script made, which it may empty
@@ -143,18 +152,8 @@ def main() -> None:
     revisions = revision_list(args.revisions)
     if not revisions:
         parser.error("--revisions: give one or more")
-    if not shutil.which("valgrind"):
-        sys.exit("valgrind not found (Debian: apt-get install valgrind)")
     root = Path(args.root)
-    if root.exists():
-        if not (root / MARKER).exists():
-            sys.exit(f"{root} exists and is not this script's; give another --root")
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
-    (root / MARKER).touch()
-    (root / "plugins").mkdir()
-    (root / "plugins" / "nocompile_markers_stand_in.py").write_text(STAND_IN + OPTIONS)
-    (root / "plugins" / "nocompile_import_probe.py").write_text(PROBE)
+    fresh_root(root, MARKER, STAND_IN + OPTIONS)
     (root / "suites").mkdir()
     folders = write_suites(root / "suites")
     # no PYTEST_NOCOMPILE_* variable of this shell (the installed .pth reads one at every start)

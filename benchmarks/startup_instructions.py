@@ -232,6 +232,23 @@ def measure_revision(revision: str, root: Path, folders: dict[str, Path], modes:
           f"{', '.join(name for name in everything if name not in listed)}")
 
 
+
+def fresh_root(root: Path, marker: str, stand_in: str) -> None:
+    """``root`` made anew, with the inert stand-in (``stand_in``) and the import probe in its
+    ``plugins`` folder; only a root that a run of the same script made (it holds ``marker``) is
+    emptied first. Exits where valgrind is missing."""
+    if not shutil.which("valgrind"):
+        sys.exit("valgrind not found (Debian: apt-get install valgrind)")
+    if root.exists():
+        if not (root / marker).exists():
+            sys.exit(f"{root} exists and is not this script's; give another --root")
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    (root / marker).touch()
+    (root / "plugins").mkdir()
+    (root / "plugins" / "nocompile_markers_stand_in.py").write_text(stand_in)
+    (root / "plugins" / "nocompile_import_probe.py").write_text(PROBE)
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--revisions", default="HEAD",
@@ -250,18 +267,8 @@ def main() -> None:
         parser.error("--modes: source, cached or both")
     if args.tests < 2:
         parser.error("--tests: give 2 or more")
-    if not shutil.which("valgrind"):
-        sys.exit("valgrind not found (Debian: apt-get install valgrind)")
     root = Path(args.root)
-    if root.exists():
-        if not (root / MARKER).exists():
-            sys.exit(f"{root} exists and is not this script's; give another --root")
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
-    (root / MARKER).touch()
-    (root / "plugins").mkdir()
-    (root / "plugins" / "nocompile_markers_stand_in.py").write_text(STAND_IN)
-    (root / "plugins" / "nocompile_import_probe.py").write_text(PROBE)
+    fresh_root(root, MARKER, STAND_IN)
     (root / "suites").mkdir()
     folders = write_suites(root / "suites", args.tests)
     versions = subprocess.run([sys.executable, "-c",
