@@ -29,7 +29,7 @@ import pytest
 
 from . import hookspecs, off_switch
 from .features import BUILT_IN
-from .watching import cudagraph_tests, fixtures, run_notices
+from .watching import fixtures, run_notices
 from .watching.marker_typos import MarkerTypos
 from .watching.registration import add_options, register_markers
 from .watching.results import ControllerReports, Results
@@ -86,7 +86,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(results, "nocompile-results")
     config.pluginmanager.register(Watching(config, settings, results), "nocompile-watching")
     config.pluginmanager.register(fixtures, "nocompile-fixtures")
-    config.pluginmanager.register(cudagraph_tests, "nocompile-cudagraph-tests")
     # never collects: gathers, from the start, what its workers send
     if settings.is_xdist_controller:
         config.pluginmanager.register(ControllerReports(results), "nocompile-worker-results")

@@ -166,7 +166,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
         "exceptions", "features", "features.baselines", "features.block_assertions",
-        "features.caches", "features.contracts", "features.reports",
+        "features.caches", "features.contracts", "features.cudagraphs", "features.reports",
         "features.reports.json_report", "features.strict", "features.traces",
         "features.traces.captured_logs", "hookspecs", "judge", "judge.budget",
         "judge.installed_versions", "judge.result",
@@ -180,7 +180,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
         "plugin", "processes", "processes.children", "processes.hook",
         "processes.owner", "processes.run_folders", "record", "record.process_events",
         "record.record", "vocabulary", "vocabulary.compile_cost", "vocabulary.health_lines",
-        "vocabulary.kinds", "vocabulary.measures", "watching", "watching.cudagraph_tests",
+        "vocabulary.kinds", "vocabulary.measures", "watching",
         "watching.fixtures", "watching.marker_typos", "watching.planning", "watching.registration",
         "watching.results", "watching.run_notices", "watching.run_watching", "watching.settings",
         "watching.watch", "watching.watcher")]

@@ -3,4 +3,4 @@
 
 # Registered in this order, each under the name "nocompile-<name>".
 BUILT_IN = ("strict", "reports", "baselines", "traces", "caches", "contracts",
-            "block_assertions")
+            "block_assertions", "cudagraphs")

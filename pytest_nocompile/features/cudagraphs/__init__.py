@@ -1,13 +1,14 @@
-"""The tests that budget CUDA-graph counts: skipped where those cannot be counted.
+"""CUDA graphs: a test whose marker budgets CUDA-graph counts (``max_cudagraph_rerecords``,
+``max_cudagraph_skips``) is skipped, saying why, where CUDA graphs cannot be recorded (no GPU),
+instead of passing unjudged: those counts are then always 0. Only a marker does this: an option
+or ini key budgets every test, most of which never ask for CUDA graphs. A bad marker is left to
+the plugin's usage error.
 
-(The CUDA-graph logs are read in runs that budget these counts or show
-every count, like every health source's: see :mod:`.observe.wanted_signals`.)
+(The kinds, their source of CUDA-graph logs and the parser of their messages are still the
+core's, in ``vocabulary/kinds.py``, ``observe/sources/cudagraph_logs.py`` and
+``vocabulary/cudagraph_messages.py``.)
 
-Where CUDA graphs cannot be recorded (no GPU), those counts are always 0: a
-test whose marker budgets them is skipped, saying why, instead of passing
-unjudged. Only a marker does this: an option or ini key budgets every test,
-most of which never ask for CUDA graphs. A bad marker is left to the
-plugin's usage error.
+Hooks: ``pytest_collection_modifyitems`` (the skips).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Optional
 
 import pytest
 
-from ..judge.budget import BudgetUsageError, budget_from_marker
-from ..vocabulary.kinds import CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS
+from ...judge.budget import BudgetUsageError, budget_from_marker
+from ...vocabulary.kinds import CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS
 
 CUDA_GRAPH_KINDS = (CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS)
 
@@ -27,7 +28,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 if (budget := _cuda_graph_budget(item)) is not None]
     if not budgeted:
         return
-    from ..observe.cuda import why_no_cuda_graphs
+    from ...observe.cuda import why_no_cuda_graphs
 
     why = why_no_cuda_graphs()
     if why is None:
