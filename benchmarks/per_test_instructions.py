@@ -38,7 +38,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from revisions import ROOT, extract, revision_list
+from revisions import revision_list
 from startup_instructions import (
     PACKAGE,
     SIDES,
@@ -46,6 +46,7 @@ from startup_instructions import (
     TOTAL,
     environment,
     fresh_root,
+    install_revision,
     probe,
     run,
 )
@@ -96,18 +97,10 @@ def count(args: tuple[str, ...], folder: Path, env: dict[str, str]) -> int:
 
 def install(revision: str, root: Path) -> str:
     """Extract ``revision``'s package into ``ROOT/plugin`` in place of the last; its short sha."""
-    plugin = root / "plugin"
-    shutil.rmtree(plugin, ignore_errors=True)
-    plugin.mkdir()
-    (root / "extract").mkdir()
-    extracted = extract(revision, root / "extract")
-    shutil.move(str(extracted / PACKAGE), str(plugin / PACKAGE))
-    shutil.rmtree(root / "extract")
+    sha = install_revision(revision, root)
     for cache in root.rglob("__pycache__"):
         shutil.rmtree(cache)
-    command = ["git", "rev-parse", "--short", revision]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
-    return result.stdout.strip()
+    return sha
 
 
 def check_imports(root: Path, folder: Path, env: dict[str, str]) -> str:

@@ -170,8 +170,9 @@ def importer_text(name: str, importers: dict[str, Optional[list[Any]]]) -> str:
             f"({'module level' if function == '<module>' else f'in {function}()'}, line {line})")
 
 
-def measure_revision(revision: str, root: Path, folders: dict[str, Path], modes: list[str],
-                     tests: int, per_test: bool) -> None:
+def install_revision(revision: str, root: Path) -> str:
+    """Extract ``revision``'s package into ``ROOT/plugin`` in place of the last (the same folder
+    for every revision: fixed folder names); its short sha."""
     plugin = root / "plugin"
     shutil.rmtree(plugin, ignore_errors=True)
     plugin.mkdir()
@@ -179,8 +180,14 @@ def measure_revision(revision: str, root: Path, folders: dict[str, Path], modes:
     extracted = extract(revision, root / "extract")
     shutil.move(str(extracted / PACKAGE), str(plugin / PACKAGE))
     shutil.rmtree(root / "extract")
-    sha = subprocess.run(["git", "rev-parse", "--short", revision], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout.strip()
+    return subprocess.run(["git", "rev-parse", "--short", revision], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def measure_revision(revision: str, root: Path, folders: dict[str, Path], modes: list[str],
+                     tests: int, per_test: bool) -> None:
+    sha = install_revision(revision, root)
+    plugin = root / "plugin"
     print(f"\n=== {revision} ({sha})", flush=True)
     for mode in modes:
         env = environment(root, mode)
