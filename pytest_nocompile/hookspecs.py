@@ -17,16 +17,35 @@ state for that test under its own name.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import pytest
 
 if TYPE_CHECKING:
     from .judge.result import TestResult
     from .judge.verdict import Contract
+    from .vocabulary.kinds import BudgetKind
     from .watching.watch import Watch
 
 hookspec = pytest.hookspec
+
+
+@hookspec(historic=True)
+def pytest_nocompile_kinds() -> Optional[Sequence[BudgetKind]]:
+    """The kinds of budget a gate adds (:class:`~.vocabulary.kinds.BudgetKind`), after the core's
+    and the built-in gates', in the summary table's column order.
+
+    Each kind gets what the built-in ones have: its marker, option, ini key,
+    block assertion and fixture, table column, JSON and junit entries, and
+    baseline entry. Its signals come from torch's counters (``"group.name"``)
+    or from the source it names (``BudgetKind.source``, made in every process
+    that captures, child processes too). Called as each plugin registers: a
+    gate must be a plugin or an initial ``conftest.py`` (the rootdir's, or
+    one in the folders named on the command line), whose kinds are known
+    before the command line is parsed. A child process knows a gate's kinds
+    where it can import the gate's module. The kinds are taken out again
+    when the run ends.
+    """
 
 
 @hookspec

@@ -21,7 +21,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     if pluginmanager.is_blocked(PLUGIN):  # an addopts or ini key of the plugin's still parses
         from .watching.registration import add_options
 
-        add_options(parser)
+        add_options(parser, pluginmanager)
 
 
 def pytest_configure(config: pytest.Config) -> None:

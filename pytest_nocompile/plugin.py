@@ -31,7 +31,13 @@ from . import hookspecs, off_switch
 from .features import BUILT_IN
 from .watching import fixtures, run_notices
 from .watching.marker_typos import MarkerTypos
-from .watching.registration import add_options, register_markers
+from .watching.registration import (
+    add_options,
+    gates_left,
+    name_gates_to_children,
+    register_markers,
+    take_kinds_from_gates,
+)
 from .watching.results import ControllerReports, Results
 from .watching.run_watching import Watching
 from .watching.settings import SETTINGS_KEY, RunSettings
@@ -49,10 +55,11 @@ PER_TEST_HOOK_CLASSES = (Watcher,)
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     """The hooks through which the core calls the features."""
     pluginmanager.add_hookspecs(hookspecs)
+    take_kinds_from_gates(pluginmanager)
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    add_options(parser)
+    add_options(parser, pluginmanager)
     # Loaded by -p nocompile, autoloading off: a -p no:nocompile after it (addopts, then the
     # command line) unregisters this module, and must find the off switch there.
     name = off_switch.OFF_SWITCH
@@ -73,6 +80,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
     settings = config.stash[SETTINGS_KEY] = RunSettings(config)
+    name_gates_to_children(config)
     # The built-in features, as pytest registers its own plugins: here, once the settings they
     # read are there (each one's pytest_configure runs as it is registered), and only where the
     # plugin is on (a -p no:nocompile after -p nocompile unregisters this module before).
@@ -91,6 +99,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ControllerReports(results), "nocompile-worker-results")
     else:
         config.pluginmanager.register(MarkerTypos(config), "nocompile-marker-names")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    gates_left(config.pluginmanager)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -21,8 +21,8 @@ from test_cache_misses import text_block_after
 from test_readme import block_containing
 
 from nocompile_testing import RunPytest, expect_lines
-from pytest_nocompile.observe.sources.kernel_counts import KernelCounts
-from pytest_nocompile.vocabulary.health_lines import KERNELS_SIGNAL
+from pytest_nocompile.features.kernels.kernel_counts import KernelCounts
+from pytest_nocompile.features.kernels.kind import KERNELS_SIGNAL
 
 torch = pytest.importorskip("torch")
 
@@ -193,7 +193,7 @@ def test_a_graphs_part_is_read_from_inductors_compile_call(function: str, flags:
                                                           part: str | None) -> None:
     import sys
 
-    from pytest_nocompile.observe.sources.kernel_counts import graph_part
+    from pytest_nocompile.features.kernels.kernel_counts import graph_part
 
     namespace = {"report": lambda: graph_part(sys._getframe(1))}
     inductor_file = "/site-packages/torch/_inductor/compile_fx.py"
@@ -205,7 +205,7 @@ def test_a_graphs_part_is_read_from_inductors_compile_call(function: str, flags:
 def test_a_graph_from_aot_autograds_cache_is_told_by_its_entry() -> None:
     import sys
 
-    from pytest_nocompile.observe.sources.kernel_counts import graph_part
+    from pytest_nocompile.features.kernels.kernel_counts import graph_part
 
     namespace: dict[str, Any] = {"report": lambda: graph_part(sys._getframe(1))}
     aot_file = "/site-packages/torch/_functorch/_aot_autograd/autograd_cache.py"

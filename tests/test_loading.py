@@ -166,7 +166,8 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
         "exceptions", "features", "features.baselines", "features.block_assertions",
-        "features.caches", "features.contracts", "features.cudagraphs", "features.reports",
+        "features.caches", "features.contracts", "features.cudagraphs", "features.kernels",
+        "features.kernels.kernel_counts", "features.kernels.kind", "features.reports",
         "features.reports.json_report", "features.strict", "features.traces",
         "features.traces.captured_logs", "hookspecs", "judge", "judge.budget",
         "judge.installed_versions", "judge.result",
@@ -174,7 +175,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
         "observe.dynamo_state", "observe.log_taps", "observe.sources",
         "observe.sources.cache_bypass_reasons", "observe.sources.compile_metrics",
         "observe.sources.counter_increments", "observe.sources.cudagraph_logs",
-        "observe.sources.instruction_counter", "observe.sources.kernel_counts",
+        "observe.sources.instruction_counter",
         "observe.sources.swallowed_errors", "observe.sources.sync_warnings", "observe.user_code",
         "observe.wanted_signals", "off_switch", "output", "output.summary",
         "plugin", "processes", "processes.children", "processes.hook",

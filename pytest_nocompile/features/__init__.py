@@ -2,5 +2,5 @@
 :mod:`..hookspecs`, registered by :mod:`..plugin`. No core module imports one."""
 
 # Registered in this order, each under the name "nocompile-<name>".
-BUILT_IN = ("strict", "reports", "baselines", "traces", "caches", "contracts",
+BUILT_IN = ("strict", "reports", "baselines", "traces", "caches", "contracts", "kernels",
             "block_assertions", "cudagraphs")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from ..vocabulary.kinds import COUNTED_KINDS, KINDS, KINDS_BY_KEY, USER_ONLY, BudgetKind
 from ..vocabulary.measures import Amount
@@ -98,7 +98,7 @@ class TestResult:
             "cause": self.cause,
             **self.details,
             "processes": list(self.processes),
-            **{kind.shown_key: self.shown.get(kind.key, {}) for kind in KINDS_WITH_SHOWN},
+            **{kind.shown_key: self.shown.get(kind.key, {}) for kind in KINDS.derived(_with_shown)},
             "trace": self.trace,
             **({"not_measured": dict(unmeasured)} if unmeasured else {}),
             **({"lower_bound": dict(self.lower_bounds)} if self.lower_bounds else {}),
@@ -118,19 +118,21 @@ class TestResult:
             broken=tuple(data.get("broken_contracts", ())),
             details={key: list(data.get(key, ())) for key in DETAIL_KEYS},
             processes=tuple(data.get("processes", ())),
-            shown={kind.key: dict(data[kind.shown_key]) for kind in KINDS_WITH_SHOWN
+            shown={kind.key: dict(data[kind.shown_key]) for kind in KINDS.derived(_with_shown)
                    if data.get(kind.shown_key)},
             trace=data.get("trace"),
             unmeasured=dict(data.get("not_measured") or MEASURED),
             lower_bounds=dict(data.get("lower_bound") or MEASURED),
-            user_only=any(data.get(_user_only_key(kind)) for kind in KINDS_WITH_USER_ONLY),
+            user_only=any(data.get(_user_only_key(kind))
+                          for kind in KINDS.derived(_with_user_only)),
         )
 
     def _counted_user_only(self) -> list[BudgetKind]:
         """The kinds the test budgets that count only the user's events (breaks outside torch)."""
         if not self.user_only:
             return []
-        return [kind for kind in KINDS_WITH_USER_ONLY if self.budgets.get(kind.key) is not None]
+        return [kind for kind in KINDS.derived(_with_user_only)
+                if self.budgets.get(kind.key) is not None]
 
     @property
     def failed(self) -> bool:
@@ -146,8 +148,12 @@ class TestResult:
                          if (allowed := self.budgets.get(kind.key)) is not None) or "-"
 
 
-KINDS_WITH_SHOWN = tuple(kind for kind in KINDS if kind.shown_signals and kind.shown_key)
-KINDS_WITH_USER_ONLY = tuple(kind for kind in KINDS if USER_ONLY in kind.keywords)
+def _with_shown(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
+    return tuple(kind for kind in kinds if kind.shown_signals and kind.shown_key)
+
+
+def _with_user_only(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
+    return tuple(kind for kind in kinds if USER_ONLY in kind.keywords)
 
 
 def _user_only_key(kind: BudgetKind) -> str:

@@ -150,19 +150,20 @@ def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[
         unmeasured=unmeasured or MEASURED,
         user_only=budget.user_only,
         lower_bounds=(_lower_bounds(snapshot)
-                      if (_KINDS_WITH_LOWER_BOUNDS
+                      if (KINDS.derived(_with_lower_bounds)
                           and any(process.health for process in snapshot.processes)) else MEASURED),
     )
 
 
-_KINDS_WITH_LOWER_BOUNDS = tuple(kind for kind in KINDS if kind.lower_bound_signal)
+def _with_lower_bounds(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
+    return tuple(kind for kind in kinds if kind.lower_bound_signal)
 
 
 def _lower_bounds(snapshot: TestSnapshot) -> dict[str, str]:
     """Why a kind's count is a lower bound, by key, where some process of the test said so
     (the first one's reason)."""
     found: dict[str, str] = {}
-    for kind in _KINDS_WITH_LOWER_BOUNDS:
+    for kind in KINDS.derived(_with_lower_bounds):
         for process in snapshot.processes:
             said = process.signals((kind.lower_bound_signal,), None)
             if said:

@@ -47,6 +47,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Collection, Optional
 
+from ..vocabulary.kinds import KINDS, kind_sources, resolve
 from . import wanted_signals
 from .log_taps import Tap, WarningHandler, current_compile_id, logging_internals
 from .user_code import find_user_code
@@ -107,6 +108,10 @@ class DynamoLogs:
         self._limit_handler: Optional[WarningHandler] = None
         self._swallowed: Optional[SwallowedErrors] = None
         self._sources: list[Source] = []
+        self._counters: Optional[Source] = None  # torch's counters, read for every kind
+        self._made: dict[str, Source] = {}  # the kinds' sources made, by path
+        self._sources_of: Optional[tuple[str, ...]] = None  # the paths self._sources was made of
+        self._source_files: frozenset[str] = frozenset()  # the files they are defined in
         # the sources some wanted signal needs, for the set of signals below
         self._active: list[Source] = []
         self._active_for: Optional[frozenset[str]] = None
@@ -114,16 +119,11 @@ class DynamoLogs:
         self.armed = False
 
     def _parts(self) -> list[Source]:
-        """The taps, the limit handler and the sources, made once; the sources returned."""
+        """The taps, the limit handler and the sources, made once (a kind's source once some kind
+        names it); the sources returned."""
         if self._limit_handler is None:
-            from ..vocabulary.compile_cost import COMPILE_SECONDS
-            from .sources.cache_bypass_reasons import CacheBypassReasons
-            from .sources.compile_metrics import CompileMetricsSource
             from .sources.counter_increments import CounterIncrements
-            from .sources.cudagraph_logs import CudagraphLogs
-            from .sources.kernel_counts import KernelCounts
             from .sources.swallowed_errors import SwallowedErrors
-            from .sources.sync_warnings import SyncWarnings
 
             self._taps = (
                 Tap(("recompiles", "recompiles_verbose"), (RECOMPILES_LOGGER, VERBOSE_LOGGER),
@@ -136,16 +136,34 @@ class DynamoLogs:
             )
             # read from the same warnings: one handler for both
             self._swallowed = SwallowedErrors(self.emit_health)
-            wanted = wanted_signals.wanted_signals
-            self._sources = [CounterIncrements(self.emit_health, wanted,
+            self._counters = CounterIncrements(self.emit_health, wanted_signals.wanted_signals,
                                                wanted_signals.every_kinds_signals,
-                                               not_counters=(COMPILE_SECONDS,)),
-                             CompileMetricsSource(self.emit_health, wanted),
-                             CacheBypassReasons(self.emit_health, wanted),
-                             CudagraphLogs(self.emit_health), KernelCounts(self.emit_health),
-                             SyncWarnings(self.emit_health)]
+                                               not_counters=self._kind_sources_groups)
             self._limit_handler = WarningHandler(self._on_convert_frame_warning)
+        paths = KINDS.derived(kind_sources)
+        if paths is not self._sources_of:
+            self._make_kind_sources(paths)
         return self._sources
+
+    def _make_kind_sources(self, paths: tuple[str, ...]) -> None:
+        """The sources the kinds name (``BudgetKind.source``), each made once: a table that grew
+        (a gate's plugin registered) adds its sources."""
+        for path in paths:
+            if path not in self._made:
+                self._made[path] = resolve(path)(self.emit_health, wanted_signals.wanted_signals)
+        self._sources_of = paths
+        self._source_files = frozenset(
+            getattr(sys.modules.get(type(self._made[path]).__module__), "__file__", None) or ""
+            for path in paths)
+        assert self._counters is not None  # made first, by _parts
+        self._sources = [self._counters, *(self._made[path] for path in paths)]
+        self._active_for = None  # the active sources are chosen again
+
+    def _kind_sources_groups(self) -> frozenset[str]:
+        """The kinds' sources' own signals that name a group of dotted ones (``compile_seconds``,
+        whose parts are ``compile_seconds.dynamo``, ...): those are not torch counters."""
+        return frozenset(signal for path in KINDS.derived(kind_sources) if path in self._made
+                         for signal in self._made[path].signals if "." not in signal)
 
     def wanted_widened(self) -> None:
         """More signals are wanted (:func:`.wanted_signals.want`): with sinks, arm the sources they
@@ -191,6 +209,9 @@ class DynamoLogs:
         from .compiled_modules import compiling  # here: a run that never compiles never loads it
 
         frame = sys._getframe(1) if of_this_moment else None
+        # a kind's source's own frames are not the user's (a gate's, outside the plugin)
+        while frame is not None and frame.f_code.co_filename in self._source_files:
+            frame = frame.f_back
         compile_id, user_code, (code, module) = (
             compile_id or (current_compile_id() if frame else None), find_user_code(frame),
             compiling(frame))

@@ -13,7 +13,6 @@ none: it does not know what else its test reads.
 from __future__ import annotations
 
 import sys
-from functools import cache
 from typing import Collection, Optional
 
 _CAPTURE = __package__ + ".capture"
@@ -46,10 +45,9 @@ def want(signals: Collection[str]) -> None:
         capture.DYNAMO_LOGS.wanted_widened()
 
 
-@cache
 def every_kinds_signals() -> frozenset[str]:
     """The signals the kinds name (counted or shown): the cache kind's include every cache outcome a
-    warm start reads."""
-    from ..vocabulary.kinds import KINDS
+    warm start reads. One object until the kinds change."""
+    from ..vocabulary.kinds import KINDS, health_signals
 
-    return frozenset(signal for kind in KINDS for signal in kind.health_signals)
+    return KINDS.derived(health_signals)

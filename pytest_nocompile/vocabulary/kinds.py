@@ -12,8 +12,22 @@ read in :mod:`..judge.budget`.
 
 from __future__ import annotations
 
+import importlib
+import os
+import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Literal, Mapping, Optional, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Collection,
+    Iterator,
+    Literal,
+    Mapping,
+    Optional,
+    Sequence,
+    TypeVar,
+)
 
 from ..exceptions import (
     BudgetExceeded,
@@ -24,7 +38,6 @@ from ..exceptions import (
     CudagraphRerecordBudgetExceeded,
     CudagraphSkipBudgetExceeded,
     GraphBreakBudgetExceeded,
-    KernelBudgetExceeded,
     RecompileBudgetExceeded,
     SyncBudgetExceeded,
     TooFewCompiles,
@@ -32,10 +45,8 @@ from ..exceptions import (
 from .compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
 from .health_lines import (
     COMPILE_SYNC_SIGNAL,
-    KERNELS_SIGNAL,
     SYNC_SIGNAL,
     SYNCS_UNSEEN_SIGNAL,
-    kernel_lines,
     sync_lines,
 )
 from .measures import COUNT, INSTRUCTIONS, SECONDS, Amount, Measure
@@ -44,6 +55,8 @@ if TYPE_CHECKING:
     from .events import HealthEvent
 
 PLUGIN = "[pytest-nocompile]"
+_Derived = TypeVar("_Derived")
+_Item = TypeVar("_Item")
 
 
 @dataclass(frozen=True)
@@ -113,6 +126,24 @@ class BudgetKind:
     # A signal whose event says its process's count is a lower bound (its reason: why some were not
     # seen); the failure, the table (">=") and the JSON report (lower_bound) say so.
     lower_bound_signal: str = ""
+    # The source of its signals, besides dynamo's logs and torch's counters: "module:Class", made
+    # in every process that captures (children too) as Class(emit_health, wanted_signals), where
+    # one of its ``signals`` is wanted. Kinds that share a source name the same one.
+    source: str = ""
+    # The source reports without dynamo (a test that never compiles can sync): armed for a record
+    # attached before dynamo is imported.
+    needs_dynamo: bool = True
+    # "module:function" telling why this process cannot measure it (no GPU, a torch that moved
+    # what it reads), or None where it can: asked where a test budgets it, which is then warned of
+    # and has no count.
+    why_not_measured: str = ""
+    # A test that compiled nothing still says it was not measured (where budgeted, or in a run that
+    # reports every count): syncs happen without compiling, compile time does not.
+    unmeasured_shown_without_compiles: bool = False
+    # The warning category that says it is not measured, "module:Class" (default
+    # NotMeasuredWarning), and advice after it.
+    not_measured_warning: str = ""
+    not_measured_advice: str = ""
 
     @property
     def is_floor(self) -> bool:
@@ -268,6 +299,9 @@ COMPILE_SECONDS_KIND = BudgetKind(
     shown_key="compile_seconds_breakdown",
     shown_only_where_budgeted=True,
     measure=SECONDS,
+    source="pytest_nocompile.observe.sources.compile_metrics:CompileMetricsSource",
+    why_not_measured="pytest_nocompile.observe.sources.compile_metrics:compile_time_not_measured",
+    not_measured_warning="pytest_nocompile.watching.watch:CompileTimeWarning",
 )
 COMPILE_INSTRUCTIONS_KIND = BudgetKind(
     key="compile_instructions",
@@ -284,6 +318,10 @@ COMPILE_INSTRUCTIONS_KIND = BudgetKind(
     measure=INSTRUCTIONS,
     since_torch=(2, 5),
     shown_only_where_budgeted=True,
+    source="pytest_nocompile.observe.sources.compile_metrics:CompileMetricsSource",
+    why_not_measured="pytest_nocompile.observe.sources.instruction_counter:instructions_not_counted",
+    not_measured_warning="pytest_nocompile.watching.watch:CompileTimeWarning",
+    not_measured_advice=" (max_compile_seconds measures compile time everywhere)",
 )
 
 CACHE_MISSES = BudgetKind(
@@ -308,6 +346,7 @@ CACHE_MISSES = BudgetKind(
     shown_key="cache_hits",
     since_torch=(2, 5),
     since_torch_has="with the AOTAutograd cache's counters",
+    source="pytest_nocompile.observe.sources.cache_bypass_reasons:CacheBypassReasons",
 )
 
 CUDAGRAPH_RERECORDS = BudgetKind(
@@ -322,6 +361,7 @@ CUDAGRAPH_RERECORDS = BudgetKind(
     signals=("cudagraph_rerecord",),  # cudagraph_messages.RERECORD
     short_option="--max-cg-rerecords",
     exceeded=CudagraphRerecordBudgetExceeded,
+    source="pytest_nocompile.observe.sources.cudagraph_logs:CudagraphLogs",
 )
 CUDAGRAPH_SKIPS = BudgetKind(
     key="cudagraph_skips",
@@ -335,6 +375,7 @@ CUDAGRAPH_SKIPS = BudgetKind(
     signals=("cudagraph_skip",),  # cudagraph_messages.SKIP
     short_option="--max-cg-skips",
     exceeded=CudagraphSkipBudgetExceeded,
+    source="pytest_nocompile.observe.sources.cudagraph_logs:CudagraphLogs",
 )
 
 SYNCS = BudgetKind(
@@ -359,34 +400,192 @@ SYNCS = BudgetKind(
     gated_by_baseline=False,
     # observe.cpp_syncs: the syncs torch warns of outside Python, where not seen
     lower_bound_signal=SYNCS_UNSEEN_SIGNAL,
-)
-KERNELS = BudgetKind(
-    key="kernels",
-    marker="max_kernels",
-    events="health",
-    noun="kernel",
-    counts="kernels inductor generated for the graphs compiled (a graph from the FX graph cache "
-    "counts the kernels it holds)",
-    column="kernels",
-    short="kernels",
-    signals=(KERNELS_SIGNAL,),  # observe.kernel_counts
-    describe_events=kernel_lines,
-    exceeded=KernelBudgetExceeded,
-    gated_by_baseline=False,
-    # Every inductor compile has some (as every compile has seconds): a table column and junit
-    # property only where budgeted.
-    shown_only_where_budgeted=True,
+    source="pytest_nocompile.observe.sources.sync_warnings:SyncWarnings",
+    needs_dynamo=False,
+    why_not_measured="pytest_nocompile.observe.sources.sync_warnings:why_syncs_not_observed",
+    unmeasured_shown_without_compiles=True,
 )
 
-# In the summary table's column order; new kinds go at the end.
-KINDS: tuple[BudgetKind, ...] = (COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES,
-                                 COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES,
-                                 CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS, SYNCS, KERNELS)
-KINDS_BY_MARKER: dict[str, BudgetKind] = {kind.marker: kind for kind in KINDS}
-KINDS_BY_KEY: dict[str, BudgetKind] = {kind.key: kind for kind in KINDS}
+def resolve(path: str) -> Any:
+    """The object a kind names by ``"module:attribute"`` (its source, its not-measured reason),
+    imported when first asked for: a run that never reads a kind never loads its source."""
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def why_not_measured(kind: BudgetKind) -> Optional[str]:
+    """Why ``kind`` cannot be measured in this process
+    (``syncs were not observed: torch.cuda.is_available() is False``), or None when it can."""
+    return resolve(kind.why_not_measured)() if kind.why_not_measured else None
+
+
+class KindTable(Sequence[BudgetKind]):
+    """The kinds of budget, in the summary table's column order: the core's own (compiles,
+    recompiles, graph breaks, the compile floor), then those each gate adds.
+
+    A gate is a plugin whose ``pytest_nocompile_kinds`` hook returns its kinds
+    (:mod:`..hookspecs`). The built-in gates are named by module in the
+    package's ``__init__`` and loaded the first time the table is read, so a
+    script, a ``unittest`` run or a child process (which have no pytest hooks)
+    know them too; a child also loads the gates its parent's run named
+    (:data:`GATES_VAR`). The table is read-only to everything but
+    :meth:`add` and :meth:`remove`, which the plugin calls as plugins come and
+    go; whatever is derived from it (:meth:`derived`) is made again after a change.
+    """
+
+    def __init__(self, core: Sequence[BudgetKind]) -> None:
+        self._kinds: tuple[BudgetKind, ...] = tuple(core)
+        self._gate_modules: Optional[list[str]] = None  # None: not loaded yet
+        self._derived: dict[Callable[[Sequence[BudgetKind]], Any], Any] = {}
+
+    def _loaded(self) -> tuple[BudgetKind, ...]:
+        if self._gate_modules is None:
+            self._gate_modules = []
+            for name in (*_built_in_gates(), *_gates_named_by_parent()):
+                self._load_gate(name)
+        return self._kinds
+
+    def _load_gate(self, name: str) -> None:
+        """The kinds of the gate module ``name``, from its own ``pytest_nocompile_kinds``; a module
+        this process cannot import is left out (a conftest's gate, in a child started elsewhere)."""
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            return
+        self._gate_modules.append(name)  # type: ignore[union-attr]
+        self.add(module.pytest_nocompile_kinds())
+
+    def __iter__(self) -> Iterator[BudgetKind]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._loaded()[index]
+
+    def __repr__(self) -> str:
+        return f"KindTable({', '.join(kind.key for kind in self)})"
+
+    def add(self, kinds: Sequence[BudgetKind]) -> list[BudgetKind]:
+        """Add ``kinds`` at the end; returns those new to the table (a kind already there, by
+        key, is not added again; another kind with a key or marker taken is a usage error)."""
+        added = []
+        for kind in kinds:
+            known = {known.key: known for known in self._kinds}
+            if known.get(kind.key) is kind:
+                continue
+            markers = {known.marker for known in self._kinds}
+            if kind.key in known or kind.marker in markers:
+                raise ValueError(f"{PLUGIN} a budget kind with the key {kind.key!r} or the "
+                                 f"marker {kind.marker!r} is already there")
+            self._kinds = (*self._kinds, kind)
+            added.append(kind)
+        if added:
+            self._derived.clear()
+        return added
+
+    def remove(self, kinds: Collection[BudgetKind]) -> None:
+        """Take ``kinds`` out again (the gates of a run that ended: a nested run's conftest)."""
+        if kinds:
+            self._kinds = tuple(kind for kind in self._kinds if kind not in kinds)
+            self._derived.clear()
+
+    def derived(self, make: Callable[[Sequence[BudgetKind]], _Derived]) -> _Derived:
+        """``make(kinds)``, kept until the table changes (``make``: a module-level function)."""
+        try:
+            return self._derived[make]
+        except KeyError:
+            value = self._derived[make] = make(self._loaded())
+            return value
+
+    def gate_modules(self) -> list[str]:
+        """The gate modules loaded by name (built in, or named by a parent)."""
+        self._loaded()
+        return list(self._gate_modules or ())
+
+
+# The environment variable by which a run names its gates' modules to its child processes
+# (comma-separated), besides the built-in ones.
+GATES_VAR = "PYTEST_NOCOMPILE_GATES"
+
+
+def _built_in_gates() -> tuple[str, ...]:
+    """The built-in gates' modules, as the package names them (see its ``__init__``)."""
+    package = sys.modules[__package__.rpartition(".")[0]]
+    return tuple(getattr(package, "BUILT_IN_GATES", ()))
+
+
+def _gates_named_by_parent() -> list[str]:
+    return [name for name in os.environ.get(GATES_VAR, "").split(",") if name]
+
+
+class _Index(Mapping[str, BudgetKind]):
+    """The table's kinds by one attribute (``marker`` or ``key``), as the table is now."""
+
+    def __init__(self, table: KindTable, make: Callable[[Sequence[BudgetKind]],
+                                                        dict[str, BudgetKind]]) -> None:
+        self._table = table
+        self._make = make
+
+    def __getitem__(self, name: str) -> BudgetKind:
+        return self._table.derived(self._make)[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table.derived(self._make))
+
+    def __len__(self) -> int:
+        return len(self._table.derived(self._make))
+
+
+class Selection(Sequence[_Item]):
+    """What ``make`` picks from the table (some of its kinds, their keys), as the table is now."""
+
+    def __init__(self, table: KindTable,
+                 make: Callable[[Sequence[BudgetKind]], tuple[_Item, ...]]) -> None:
+        self._table = table
+        self._make = make
+
+    def __iter__(self) -> Iterator[_Item]:
+        return iter(self._table.derived(self._make))
+
+    def __len__(self) -> int:
+        return len(self._table.derived(self._make))
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._table.derived(self._make)[index]
+
+
+def kind_sources(kinds: Sequence[BudgetKind]) -> tuple[str, ...]:
+    """The sources the kinds name, each once, in the table's order."""
+    return tuple(dict.fromkeys(kind.source for kind in kinds if kind.source))
+
+
+def health_signals(kinds: Sequence[BudgetKind]) -> frozenset[str]:
+    """Every health signal the kinds name (counted or shown)."""
+    return frozenset(signal for kind in kinds for signal in kind.health_signals)
+
+
+def _by_marker(kinds: Sequence[BudgetKind]) -> dict[str, BudgetKind]:
+    return {kind.marker: kind for kind in kinds}
+
+
+def _by_key(kinds: Sequence[BudgetKind]) -> dict[str, BudgetKind]:
+    return {kind.key: kind for kind in kinds}
+
+
+def _counted(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
+    return tuple(kind for kind in kinds if not kind.same_count_as)
+
+
+KINDS = KindTable((COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES, COMPILE_SECONDS_KIND,
+                   COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES, CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS,
+                   SYNCS))
+KINDS_BY_MARKER: Mapping[str, BudgetKind] = _Index(KINDS, _by_marker)
+KINDS_BY_KEY: Mapping[str, BudgetKind] = _Index(KINDS, _by_key)
 # The kinds with a count of their own: the table's columns, the JSON report's counts, junit
 # properties.
-COUNTED_KINDS: tuple[BudgetKind, ...] = tuple(kind for kind in KINDS if not kind.same_count_as)
+COUNTED_KINDS: Sequence[BudgetKind] = Selection(KINDS, _counted)
 
 
 # The contracts' markers: they judge how a test compiled rather than how much. The contracts

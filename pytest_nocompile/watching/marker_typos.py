@@ -12,14 +12,23 @@ with a near miss fails at setup, as a bad marker argument does
 
 from __future__ import annotations
 
-from typing import Generator, Iterable, Iterator, Optional
+from typing import Generator, Iterable, Iterator, Optional, Sequence
 
 import pytest
 
-from ..vocabulary.kinds import CONTRACT_MARKERS, DYNAMIC_DIMS, KINDS_BY_MARKER, SAME_ACROSS_RANKS
+from ..vocabulary.kinds import (
+    CONTRACT_MARKERS,
+    DYNAMIC_DIMS,
+    KINDS,
+    KINDS_BY_MARKER,
+    SAME_ACROSS_RANKS,
+    BudgetKind,
+)
 from .planning import _marked_on, each_node_once
 
-PLUGIN_MARKERS = (*KINDS_BY_MARKER, *CONTRACT_MARKERS)
+
+def _plugin_markers(kinds: Sequence[BudgetKind]) -> tuple[str, ...]:
+    return (*(kind.marker for kind in kinds), *CONTRACT_MARKERS)
 # Edits (a letter added, dropped, changed, or two neighbours swapped) that still make a typo.
 # The plugin's shortest marker has 9 letters: two edits never reach a short name of the
 # user's (`slow`, `gpu`) or pytest's (`skip`, `xfail`).
@@ -84,9 +93,10 @@ def _registered_markers(config: pytest.Config) -> Iterator[str]:
 
 def nearest_markers(name: str) -> tuple[str, ...]:
     """The plugin's markers that ``name`` is a typo of, the nearest (none: not a typo)."""
-    if name in PLUGIN_MARKERS:
+    markers = KINDS.derived(_plugin_markers)
+    if name in markers:
         return ()
-    distances = {marker: edit_distance(name.lower(), marker) for marker in PLUGIN_MARKERS}
+    distances = {marker: edit_distance(name.lower(), marker) for marker in markers}
     nearest = min(distances.values())
     if nearest > MAX_EDITS:
         return ()

@@ -23,14 +23,11 @@ from ..judge.budget import (
 )
 from ..judge.torch_support import installed_torch_lacks
 from ..vocabulary.kinds import (
-    COMPILE_INSTRUCTIONS_KIND,
-    COMPILE_SECONDS_KIND,
     CONTRACT_MARKERS,
-    KERNELS,
     KINDS,
     KINDS_BY_MARKER,
     RECOMPILES,
-    SYNCS,
+    BudgetKind,
     ContractUsageError,
 )
 
@@ -40,13 +37,15 @@ if TYPE_CHECKING:
     from .settings import RunSettings
 
 # The markers that make a test watched: every budget kind's and every contract's.
-WATCHING_MARKERS = frozenset({*KINDS_BY_MARKER, *CONTRACT_MARKERS})
+def watching_markers(kinds: Sequence[BudgetKind]) -> frozenset[str]:
+    return frozenset({*(kind.marker for kind in kinds), *CONTRACT_MARKERS})
 # The fixtures that read a test's record (.fixtures): a test that requests one is watched.
-FIXTURE_NAMES = frozenset({"nocompile_recompiles", *(kind.assertion for kind in KINDS)})
+def _fixture_names(kinds: Sequence[BudgetKind]) -> frozenset[str]:
+    return frozenset({"nocompile_recompiles", *(kind.assertion for kind in kinds)})
 
 
 def uses_a_nocompile_fixture(item: pytest.Item) -> bool:
-    return not FIXTURE_NAMES.isdisjoint(getattr(item, "fixturenames", ()))
+    return not KINDS.derived(_fixture_names).isdisjoint(getattr(item, "fixturenames", ()))
 
 
 def any_asks_to_be_watched(items: Sequence[pytest.Item]) -> bool:
@@ -81,16 +80,18 @@ def each_node_once(items: Iterable[pytest.Item]) -> Iterator[pytest.Item | pytes
 
 
 def _has_a_budget_marker(node: pytest.Item | pytest.Collector) -> bool:
-    return any(marker.name in WATCHING_MARKERS for marker in node.own_markers)
+    watching = KINDS.derived(watching_markers)
+    return any(marker.name in watching for marker in node.own_markers)
 
 
 def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
     """The test's budget and contracts and whether the run watches it, or why its marker is
     unusable."""
     closest: dict[str, tuple[pytest.Mark, str]] = {}
+    watching = KINDS.derived(watching_markers)
     # one pass, closest first; most tests have no marker at all
     for node, marker in item.iter_markers_with_node():
-        if marker.name in WATCHING_MARKERS and marker.name not in closest:
+        if marker.name in watching and marker.name not in closest:
             closest[marker.name] = (marker, _marked_on(node, item))
     contracts: list[Contract] = []
     for name in CONTRACT_MARKERS:
@@ -147,19 +148,23 @@ class Plan:
                                         for signal in kind.health_signals)
         # Its budgets that some machines cannot check (compile time, instructions, syncs without
         # CUDA): said once per run.
-        self.may_go_unmeasured = tuple(kind for kind in MEASURED_WHERE_POSSIBLE
+        self.may_go_unmeasured = tuple(kind for kind in KINDS.derived(measured_where_possible)
                                        if budget.allowed(kind) is not None)
-        # The kinds its result says were not measured, where so: those it budgets, or every one in a
-        # run that reports all.
+        # The kinds its result says were not measured though it compiled nothing, where so: those
+        # it budgets, or every one in a run that reports all.
         self.unmeasured_shown = tuple(
-            kind for kind in SHOWN_UNMEASURED
+            kind for kind in KINDS.derived(_unmeasured_shown_without_compiles)
             if settings.watch_every_test or budget.allowed(kind) is not None)
 
 
-# The kinds some machines or torch versions cannot measure; those whose count a result then gives
-# as no count.
-MEASURED_WHERE_POSSIBLE = (COMPILE_SECONDS_KIND, COMPILE_INSTRUCTIONS_KIND, SYNCS, KERNELS)
-SHOWN_UNMEASURED = (SYNCS, KERNELS)
+def measured_where_possible(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
+    """The kinds some machines or torch versions cannot measure: a result then gives no count."""
+    return tuple(kind for kind in kinds if kind.why_not_measured)
+
+
+def _unmeasured_shown_without_compiles(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
+    return tuple(kind for kind in measured_where_possible(kinds)
+                 if kind.unmeasured_shown_without_compiles)
 
 
 def plan_key(item: pytest.Item) -> Optional[Hashable]:
@@ -176,11 +181,12 @@ def plan_key(item: pytest.Item) -> Optional[Hashable]:
     parent = id(item.parent)
     if not item.own_markers:
         return parent
+    watching = KINDS.derived(watching_markers)
     markers = tuple((marker.name, tuple((type(arg), arg) for arg in marker.args),
                      tuple((name, type(value),
                             _entries_key(value) if isinstance(value, dict) else value)
                            for name, value in marker.kwargs.items()))
-                    for marker in item.own_markers if marker.name in WATCHING_MARKERS)
+                    for marker in item.own_markers if marker.name in watching)
     if not markers:
         return parent
     key = (parent, markers)

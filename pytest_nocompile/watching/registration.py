@@ -4,27 +4,95 @@ still parses and collects."""
 
 from __future__ import annotations
 
+import functools
+import os
+import types
+from typing import Optional, Sequence
+
 import pytest
 
 from ..output.summary import LONG_TABLE, TABLE_CHOICES
-from ..vocabulary.kinds import CONTRACT_MARKER_HELP, KINDS, USER_ONLY_INI, USER_ONLY_OPTION
+from ..vocabulary.kinds import (
+    CONTRACT_MARKER_HELP,
+    GATES_VAR,
+    KINDS,
+    USER_ONLY_INI,
+    USER_ONLY_OPTION,
+    BudgetKind,
+)
 from .settings import SWITCHES, count_argument
 
+# The kinds each run's gates added (pytest_nocompile_kinds), by plugin manager, and the parser
+# their options go to once it is there: a nested run's gates leave with it.
+_ADDED: dict[pytest.PytestPluginManager, list[BudgetKind]] = {}
+_PARSERS: dict[pytest.PytestPluginManager, pytest.Parser] = {}
 
-def add_options(parser: pytest.Parser) -> None:
+
+def take_kinds_from_gates(pluginmanager: pytest.PytestPluginManager) -> None:
+    """From now on, each plugin's ``pytest_nocompile_kinds`` adds its kinds to the table (those
+    registered already too), and their options once :func:`add_options` made the plugin's."""
+    pluginmanager.hook.pytest_nocompile_kinds.call_historic(
+        result_callback=functools.partial(_add_gate_kinds, pluginmanager))
+
+
+def _add_gate_kinds(pluginmanager: pytest.PytestPluginManager,
+                    kinds: Optional[Sequence[BudgetKind]]) -> None:
+    added = KINDS.add(kinds or ())
+    _ADDED.setdefault(pluginmanager, []).extend(added)
+    parser = _PARSERS.get(pluginmanager)
+    if parser is not None:
+        for kind in added:
+            _add_kind_options(parser, kind)
+
+
+def gates_left(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The run ended: the kinds its gates added leave the table."""
+    KINDS.remove(_ADDED.pop(pluginmanager, ()))
+    _PARSERS.pop(pluginmanager, None)
+
+
+def name_gates_to_children(config: pytest.Config) -> None:
+    """Name the run's gate modules beyond the built-in ones to its child processes
+    (:data:`~..vocabulary.kinds.GATES_VAR`), so that they count those kinds too; set back when
+    the run ends. A run without such gates leaves the environment alone."""
+    known = KINDS.gate_modules()
+    named = [plugin.__name__ for plugin in config.pluginmanager.get_plugins()
+             if isinstance(plugin, types.ModuleType) and hasattr(plugin, "pytest_nocompile_kinds")
+             and plugin.__name__ not in known]
+    if not named:
+        return
+    before = os.environ.get(GATES_VAR)
+    os.environ[GATES_VAR] = ",".join(dict.fromkeys([*(before or "").split(","), *named])).strip(",")
+
+    def set_back() -> None:
+        if before is None:
+            os.environ.pop(GATES_VAR, None)
+        else:
+            os.environ[GATES_VAR] = before
+
+    config.add_cleanup(set_back)
+
+
+def _add_kind_options(parser: pytest.Parser, kind: BudgetKind) -> None:
+    # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds
+    # the budget options, whose names do not say whose they are.
+    group = parser.getgroup("nocompile", "torch.compile recompile budgets (pytest-nocompile)")
+    budget = f"{kind.noun} floor (fewest allowed)" if kind.is_floor else f"{kind.noun} budget"
+    group.addoption(kind.option, dest=kind.marker, type=count_argument(kind.measure),
+                    default=None, metavar=kind.measure.symbol,
+                    help=f"nocompile: default {budget} for every test (ini: {kind.marker}); a "
+                    f"marker overrides it")
+    parser.addini(kind.marker, type="string", default=None,
+                  help=f"default {budget} for every test ({kind.measure.accepts}) "
+                  f"[pytest-nocompile]")
+
+
+def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     """The options and ini keys (the off switch's too: addopts and ini files still parse)."""
     group = parser.getgroup("nocompile", "torch.compile recompile budgets (pytest-nocompile)")
     for kind in KINDS:
-        # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds
-        # the budget options, whose names do not say whose they are.
-        budget = f"{kind.noun} floor (fewest allowed)" if kind.is_floor else f"{kind.noun} budget"
-        group.addoption(kind.option, dest=kind.marker, type=count_argument(kind.measure),
-                        default=None, metavar=kind.measure.symbol,
-                        help=f"nocompile: default {budget} for every test (ini: {kind.marker}); a "
-                        f"marker overrides it")
-        parser.addini(kind.marker, type="string", default=None,
-                      help=f"default {budget} for every test ({kind.measure.accepts}) "
-                      f"[pytest-nocompile]")
+        _add_kind_options(parser, kind)
+    _PARSERS[pluginmanager] = parser
     group.addoption("--nocompile-strict", action="store_true", default=None,
                     help="raise at the recompiling call in tests with a recompile budget (dynamo's "
                     "error_on_recompile), so the traceback points into your code "

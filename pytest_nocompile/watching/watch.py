@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import pytest
 
+from ..vocabulary.kinds import resolve, why_not_measured
+
 if TYPE_CHECKING:
     from ..judge.budget import RecompileBudget
     from ..observe.capture import DynamoLogs
@@ -77,30 +79,6 @@ class Watch:
         # Each feature's own state for this test, under the feature's name
         # (pytest_nocompile.hookspecs).
         self.feature_state: dict[str, Any] = {}
-
-
-def why_not_measured(kind: BudgetKind) -> Optional[str]:
-    """Why ``kind`` cannot be measured in this process
-    (``syncs were not observed: torch.cuda.is_available() is False``), or None when it can; asked
-    of the kinds in ``planning.MEASURED_WHERE_POSSIBLE``."""
-    if kind.key == "compile_seconds":
-        from ..observe.sources.compile_metrics import compile_time_not_measured
-
-        return compile_time_not_measured()
-    if kind.key == "compile_instructions":
-        from ..observe.sources.instruction_counter import instructions_not_counted
-
-        return instructions_not_counted()
-    if kind.key == "syncs":
-        from ..observe.sources.sync_warnings import syncs_not_observed
-
-        why = syncs_not_observed()
-        return None if why is None else f"syncs were not observed: {why}"
-    if kind.key == "kernels":
-        from ..observe.sources.kernel_counts import kernels_not_measured
-
-        return kernels_not_measured()
-    return None
 
 
 def not_measured(kinds: Sequence[BudgetKind]) -> Mapping[str, str]:
@@ -201,11 +179,10 @@ def _marker_location(item: pytest.Item, marker: str) -> tuple[str, int]:
 
 
 def _not_measured_warning(kind: BudgetKind, budget: str, why: str) -> NotMeasuredWarning:
-    advice = (" (max_compile_seconds measures compile time everywhere)"
-              if kind.key == "compile_instructions" else "")
-    category = CompileTimeWarning if kind.key.startswith("compile_") else NotMeasuredWarning
+    category = (resolve(kind.not_measured_warning) if kind.not_measured_warning
+                else NotMeasuredWarning)
     return category(f"{budget} is not checked: {why}. Tests are judged on their other "
-                    f"budgets{advice}; said once per run")
+                    f"budgets{kind.not_measured_advice}; said once per run")
 
 
 # Every open watch in this process, latest last (pytester runs nest).

@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional, Sequence
 
 from ...judge.installed_versions import major_minor
 from ...judge.reasons import call_reasons, reasons_with_events
-from ...vocabulary.kinds import KINDS, KINDS_BY_KEY
+from ...vocabulary.kinds import KINDS, KINDS_BY_KEY, BudgetKind, Selection
 from ...vocabulary.measures import plural
 
 if TYPE_CHECKING:
@@ -35,7 +35,12 @@ if TYPE_CHECKING:
 BASELINE_FORMAT = "pytest-nocompile-baseline/2"
 # written before reasons and torch versions; still read
 COUNTS_ONLY_FORMAT = "pytest-nocompile-baseline/1"
-GATED = tuple(kind.key for kind in KINDS if kind.gated_by_baseline)
+def _gated(kinds: Sequence[BudgetKind]) -> tuple[str, ...]:
+    return tuple(kind.key for kind in kinds if kind.gated_by_baseline)
+
+
+# The keys of the counts a baseline keeps and gates (those of kinds gated by baselines).
+GATED = Selection(KINDS, _gated)
 EVENTS_SHOWN = 5  # per test that rose: enough to act on; the JSON report lists every one
 ANY_TORCH = ""  # the one version key of a counts-only baseline
 

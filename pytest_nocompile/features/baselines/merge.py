@@ -116,7 +116,8 @@ def _agree(into: dict[str, dict[str, Any]], nodeid: str, entry: dict[str, Any],
 
 
 def _comparable(entry: dict[str, Any]) -> dict[str, Any]:
-    return {**{key: entry.get(key) for key in GATED}, "reasons": sorted(entry.get("reasons") or [])}
+    return {**{key: entry.get(key) for key in GATED},
+            "reasons": sorted(entry.get("reasons") or [])}
 
 
 def _describe(entry: dict[str, Any]) -> str:

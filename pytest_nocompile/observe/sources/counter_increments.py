@@ -47,14 +47,15 @@ class CounterIncrements:
 
     def __init__(self, emit: Callable[[str, float], None], wanted: Callable[[], Collection[str]],
                  every: Optional[Callable[[], Collection[str]]] = None,
-                 not_counters: Collection[str] = ()) -> None:
+                 not_counters: Callable[[], Collection[str]] = frozenset) -> None:
         self._emit = emit
         # the signals the process reports now (see observe.wanted_signals)
         self._wanted_names = wanted
         self._every = every or wanted  # every signal it could be asked for
-        # other sources' dotted signals ("compile_seconds.dynamo")
-        self._not_counters = tuple(f"{group}." for group in not_counters)
-        self._signals: Optional[frozenset[str]] = None
+        # other sources' groups of dotted signals ("compile_seconds", of "compile_seconds.dynamo")
+        self._not_counters = not_counters
+        self._signals: frozenset[str] = frozenset()
+        self._signals_of: Optional[Collection[str]] = None  # the signals self._signals came from
         # the signals self._wanted was made from
         self._wanted_from: Optional[Collection[str]] = None
         self._wanted: frozenset[tuple[str, str]] = frozenset()
@@ -65,9 +66,12 @@ class CounterIncrements:
     def signals(self) -> frozenset[str]:
         """The counters it may report (``"group.name"``): every dotted signal it could be asked for
         but other sources' own."""
-        if self._signals is None:
-            self._signals = frozenset(name for name in self._every()
-                                      if "." in name and not name.startswith(self._not_counters))
+        every = self._every()
+        if every is not self._signals_of:  # made again only when the kinds change
+            self._signals_of = every
+            others = tuple(f"{group}." for group in self._not_counters())
+            self._signals = frozenset(name for name in every
+                                      if "." in name and not name.startswith(others))
         return self._signals
 
     def arm(self) -> None:

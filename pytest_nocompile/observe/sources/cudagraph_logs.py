@@ -22,7 +22,7 @@ makes them, and torch configures the same objects when it imports the module.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Collection, Optional
 
 from ..log_taps import Fanout, Tap, logging_internals
 
@@ -62,7 +62,8 @@ class CudagraphLogs:
     # no reader.
     signals = frozenset(("cudagraph_rerecord", "cudagraph_skip"))
 
-    def __init__(self, emit: Callable[[str, float, Optional[str]], None]) -> None:
+    def __init__(self, emit: Callable[[str, float, Optional[str]], None],
+                 wanted: Optional[Callable[[], Collection[str]]] = None) -> None:
         self._emit = emit
         # made at the first record: a run that never compiles loads no reader
         self._tracker: Optional[CudagraphTracker] = None

@@ -42,7 +42,7 @@ from __future__ import annotations
 import re
 import sys
 import warnings
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Collection, Optional
 
 from ...vocabulary.health_lines import COMPILE_SYNC_SIGNAL, SYNC_SIGNAL, SYNCS_UNSEEN_SIGNAL
 from ..cpp_syncs import CppSyncs
@@ -68,7 +68,8 @@ class SyncWarnings:
     signals = frozenset((SYNC_SIGNAL, COMPILE_SYNC_SIGNAL, SYNCS_UNSEEN_SIGNAL))
     needs_dynamo = False  # armed for a watched test whether or not dynamo is imported
 
-    def __init__(self, emit: Callable[[str, float, Optional[str]], None]) -> None:
+    def __init__(self, emit: Callable[[str, float, Optional[str]], None],
+                 wanted: Optional[Callable[[], Collection[str]]] = None) -> None:
         self._emit = emit
         # torch._C's (get, set) while armed
         self._modes: Optional[tuple[Callable[[], int], Callable[[int], None]]] = None
@@ -207,6 +208,12 @@ def syncs_not_observed() -> Optional[str]:
             why = f"torch.cuda.is_available() raised {type(error).__name__}"
     _NOT_OBSERVED.append(why)
     return why
+
+
+def why_syncs_not_observed() -> Optional[str]:
+    """:func:`syncs_not_observed`, as the syncs kind says it (``syncs were not observed: ...``)."""
+    why = syncs_not_observed()
+    return None if why is None else f"syncs were not observed: {why}"
 
 
 def _filters_changed() -> None:

@@ -22,7 +22,7 @@ compiles or loads it (``compile_fx_inner``'s argument, ``_compile_fx_inner``'s
 ``graph_kwargs``, ``FxGraphCache.load_with_key``'s argument, or the class of
 AOT autograd's cache entry, ``CompiledBackward``), read from the stack as the
 count passes. The failure text names the other graph of that
-compile id its forward (``vocabulary.health_lines.kernel_lines``).
+compile id its forward (``.kind.kernel_lines``).
 
 ``torch._inductor.metrics`` is imported at arming where it is not yet (some
 6 ms once dynamo is there): inductor is often first imported in the middle
@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Collection, Optional
 
-from ...vocabulary.health_lines import KERNELS_BACKWARD, KERNELS_SIGNAL
-from ..dynamo_state import torch_import_warnings_silenced
+from ...observe.dynamo_state import torch_import_warnings_silenced
+from .kind import KERNELS_BACKWARD, KERNELS_SIGNAL
 
 METRICS = "torch._inductor.metrics"
 HELPER = "CachedMetricsHelper"
@@ -49,7 +49,8 @@ class KernelCounts:
 
     signals = frozenset((KERNELS_SIGNAL,))
 
-    def __init__(self, emit: Callable[[str, float, Optional[str]], None]) -> None:
+    def __init__(self, emit: Callable[[str, float, Optional[str]], None],
+                 wanted: Optional[Callable[[], Collection[str]]] = None) -> None:
         self._emit = emit
         self._helper: Any = None  # torch's CachedMetricsHelper while armed
         # torch's get_deltas and apply_deltas (as found in the class __dict__) and our wrappers,
