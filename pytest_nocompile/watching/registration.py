@@ -37,7 +37,10 @@ def take_kinds_from_gates(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def _add_gate_kinds(pluginmanager: pytest.PytestPluginManager,
                     kinds: Optional[Sequence[BudgetKind]]) -> None:
-    added = KINDS.add(kinds or ())
+    try:
+        added = KINDS.add(kinds or ())
+    except ValueError as error:  # a gate's kind clashes with one there: the gate's to fix
+        raise pytest.UsageError(str(error)) from None
     _ADDED.setdefault(pluginmanager, []).extend(added)
     parser = _PARSERS.get(pluginmanager)
     if parser is not None:
