@@ -56,4 +56,5 @@ def test_the_gates_option_budgets_every_test(user_run: pytest.Pytester) -> None:
         "-p", "nocompile", "-p", "examples.compile_counter_gate", "-p", "no:randomly",
         "-p", "no:cacheprovider", "--max-library-graphs=0")
     result.assert_outcomes(failed=2)  # the marker's 1 wins for test_two_graphs: 2 > 1
-    result.stdout.fnmatch_lines(["1 library graph > max_library_graphs(0) (from --max-library-graphs)"])
+    result.stdout.fnmatch_lines(
+        ["1 library graph > max_library_graphs(0) (from --max-library-graphs)"])
