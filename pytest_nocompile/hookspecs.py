@@ -49,6 +49,12 @@ def pytest_nocompile_kinds() -> Optional[Sequence[BudgetKind]]:
 
 
 @hookspec
+def pytest_nocompile_watch_every_test(config: pytest.Config) -> Optional[bool]:
+    """Whether the run must watch every test, budgeted or not: a feature that reports each test's
+    counts (the JSON report, a baseline) says True. Asked once, as the run's settings are read."""
+
+
+@hookspec
 def pytest_nocompile_watch_opened(watch: Watch) -> None:
     """A watched test's setup begins: its watch and record are open, nothing attached yet.
 

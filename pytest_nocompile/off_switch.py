@@ -19,9 +19,26 @@ OFF_SWITCH = "nocompile-off-switch"  # this module's entry point's name
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     if pluginmanager.is_blocked(PLUGIN):  # an addopts or ini key of the plugin's still parses
+        from .features import built_in_features
         from .watching.registration import add_options
 
         add_options(parser, pluginmanager)
+        for feature in built_in_features():  # their options, not their hooks
+            if hasattr(feature, "pytest_addoption"):
+                feature.pytest_addoption(parser)
+
+
+# First, before any configures: a -p no:nocompile after -p nocompile blocked the plugin after it
+# had registered its features, which must do nothing then.
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    if config.pluginmanager.is_blocked(PLUGIN):
+        from .features import FEATURE_NAMES
+
+        for name in FEATURE_NAMES:
+            feature = config.pluginmanager.get_plugin(name)
+            if feature is not None:
+                config.pluginmanager.unregister(feature, name)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -23,12 +23,10 @@ Every budget kind (recompiles, graph breaks, compiles) comes from the table in
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
 from . import hookspecs, off_switch
-from .features import BUILT_IN
+from .features import FEATURE_NAMES, built_in_features
 from .watching import fixtures, run_notices
 from .watching.marker_typos import MarkerTypos
 from .watching.registration import (
@@ -60,6 +58,9 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     add_options(parser, pluginmanager)
+    # The built-in features, as pytest registers its own plugins, after the core's options: each
+    # adds its own (its pytest_addoption runs as it is registered).
+    register_features(pluginmanager)
     # Loaded by -p nocompile, autoloading off: a -p no:nocompile after it (addopts, then the
     # command line) unregisters this module, and must find the off switch there.
     name = off_switch.OFF_SWITCH
@@ -77,16 +78,19 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     return 0 if check.live else 1
 
 
+def register_features(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Register the built-in features, each under ``nocompile-<name>``."""
+    for name, feature in zip(FEATURE_NAMES, built_in_features()):
+        if not pluginmanager.has_plugin(name):
+            pluginmanager.register(feature, name)
+
+
+# First: the features' own pytest_configure read the settings.
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
     settings = config.stash[SETTINGS_KEY] = RunSettings(config)
     name_gates_to_children(config)
-    # The built-in features, as pytest registers its own plugins: here, once the settings they
-    # read are there (each one's pytest_configure runs as it is registered), and only where the
-    # plugin is on (a -p no:nocompile after -p nocompile unregisters this module before).
-    for name in BUILT_IN:
-        feature = importlib.import_module(f"{__package__}.features.{name}")
-        config.pluginmanager.register(feature, f"nocompile-{name}")
     results = Results(settings, config)
     # Before the results: its summary lines come after their table (pytest calls the last
     # registered first).

@@ -22,7 +22,8 @@ FEATURES = PACKAGE / "features"
 # The modules that register and re-export the features, as pytest registers its default plugins;
 # and the command line's, which runs a feature's command (`python -m pytest_nocompile merge`).
 REGISTRARS = {PACKAGE / "plugin.py", PACKAGE / "__init__.py", PACKAGE / "__main__.py",
-              PACKAGE / "assertions.py"}  # the block assertions' first import path, re-exported
+              PACKAGE / "assertions.py",  # the block assertions' first import path, re-exported
+              PACKAGE / "off_switch.py"}  # an entry point: the features' options, the plugin off
 FEATURE_LINES = 800
 
 
@@ -90,7 +91,7 @@ def test_the_hooks_are_declared_once_and_registered_by_the_plugin(
         "pytest_nocompile_test_reported", "pytest_nocompile_terminal_summary",
         "pytest_nocompile_run_finished", "pytest_nocompile_regression_check",
         "pytest_nocompile_read_contract", "pytest_nocompile_shown_in_failure",
-        "pytest_nocompile_kinds",
+        "pytest_nocompile_kinds", "pytest_nocompile_watch_every_test",
     ])
     config = pytester.parseconfigure("-p", "nocompile")
     for name in declared:

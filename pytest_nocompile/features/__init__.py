@@ -1,6 +1,18 @@
 """The features of pytest-nocompile, each an island: a pytest plugin on the hooks of
 :mod:`..hookspecs`, registered by :mod:`..plugin`. No core module imports one."""
 
+from __future__ import annotations
+
+import importlib
+import types
+
 # Registered in this order, each under the name "nocompile-<name>".
 BUILT_IN = ("strict", "reports", "baselines", "traces", "caches", "contracts", "kernels",
             "block_assertions", "cudagraphs")
+# The names they are registered under.
+FEATURE_NAMES = tuple(f"nocompile-{name}" for name in BUILT_IN)
+
+
+def built_in_features() -> list[types.ModuleType]:
+    """The built-in features' modules, in :data:`BUILT_IN`'s order (imported here)."""
+    return [importlib.import_module(f"{__name__}.{name}") for name in BUILT_IN]

@@ -20,7 +20,7 @@ from ..vocabulary.kinds import (
     USER_ONLY_OPTION,
     BudgetKind,
 )
-from .settings import SWITCHES, count_argument
+from .settings import SWITCHES, count_argument, option_group
 
 # The kinds each run's gates added (pytest_nocompile_kinds), by plugin manager, and the parser
 # their options go to once it is there: a nested run's gates leave with it.
@@ -79,7 +79,7 @@ def name_gates_to_children(config: pytest.Config) -> None:
 def _add_kind_options(parser: pytest.Parser, kind: BudgetKind) -> None:
     # "nocompile:" first, on the option's own line: `pytest --help | grep -i nocompile` finds
     # the budget options, whose names do not say whose they are.
-    group = parser.getgroup("nocompile", "torch.compile recompile budgets (pytest-nocompile)")
+    group = option_group(parser)
     budget = f"{kind.noun} floor (fewest allowed)" if kind.is_floor else f"{kind.noun} budget"
     group.addoption(kind.option, dest=kind.marker, type=count_argument(kind.measure),
                     default=None, metavar=kind.measure.symbol,
@@ -92,7 +92,7 @@ def _add_kind_options(parser: pytest.Parser, kind: BudgetKind) -> None:
 
 def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     """The options and ini keys (the off switch's too: addopts and ini files still parse)."""
-    group = parser.getgroup("nocompile", "torch.compile recompile budgets (pytest-nocompile)")
+    group = option_group(parser)
     for kind in KINDS:
         _add_kind_options(parser, kind)
     _PARSERS[pluginmanager] = parser
@@ -120,42 +120,12 @@ def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager
     parser.addini("nocompile_table", type="string", default="auto",
                   help=f"which tests the summary table lists: {', '.join(TABLE_CHOICES)} "
                   f"(default: auto) [pytest-nocompile]")
-    group.addoption("--nocompile-json", metavar="PATH", default=None,
-                    help="write a JSON report of every test's compiles, recompiles and graph "
-                    "breaks")
-    group.addoption("--nocompile-save", metavar="PATH", default=None,
-                    help="write a baseline of per-test recompile, graph-break and compile counts; "
-                    "the entries of tests that did not run or failed are kept")
-    group.addoption("--nocompile-save-replace", action="store_true", default=False,
-                    help="with --nocompile-save: drop this torch's entries of tests not in the run")
-    group.addoption("--nocompile-save-failed", action="store_true", default=False,
-                    help="with --nocompile-save: save the counts of tests that failed too")
-    group.addoption("--nocompile-compare", metavar="PATH", default=None,
-                    help="fail the run when a test's recompiles, graph breaks or compiles rose "
-                    "against this baseline")
-    group.addoption("--nocompile-trace-dir", metavar="DIR", default=None,
-                    help="keep torch's structured trace (TORCH_TRACE, for tlparse) of each failing "
-                    "watched test, per process and rank, in DIR/<test>/; passing tests keep "
-                    "nothing (ini: nocompile_trace_dir)")
-    parser.addini("nocompile_trace_dir", type="string", default=None,
-                  help="folder for failing watched tests' structured traces, relative to the ini "
-                  "file (default: none, off) [pytest-nocompile]")
-    group.addoption("--nocompile-private-caches", action="store_true", default=None,
-                    help="give each process that runs tests (each xdist worker) its own torch "
-                    "compile caches, under pytest's base temp folder, for the session "
-                    "(ini: nocompile_private_caches)")
-    parser.addini("nocompile_private_caches", type="bool", default=False,
-                  help="own torch compile caches for each xdist worker (default: false) "
-                  "[pytest-nocompile]")
     group.addoption("--nocompile-check-hook", action="store_true", default=False,
                     help="start a Python as a test's child process would start, say whether "
                     "pytest-nocompile's start-up hook answered in it, and exit (0: live, 1: not "
                     "live); runs no tests")
     for switch in SWITCHES:
-        group.addoption(switch.option, action="store_true", default=None,
-                        help=f"{switch.option_help} (ini: {switch.ini})")
-        parser.addini(switch.ini, type="bool", default=True,
-                      help=f"{switch.ini_help} [pytest-nocompile]")
+        switch.add_to(parser)
 
 
 def register_markers(config: pytest.Config) -> None:

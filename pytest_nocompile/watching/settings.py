@@ -86,6 +86,11 @@ def _ini_count(config: pytest.Config, key: str, measure: Measure = COUNT) -> Opt
         raise pytest.UsageError(str(error)) from None
 
 
+def option_group(parser: pytest.Parser) -> pytest.OptionGroup:
+    """The plugin's group of options in ``pytest --help``, where every island adds its own."""
+    return parser.getgroup("nocompile", "torch.compile recompile budgets (pytest-nocompile)")
+
+
 class Switch:
     """A behaviour on by default: an ini key (bool, default true) turns it off, and so does a
     store-true option."""
@@ -94,6 +99,13 @@ class Switch:
 
     def __init__(self, option: str, ini: str, option_help: str, ini_help: str) -> None:
         self.option, self.ini, self.option_help, self.ini_help = option, ini, option_help, ini_help
+
+    def add_to(self, parser: pytest.Parser) -> None:
+        """Its option, in the plugin's group, and its ini key."""
+        option_group(parser).addoption(self.option, action="store_true", default=None,
+                                       help=f"{self.option_help} (ini: {self.ini})")
+        parser.addini(self.ini, type="bool", default=True,
+                      help=f"{self.ini_help} [pytest-nocompile]")
 
     def is_on(self, config: pytest.Config) -> bool:
         return bool(not config.getoption(self.option.lstrip("-").replace("-", "_"))
@@ -110,12 +122,7 @@ WATCH_CHILDREN = Switch("--nocompile-no-subprocess", "nocompile_subprocess",
                         "torchrun); only the test's own process counts",
                         "count recompiles of the processes a watched test starts, per process "
                         "(default: true)")
-DROP_TRACE_LOGS = Switch("--nocompile-keep-trace-logs", "nocompile_drop_trace_logs",
-                         "keep torch's structured-trace records (torch.__trace) in pytest's "
-                         "captured logs",
-                         "leave torch.__trace records out of pytest's captured logs (default: "
-                         "true)")
-SWITCHES = (ISOLATE, WATCH_CHILDREN, DROP_TRACE_LOGS)
+SWITCHES = (ISOLATE, WATCH_CHILDREN)
 # The run's settings, in its config's stash: read by the features (pytest_nocompile.features).
 SETTINGS_KEY = pytest.StashKey["RunSettings"]()
 
@@ -130,19 +137,12 @@ class RunSettings:
         self.strict_by_default = bool(config.getoption("nocompile_strict")
                                       or config.getini("nocompile_strict"))
         self.watch_children = WATCH_CHILDREN.is_on(config)
-        self.private_caches = bool(config.getoption("nocompile_private_caches")
-                                   or config.getini("nocompile_private_caches"))
         self.default_budget = _default_budget(config)
-        self.json_path: Optional[str] = config.getoption("nocompile_json")
-        self.save_path: Optional[str] = config.getoption("nocompile_save")
-        # Drop the entries of tests that did not run; save failed tests' counts too.
-        self.save_replace = bool(config.getoption("nocompile_save_replace"))
-        self.save_failed = bool(config.getoption("nocompile_save_failed"))
-        self.compare_path: Optional[str] = config.getoption("nocompile_compare")
         self.report_requested = bool(config.getoption("nocompile_report"))
         self.table = _table_choice(config)
-        self.watch_every_test = bool(self.report_requested or self.json_path or self.save_path
-                                     or self.compare_path)
+        # the table of every test asked for, or a feature's report of every test (JSON, baseline)
+        self.watch_every_test = bool(self.report_requested or any(
+            config.hook.pytest_nocompile_watch_every_test(config=config)))
         # a test with no marker
         self.watch_by_default = self.watch_every_test or self.default_budget.budgeted
         self.is_worker = hasattr(config, "workerinput")

@@ -4,7 +4,10 @@ reason is new against it, saying which test, what rose and why; ``python -m pyte
 merge`` merges the baselines or JSON reports of shards (:mod:`.merge`). Files are written with
 the JSON report's writer (:mod:`..reports.json_report`).
 
-Hooks: ``pytest_configure`` (the options' usage errors; the baseline to compare with, loaded),
+Hooks: ``pytest_addoption`` (``--nocompile-save``, ``--nocompile-save-replace``,
+``--nocompile-save-failed``, ``--nocompile-compare``), ``pytest_nocompile_watch_every_test`` (a
+baseline of every test), ``pytest_configure`` (the options' usage errors; the baseline to compare
+with, loaded),
 ``pytest_nocompile_run_finished`` (compare, before the JSON report is written, which carries each
 test's regressions; save), ``pytest_nocompile_terminal_summary`` (the comparison and what was
 saved, after the other features' lines), ``pytest_sessionfinish`` (why the run failed, after
@@ -17,18 +20,48 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, Optional
 
 import pytest
 
-from ...watching.settings import SETTINGS_KEY
+from ...watching.settings import SETTINGS_KEY, option_group
 
 if TYPE_CHECKING:
     from ...judge.result import TestResult
-    from ...watching.settings import RunSettings
     from .baseline import Baseline, Comparison, SavedBaseline
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = option_group(parser)
+    group.addoption("--nocompile-save", metavar="PATH", default=None,
+                    help="write a baseline of per-test recompile, graph-break and compile counts; "
+                    "the entries of tests that did not run or failed are kept")
+    group.addoption("--nocompile-save-replace", action="store_true", default=False,
+                    help="with --nocompile-save: drop this torch's entries of tests not in the run")
+    group.addoption("--nocompile-save-failed", action="store_true", default=False,
+                    help="with --nocompile-save: save the counts of tests that failed too")
+    group.addoption("--nocompile-compare", metavar="PATH", default=None,
+                    help="fail the run when a test's recompiles, graph breaks or compiles rose "
+                    "against this baseline")
+
+
+class BaselineOptions:
+    """What the run's options say of baselines, and whether this process is an xdist worker."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.save_path: Optional[str] = config.getoption("nocompile_save")
+        # Drop the entries of tests that did not run; save failed tests' counts too.
+        self.save_replace = bool(config.getoption("nocompile_save_replace"))
+        self.save_failed = bool(config.getoption("nocompile_save_failed"))
+        self.compare_path: Optional[str] = config.getoption("nocompile_compare")
+        self.is_worker = config.stash[SETTINGS_KEY].is_worker
+
+
+@pytest.hookimpl
+def pytest_nocompile_watch_every_test(config: pytest.Config) -> bool:
+    return bool(config.getoption("nocompile_save") or config.getoption("nocompile_compare"))
 
 
 class BaselineRun:
     """Per run: the baseline compared with, the comparison, and what was saved."""
 
-    def __init__(self, settings: RunSettings, baseline: Optional[Baseline]) -> None:
+    def __init__(self, settings: BaselineOptions, baseline: Optional[Baseline]) -> None:
         self.settings = settings
         # to compare with (None: --nocompile-compare not given, or on a worker)
         self.baseline = baseline
@@ -124,7 +157,7 @@ class BaselineRun:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    settings = config.stash[SETTINGS_KEY]
+    settings = BaselineOptions(config)
     baseline = None
     if not settings.is_worker:
         _check_save_options(settings)
@@ -133,7 +166,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(BaselineRun(settings, baseline), "nocompile-baseline-run")
 
 
-def _check_save_options(settings: RunSettings) -> None:
+def _check_save_options(settings: BaselineOptions) -> None:
     save_options = {"--nocompile-save-replace": settings.save_replace,
                     "--nocompile-save-failed": settings.save_failed}
     for option, given in save_options.items():
@@ -148,7 +181,7 @@ def _check_save_options(settings: RunSettings) -> None:
                 f"--nocompile-save={settings.save_path}: cannot write there: {problem}")
 
 
-def _baseline_to_compare(settings: RunSettings) -> Optional[Baseline]:
+def _baseline_to_compare(settings: BaselineOptions) -> Optional[Baseline]:
     if not settings.compare_path:
         return None
     from .baseline import BaselineError, load_baseline

@@ -3,7 +3,8 @@ fresh processes sharing one private compile cache: :mod:`.warm_start`), and
 ``--nocompile-private-caches`` (compile caches of its own for each process that runs tests:
 :mod:`.private_caches`), both on the cache folders of :mod:`.compile_caches`.
 
-Hooks: ``pytest_configure`` (registers the private caches' session fixture, where asked);
+Hooks: ``pytest_addoption`` (``--nocompile-private-caches`` and its ini key),
+``pytest_configure`` (registers the private caches' session fixture, where asked);
 the fixture ``nocompile_warm_start``.
 """
 
@@ -13,16 +14,27 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ...watching.settings import SETTINGS_KEY
+from ...watching.settings import SETTINGS_KEY, option_group
 
 if TYPE_CHECKING:
     from .warm_start import Target, WarmStart, WarmStartRunner
 
 
-# Registered by the plugin's own pytest_configure once it has read the run's settings.
+def pytest_addoption(parser: pytest.Parser) -> None:
+    option_group(parser).addoption(
+        "--nocompile-private-caches", action="store_true", default=None,
+        help="give each process that runs tests (each xdist worker) its own torch compile "
+        "caches, under pytest's base temp folder, for the session "
+        "(ini: nocompile_private_caches)")
+    parser.addini("nocompile_private_caches", type="bool", default=False,
+                  help="own torch compile caches for each xdist worker (default: false) "
+                  "[pytest-nocompile]")
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    settings = config.stash[SETTINGS_KEY]
-    if settings.private_caches and not settings.is_xdist_controller:
+    private = bool(config.getoption("nocompile_private_caches")
+                   or config.getini("nocompile_private_caches"))
+    if private and not config.stash[SETTINGS_KEY].is_xdist_controller:
         from . import private_caches
 
         config.pluginmanager.register(private_caches, "nocompile-private-caches")

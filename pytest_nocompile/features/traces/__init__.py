@@ -3,8 +3,9 @@ for tlparse) of each failing watched test, per process and rank, in ``DIR/<test>
 (:mod:`.folders`, :mod:`.structured_trace`); and torch's trace records are kept out of
 pytest's captured logs (:mod:`.captured_logs`, ``--nocompile-keep-trace-logs`` keeps them).
 
-Hooks: ``pytest_configure`` (reads where traces go and registers the run's
-:class:`~.folders.TraceFolders`, which implements ``pytest_nocompile_watch_opened``,
+Hooks: ``pytest_addoption`` (``--nocompile-trace-dir`` and its ini key,
+``--nocompile-keep-trace-logs``), ``pytest_configure`` (reads where traces go and registers the
+run's :class:`~.folders.TraceFolders`, which implements ``pytest_nocompile_watch_opened``,
 ``pytest_nocompile_record_attached``, ``pytest_nocompile_watch_closed``,
 ``pytest_nocompile_test_ended`` and ``pytest_nocompile_test_reported``),
 ``pytest_sessionstart`` (the captured-log filter),
@@ -20,11 +21,29 @@ from typing import Any, Optional
 
 import pytest
 
-from ...watching.settings import DROP_TRACE_LOGS, SETTINGS_KEY
+from ...watching.settings import SETTINGS_KEY, Switch, option_group
+
+DROP_TRACE_LOGS = Switch("--nocompile-keep-trace-logs", "nocompile_drop_trace_logs",
+                         "keep torch's structured-trace records (torch.__trace) in pytest's "
+                         "captured logs",
+                         "leave torch.__trace records out of pytest's captured logs (default: "
+                         "true)")
 
 # Where the run keeps traces, in its config's stash: (folder or None, which option said it, the
 # user's own TORCH_TRACE folder that leaves it unused or None).
 _TRACE_DIR_KEY = pytest.StashKey["tuple[Optional[str], str, Optional[str]]"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    option_group(parser).addoption(
+        "--nocompile-trace-dir", metavar="DIR", default=None,
+        help="keep torch's structured trace (TORCH_TRACE, for tlparse) of each failing watched "
+        "test, per process and rank, in DIR/<test>/; passing tests keep nothing "
+        "(ini: nocompile_trace_dir)")
+    parser.addini("nocompile_trace_dir", type="string", default=None,
+                  help="folder for failing watched tests' structured traces, relative to the ini "
+                  "file (default: none, off) [pytest-nocompile]")
+    DROP_TRACE_LOGS.add_to(parser)
 
 
 def trace_dir(config: pytest.Config) -> tuple[Optional[str], str, Optional[str]]:
@@ -49,8 +68,9 @@ def trace_dir(config: pytest.Config) -> tuple[Optional[str], str, Optional[str]]
     return os.path.abspath(os.path.join(base, os.path.expanduser(chosen))), given_by, None
 
 
-# Registered by the plugin's own pytest_configure once it has read the run's settings (after the
-# baselines feature, which answers the regression check).
+# Last: after the plugin has read the run's settings and the baselines feature has registered
+# what answers the regression check.
+@pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     folder, given_by, unused = config.stash[_TRACE_DIR_KEY] = trace_dir(config)
     if folder is None:
