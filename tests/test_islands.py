@@ -22,7 +22,9 @@ FEATURES = PACKAGE / "features"
 # The modules that register and re-export the features, as pytest registers its default plugins;
 # and the command line's, which runs a feature's command (`python -m pytest_nocompile merge`).
 REGISTRARS = {PACKAGE / "plugin.py", PACKAGE / "__init__.py", PACKAGE / "__main__.py",
-              PACKAGE / "assertions.py"}  # the block assertions' first import path, re-exported
+              PACKAGE / "assertions.py",  # the block assertions' first import path, re-exported
+              # the path the start-up files an environment installed name (the child start-up's)
+              PACKAGE / "processes" / "hook.py"}
 FEATURE_LINES = 800
 
 
@@ -86,7 +88,8 @@ def test_the_hooks_are_declared_once_and_registered_by_the_plugin(
     assert declared == sorted([
         "pytest_nocompile_watch_opened", "pytest_nocompile_record_attached",
         "pytest_nocompile_call_started", "pytest_nocompile_call_ended",
-        "pytest_nocompile_watch_closed", "pytest_nocompile_test_ended",
+        "pytest_nocompile_teardown_started", "pytest_nocompile_watch_closed",
+        "pytest_nocompile_test_ended",
         "pytest_nocompile_test_reported", "pytest_nocompile_terminal_summary",
         "pytest_nocompile_run_finished", "pytest_nocompile_regression_check",
         "pytest_nocompile_read_contract", "pytest_nocompile_shown_in_failure",

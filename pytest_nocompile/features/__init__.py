@@ -3,4 +3,4 @@
 
 # Registered in this order, each under the name "nocompile-<name>".
 BUILT_IN = ("strict", "reports", "baselines", "traces", "caches", "contracts",
-            "block_assertions", "cudagraphs")
+            "block_assertions", "cudagraphs", "child_startup", "child_events", "children")

@@ -19,7 +19,6 @@ import pytest
 if TYPE_CHECKING:
     from ..judge.budget import RecompileBudget
     from ..observe.capture import DynamoLogs
-    from ..processes.children import TestReports
     from ..record.record import RecompileRecord
     from ..vocabulary.kinds import BudgetKind
     from .planning import Plan
@@ -52,7 +51,7 @@ class CompileTimeWarning(NotMeasuredWarning):
 class Watch:
     """A watched test: its budget and record from setup on, or why its marker is unusable."""
 
-    __slots__ = ("budget", "record", "usage_error", "plan", "over", "broken", "problem", "reports",
+    __slots__ = ("budget", "record", "usage_error", "plan", "over", "broken", "problem",
                  "attached", "closed", "nodeid", "item", "reading", "feature_state")
 
     def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord],
@@ -66,7 +65,6 @@ class Watch:
         # the contracts broken (name, failure), judged then too
         self.broken: Optional[list[tuple[str, str]]] = None
         self.problem: Optional[str] = None  # why capture could not start when dynamo arrived
-        self.reports: Optional[TestReports] = None  # where the test's child processes report
         self.attached = False  # dynamo's logs in this process reach the record
         self.closed = False
         self.nodeid = ""  # the test's, once opened
@@ -243,15 +241,14 @@ def watch_of(config: pytest.Config, nodeid: str) -> Optional[Watch]:
 
 
 def end_warnings(record: RecompileRecord) -> list[pytest.PytestWarning]:
-    """The warnings a test ends with: its processes' report problems, and each compile error dynamo
-    swallowed."""
-    if record.empty():
+    """The warnings a test ends with: each compile error dynamo swallowed (the features add
+    theirs)."""
+    # a swallowed compile error is a health event: none was swallowed
+    if record.empty() or not record.any_health():
         return []
-    if not record.any_health():  # a swallowed compile error is a health event: none was swallowed
-        return [*record.child_warnings()]
     from .swallowed import swallowed_error_warnings
 
-    return [*record.child_warnings(), *swallowed_error_warnings(record)]
+    return [*swallowed_error_warnings(record)]
 
 
 def warn_if_compiled_unwatched(item: pytest.Item) -> None:

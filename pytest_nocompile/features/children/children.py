@@ -4,10 +4,10 @@ report, and for how long.
 Each phase of a watched test has a folder of its own under the run's folder
 (:mod:`.run_folders`: ``<tempdir>/pytest-nocompile-of-<user>/run-<pid>-<random>/``),
 ``<n>/setup``, ``<n>/call`` and ``<n>/teardown``, named in
-:data:`~.event_files.ENV_VAR` while that phase runs. A process inherits the
+:data:`~..child_startup.event_writer.ENV_VAR` while that phase runs. A process inherits the
 variable when it starts, so the folder it reports to says which phase
 started it: only processes started in the test's call count against the
-test. Beside it, :data:`~.event_files.READS_SYNCS_VAR` tells them whether the
+test. Beside it, :data:`~..child_startup.event_writer.READS_SYNCS_VAR` tells them whether the
 run reads syncs: only then do they turn torch's sync debug mode on. A process
 started in setup or teardown (a fixture's server) is reported in that phase, "not
 counted", whenever it compiles. Afterwards the variable is as the test found it
@@ -20,18 +20,24 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from ..observe import wanted_signals
-from ..vocabulary.health_lines import SYNC_SIGNAL
-from .hook import ENV_VAR, READS_SYNCS_VAR
+import pytest
+
+from ...observe import wanted_signals
+from ...vocabulary.health_lines import SYNC_SIGNAL
+from ...vocabulary.measures import plural
+from ..child_startup.hook import ENV_VAR, READS_SYNCS_VAR
 
 if TYPE_CHECKING:
-    from .event_files import EventDirectory, Reading
+    from ...record.record import RecompileRecord
+    from ...watching.watch import Watch
+    from ..child_events.event_files import EventDirectory, Reading
     from .run_folders import RunFolder
 
-# The event files' reader (.event_files) loads when a test's process first wrote, or
-# its folder is unusable.
+# The event files' reader (..child_events.event_files) loads when a test's process first wrote,
+# or its folder is unusable.
+_STATE = "children"  # the test's TestReports, in its watch's feature_state
 
 class TestReports:
     """One watched test's reports: ``<n>/`` with a folder per phase, each process's lines tagged
@@ -79,12 +85,12 @@ class TestReports:
                 if self._usable or os.access(self.run, os.W_OK | os.X_OK):
                     self._usable = True
                     return None
-                from .event_files import Reading, unusable
+                from ..child_events.event_files import Reading, unusable
 
                 reading = Reading()
                 reading.problem = unusable(self.run, self.path)
                 return reading
-        from .event_files import EventDirectory, Reading
+        from ..child_events.event_files import EventDirectory, Reading
 
         reading = Reading()
         current = self._phases[-1]
@@ -99,6 +105,21 @@ class TestReports:
                 lines.started_in = phase  # the folder says it, whatever the process wrote
         return reading
 
+    # A record's reports (record.ProcessReports): the test's processes report here.
+    def read_into(self, record: RecompileRecord, final: bool) -> None:
+        reading = self.read(final)
+        # else nothing to load the intake for
+        if reading is not None and (reading.files or reading.unreported or reading.problem):
+            from ..child_events.child_intake import take
+
+            take(record, reading, self.path)
+
+    def warnings(self, skipped: dict[str, list[str]],
+                 problems: list[str]) -> list[pytest.PytestWarning]:
+        from ..child_events.child_lines import report_warnings
+
+        return report_warnings(skipped, problems)
+
     def fixtures_reported(self) -> bool:
         """Whether a process started in setup or teardown (a fixture's, which may outlive
         the test) has written."""
@@ -107,7 +128,7 @@ class TestReports:
 
     def remove(self, just_read: bool = False) -> None:
         if self._written if just_read else os.access(self.base, os.F_OK):
-            from .run_folders import remove_test_folder
+            from ..child_events.tree_removal import remove_test_folder
 
             remove_test_folder(self.base)
             self._written = False
@@ -115,11 +136,14 @@ class TestReports:
 
 class ChildReports:
     """Per run, in each process that runs tests: the run's folder, a folder per watched test's
-    phase, and the variable."""
+    phase, and the variable; a plugin on the hooks of a watched test's life."""
 
     def __init__(self) -> None:
         self._run: Optional[RunFolder] = None  # made with the first watched test
         self._tests = 0
+        # Tests whose fixtures started processes that reported: (node id, record, how many
+        # recompiles each child had reported by the test's end, by its key).
+        self._after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
         # The variable as every test finds it: set only when pytest itself runs in a watched test's
         # process. Read once: a lookup of an absent variable raises and catches a KeyError, every
         # test.
@@ -134,7 +158,7 @@ class ChildReports:
         if self._run is None:
             import tempfile
 
-            from .hook import install_fork_handler
+            from ..child_startup.hook import install_fork_handler
             from .run_folders import RunFolder
 
             self._run = RunFolder.make(tempfile.gettempdir())  # removes dead runs' folders first
@@ -182,7 +206,59 @@ class ChildReports:
             os.environ.pop(READS_SYNCS_VAR, None)  # the test may have removed it itself
         self._syncs_now = value
 
-    def close(self) -> None:
+    # -- the hooks of a watched test's life (..hookspecs) ----------------------------------------
+
+    def pytest_nocompile_watch_opened(self, watch: Watch) -> None:
+        assert watch.record is not None  # an open watch has one
+        reports = watch.feature_state[_STATE] = self.begin()
+        watch.record.read_children_from(reports)
+
+    def pytest_nocompile_call_started(self, watch: Watch) -> None:
+        reports = watch.feature_state.get(_STATE)
+        if reports is not None:
+            self.enter(reports, "call")  # only processes started from here on count
+
+    def pytest_nocompile_teardown_started(self, watch: Watch) -> None:
+        reports = watch.feature_state.get(_STATE)
+        if reports is not None:
+            self.enter(reports, "teardown")
+
+    def pytest_nocompile_watch_closed(self, watch: Watch) -> None:
+        reports = watch.feature_state.pop(_STATE, None)
+        record = watch.record
+        if reports is None or record is None:
+            return
+        record.read_children(final=True)  # the teardown's, for its section
+        # A fixture's process (a session server) may go on compiling after this test: read again
+        # at the run's end.
+        keep = reports.fixtures_reported()
+        if keep:
+            self._after_their_test.append((watch.nodeid, record, {
+                key: len(child.recompiles) for key, child in record.children.items()}))
+        self.end(reports, just_read=True, keep=keep)
+
+    def pytest_nocompile_test_ended(self, watch: Watch) -> Optional[list[pytest.PytestWarning]]:
+        return watch.record.child_warnings() if watch.record is not None else None
+
+    def pytest_nocompile_run_finished(self, results: Any) -> None:
+        results.summary_notes += self._recompiled_after_their_test()
+
+    def _recompiled_after_their_test(self) -> list[str]:
+        """What processes that fixtures started recompiled after their test ended (each record read
+        anew): a line each, counted against no test."""
+        lines = []
+        for nodeid, record, sizes in self._after_their_test:
+            record.read_children(final=True)  # what they wrote since their test ended
+            for key, child in record.children.items():
+                late = len(child.recompiles) - sizes.get(key, 0)
+                if late > 0:
+                    lines.append(f"{child.info} (started in the {child.recompiles[-1].phase} of "
+                                 f"{nodeid}): {plural(late, 'recompile')} after that test "
+                                 "ended, not counted")
+        self._after_their_test = []
+        return lines
+
+    def pytest_unconfigure(self) -> None:
         """The run ended: remove its folder, with whatever a straggling process wrote late."""
         if self._run is not None:
             self._run.remove()
