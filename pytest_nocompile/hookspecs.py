@@ -60,12 +60,6 @@ def pytest_nocompile_call_ended(watch: Watch, error: Optional[BaseException]) ->
 
 
 @hookspec
-def pytest_nocompile_teardown_started(watch: Watch) -> None:
-    """The test's teardown begins (its fixtures are finalized next); not called for a test that
-    failed its setup for a usage error."""
-
-
-@hookspec
 def pytest_nocompile_watch_closed(watch: Watch) -> None:
     """The test's watch closes, after its teardown (or when an interrupted test leaves): undo
     what was set up for it. Called once per watch."""

@@ -88,8 +88,7 @@ def test_the_hooks_are_declared_once_and_registered_by_the_plugin(
     assert declared == sorted([
         "pytest_nocompile_watch_opened", "pytest_nocompile_record_attached",
         "pytest_nocompile_call_started", "pytest_nocompile_call_ended",
-        "pytest_nocompile_teardown_started", "pytest_nocompile_watch_closed",
-        "pytest_nocompile_test_ended",
+        "pytest_nocompile_watch_closed", "pytest_nocompile_test_ended",
         "pytest_nocompile_test_reported", "pytest_nocompile_terminal_summary",
         "pytest_nocompile_run_finished", "pytest_nocompile_regression_check",
         "pytest_nocompile_read_contract", "pytest_nocompile_shown_in_failure",

@@ -51,7 +51,8 @@ if TYPE_CHECKING:
 
 
 class ProcessReports(Protocol):
-    """Where a test's other processes report (a feature's: the children feature's folders)."""
+    """Where a test's other processes report (a feature's: the children feature's folders), told
+    by the record of the test's phases: methods, not hooks, as they come for every watched test."""
 
     @property
     def path(self) -> str:
@@ -65,6 +66,13 @@ class ProcessReports(Protocol):
     def warnings(self, skipped: dict[str, list[str]],
                  problems: list[str]) -> list[pytest.PytestWarning]:
         """The test's warnings for what was skipped (by where) and those problems."""
+
+    def enter(self, phase: Phase) -> None:
+        """The test's call or teardown begins: processes started from now on are that phase's."""
+
+    def close(self, record: RecompileRecord) -> None:
+        """The test ended: read into ``record`` a last time, and undo what was set up for it."""
+
 
 class RecompileRecord:
     """Everything recorded for one test, and the phase it is in.
@@ -137,9 +145,22 @@ class RecompileRecord:
 
     def start_call(self, at: Optional[float] = None) -> None:
         """The call starts (``at``: its ``time.time()``, for records built from written lines)."""
+        if self._reports is not None:
+            self._reports.enter("call")  # only processes started from here on count
         # children's events are placed by it when read
         self.call_started_at = time.time() if at is None else at
         self.phase = "call"
+
+    def start_teardown(self) -> None:
+        """The test's teardown begins: processes it starts from now on are teardown's."""
+        if self._reports is not None:
+            self._reports.enter("teardown")
+
+    def end_test(self) -> None:
+        """The test ended: its other processes' reports are read a last time (the teardown's, for
+        its section), and what was set up for them is undone."""
+        if self._reports is not None:
+            self._reports.close(self)
 
     def end_call(self) -> None:
         """The call ended: later events are teardown's, and children's counts

@@ -241,14 +241,15 @@ def watch_of(config: pytest.Config, nodeid: str) -> Optional[Watch]:
 
 
 def end_warnings(record: RecompileRecord) -> list[pytest.PytestWarning]:
-    """The warnings a test ends with: each compile error dynamo swallowed (the features add
-    theirs)."""
-    # a swallowed compile error is a health event: none was swallowed
-    if record.empty() or not record.any_health():
+    """The warnings a test ends with: its processes' report problems, and each compile error dynamo
+    swallowed."""
+    if record.empty():
         return []
+    if not record.any_health():  # a swallowed compile error is a health event: none was swallowed
+        return [*record.child_warnings()]
     from .swallowed import swallowed_error_warnings
 
-    return [*swallowed_error_warnings(record)]
+    return [*record.child_warnings(), *swallowed_error_warnings(record)]
 
 
 def warn_if_compiled_unwatched(item: pytest.Item) -> None:

@@ -13,9 +13,8 @@ has done so far:
    anything compiled: the counts start exact at zero either way;
 3. the call is timed and judged: a passing call over budget, or that broke
    a contract (read by the contracts feature), fails;
-4. after teardown the watch closes (the features hear of it: the children
-   feature reads its processes' reports a last time): the record is detached,
-   and the teardown report carries the result.
+4. after teardown the watch closes: the record is detached, its processes'
+   reports are read a last time, and the teardown report carries the result.
 
 torch is never imported here before something else imports it.
 """
@@ -60,8 +59,7 @@ _CPP_SYNCS = __package__.rpartition(".")[0] + ".observe.cpp_syncs"
 # The hooks of ..hookspecs the watcher calls for each watched test.
 PER_TEST_HOOKS = ("pytest_nocompile_watch_opened", "pytest_nocompile_record_attached",
                   "pytest_nocompile_call_started", "pytest_nocompile_call_ended",
-                  "pytest_nocompile_teardown_started", "pytest_nocompile_watch_closed",
-                  "pytest_nocompile_test_ended",
+                  "pytest_nocompile_watch_closed", "pytest_nocompile_test_ended",
                   "pytest_nocompile_test_reported")
 
 
@@ -272,7 +270,7 @@ class Watcher:
     ) -> Generator[None, object, object]:
         watch = self._running(item)
         if watch is not None and watch.record is not None:
-            self._features("pytest_nocompile_teardown_started", watch=watch)
+            watch.record.start_teardown()
         failed = True  # until the teardown ends without raising
         try:
             result = yield
@@ -309,6 +307,7 @@ class Watcher:
             # or attached early (a source that needs no dynamo)
             if capture is not None and (watch.attached or capture.attached(record)):
                 capture.detach(record)
+            record.end_test()
 
     def close_open_watch(self) -> None:
         if self.current is not None:

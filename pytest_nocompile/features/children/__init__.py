@@ -7,9 +7,9 @@ in their environment (:mod:`.children`); what they wrote is read into the test's
 summary table.
 
 Hooks: ``pytest_configure`` (registers the run's :class:`~.children.ChildReports`, which
-implements ``pytest_nocompile_watch_opened``, ``pytest_nocompile_call_started``,
-``pytest_nocompile_teardown_started``, ``pytest_nocompile_watch_closed``,
-``pytest_nocompile_test_ended``, ``pytest_nocompile_run_finished`` and ``pytest_unconfigure``).
+implements ``pytest_nocompile_watch_opened``, ``pytest_nocompile_run_finished`` and
+``pytest_unconfigure``). The test's record then tells its reports of the test's call, teardown
+and end (``record.ProcessReports``): methods, not hooks, at no hook's cost per test.
 """
 
 from __future__ import annotations

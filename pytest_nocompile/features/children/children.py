@@ -31,13 +31,13 @@ from ..child_startup.hook import ENV_VAR, READS_SYNCS_VAR
 
 if TYPE_CHECKING:
     from ...record.record import RecompileRecord
+    from ...vocabulary.events import Phase
     from ...watching.watch import Watch
     from ..child_events.event_files import EventDirectory, Reading
     from .run_folders import RunFolder
 
 # The event files' reader (..child_events.event_files) loads when a test's process first wrote,
 # or its folder is unusable.
-_STATE = "children"  # the test's TestReports, in its watch's feature_state
 
 class TestReports:
     """One watched test's reports: ``<n>/`` with a folder per phase, each process's lines tagged
@@ -48,12 +48,14 @@ class TestReports:
     and the test's first read also looks whether one could have written.
     """
 
-    __slots__ = ("base", "run", "_phases", "_folders", "_written", "_usable")
+    __slots__ = ("base", "run", "nodeid", "_owner", "_phases", "_folders", "_written", "_usable")
     __test__ = False  # not a pytest test class, whatever its name
 
-    def __init__(self, base: str, run: str) -> None:
+    def __init__(self, base: str, run: str, owner: ChildReports, nodeid: str) -> None:
         self.base = base
         self.run = run  # the run's folder, in which a process makes the test's (base)
+        self.nodeid = nodeid
+        self._owner = owner  # the run's, which sets the variables
         self._phases: list[str] = []  # in the order they began
         # by phase, made once the test's folder exists
         self._folders: dict[str, EventDirectory] = {}
@@ -65,7 +67,7 @@ class TestReports:
         """The folder of the phase now running (what the variable names)."""
         return f"{self.base}/{self._phases[-1]}"
 
-    def enter(self, phase: str) -> str:
+    def add_phase(self, phase: str) -> str:
         """A phase begins: processes started from now on report to its folder (returned)."""
         self._phases.append(phase)
         return f"{self.base}/{phase}"
@@ -120,6 +122,12 @@ class TestReports:
 
         return report_warnings(skipped, problems)
 
+    def enter(self, phase: Phase) -> None:
+        self._owner.enter(self, phase)
+
+    def close(self, record: RecompileRecord) -> None:
+        self._owner.close(self, record)
+
     def fixtures_reported(self) -> bool:
         """Whether a process started in setup or teardown (a fixture's, which may outlive
         the test) has written."""
@@ -152,7 +160,7 @@ class ChildReports:
         # as this run last set it: the environment is written only when it changes
         self._syncs_now = self._found_syncs
 
-    def begin(self) -> TestReports:
+    def begin(self, nodeid: str) -> TestReports:
         """A test's setup starts: the processes it starts report to its setup folder (made by
         the first that writes)."""
         if self._run is None:
@@ -165,14 +173,14 @@ class ChildReports:
             install_fork_handler()  # a fork of this process during a test reports on its own
         self._tests += 1
         run = self._run.path
-        reports = TestReports(f"{run}/{self._tests}", run)
+        reports = TestReports(f"{run}/{self._tests}", run, self, nodeid)
         self.enter(reports, "setup")
         return reports
 
     def enter(self, reports: TestReports, phase: str) -> None:
         """The test's call or teardown starts: processes started from now on report
         to that phase's folder."""
-        os.environ[ENV_VAR] = reports.enter(phase)
+        os.environ[ENV_VAR] = reports.add_phase(phase)
         # Whether the run reads syncs (a budget, a block assertion or a report
         # of theirs, seen so far).
         syncs = "1" if SYNC_SIGNAL in wanted_signals.wanted_signals() else self._found_syncs
@@ -206,39 +214,22 @@ class ChildReports:
             os.environ.pop(READS_SYNCS_VAR, None)  # the test may have removed it itself
         self._syncs_now = value
 
-    # -- the hooks of a watched test's life (..hookspecs) ----------------------------------------
-
-    def pytest_nocompile_watch_opened(self, watch: Watch) -> None:
-        assert watch.record is not None  # an open watch has one
-        reports = watch.feature_state[_STATE] = self.begin()
-        watch.record.read_children_from(reports)
-
-    def pytest_nocompile_call_started(self, watch: Watch) -> None:
-        reports = watch.feature_state.get(_STATE)
-        if reports is not None:
-            self.enter(reports, "call")  # only processes started from here on count
-
-    def pytest_nocompile_teardown_started(self, watch: Watch) -> None:
-        reports = watch.feature_state.get(_STATE)
-        if reports is not None:
-            self.enter(reports, "teardown")
-
-    def pytest_nocompile_watch_closed(self, watch: Watch) -> None:
-        reports = watch.feature_state.pop(_STATE, None)
-        record = watch.record
-        if reports is None or record is None:
-            return
-        record.read_children(final=True)  # the teardown's, for its section
+    def close(self, reports: TestReports, record: RecompileRecord) -> None:
+        """The test ended: its reports read a last time, then :meth:`end`."""
+        record.read_children(final=True)
         # A fixture's process (a session server) may go on compiling after this test: read again
         # at the run's end.
         keep = reports.fixtures_reported()
         if keep:
-            self._after_their_test.append((watch.nodeid, record, {
+            self._after_their_test.append((reports.nodeid, record, {
                 key: len(child.recompiles) for key, child in record.children.items()}))
         self.end(reports, just_read=True, keep=keep)
 
-    def pytest_nocompile_test_ended(self, watch: Watch) -> Optional[list[pytest.PytestWarning]]:
-        return watch.record.child_warnings() if watch.record is not None else None
+    # -- the hooks (..hookspecs): the record tells the test's reports of its phases and end ---
+
+    def pytest_nocompile_watch_opened(self, watch: Watch) -> None:
+        assert watch.record is not None  # an open watch has one
+        watch.record.read_children_from(self.begin(watch.nodeid))
 
     def pytest_nocompile_run_finished(self, results: Any) -> None:
         results.summary_notes += self._recompiled_after_their_test()
