@@ -6,7 +6,7 @@ the import line of pytest-nocompile.pth; the .pth on older ones. It runs in
 every Python process of the environment, costs one environment lookup and
 imports nothing more unless PYTEST_NOCOMPILE_EVENTS is set, which a watched
 test's process does only for that test's duration
-(pytest_nocompile/processes/hook.py and startup.py say what it does then).
+(pytest_nocompile/features/child_startup/hook.py and startup.py say what it does then).
 """
 
 from __future__ import annotations

@@ -812,8 +812,9 @@ def collect_rows(empty: Path, env: dict[str, str], runs: int) -> list[list[str]]
 # -- children: the start-up hook that every Python process of the environment runs ---------
 
 HOOK_FILE = "pytest-nocompile.pth"
-# pytest_nocompile.processes.event_files.ENV_VAR, spelled out: the driver imports no plugin module
-# (the version on PYTHONPATH may have none), and the hook reads the variable before importing any.
+# pytest_nocompile.features.child_startup.event_writer.ENV_VAR, spelled out: the driver imports no
+# plugin module (the version on PYTHONPATH may have none), and the hook reads the variable before
+# importing any.
 EVENTS_VAR = "PYTEST_NOCOMPILE_EVENTS"
 MODULES = "import sys; print(' '.join(sorted(sys.modules)))"
 
@@ -958,8 +959,10 @@ def children_tables(root: Path, env: dict[str, str], runs: int) -> str:
     cwd = place
     # each copy is what it claims: its prefix, and the hook or not
     for (label, _), python in pythons.items():
-        check = ("import sys; print(sys.prefix); print('pytest_nocompile.processes.startup' in "
-                 "sys.modules)")
+        # the reporter's module: features/child_startup/ since the children became islands
+        check = ("import sys; print(sys.prefix); print(any(name in sys.modules for name in ("
+                 "'pytest_nocompile.processes.startup', "
+                 "'pytest_nocompile.features.child_startup.startup')))")
         prefix, has_hook = subprocess.run([str(python), "-c", check], cwd=cwd, env=set_env,
                                           capture_output=True, text=True, check=True).stdout.split()
         if Path(prefix) != python.parent.parent or has_hook != str(label == "hook"):

@@ -57,12 +57,15 @@ if TYPE_CHECKING:
         WarmStart as WarmStart,
         WarmStartRunner as WarmStartRunner,
     )
+    from .features.child_events.child_lines import ChildReportWarning as ChildReportWarning
+    from .features.child_startup.hook import (
+        child_env as child_env,
+        watch_this_process as watch_this_process,
+    )
     from .features.contracts.sweeps import SweptSize as SweptSize, sweep_sizes as sweep_sizes
     from .features.traces.folders import TraceWarning as TraceWarning
     from .judge.budget import RecompileBudget as RecompileBudget
     from .judge.result import TestResult as TestResult, Verdict as Verdict
-    from .processes.child_lines import ChildReportWarning as ChildReportWarning
-    from .processes.hook import child_env as child_env, watch_this_process as watch_this_process
     from .record.log import RecompileLog as RecompileLog
     from .vocabulary.events import (
         CodeLocation as CodeLocation,
@@ -127,8 +130,8 @@ _PUBLIC_MODULES = {
     "RecompileEvent": ".vocabulary.events",
     "RecompileLimitHit": ".vocabulary.events",
     "parse_recompile_message": ".vocabulary.events",
-    "child_env": ".processes.hook",
-    "watch_this_process": ".processes.hook",
+    "child_env": ".features.child_startup.hook",
+    "watch_this_process": ".features.child_startup.hook",
     "RecompileLog": ".record.log",
     "SweptSize": ".features.contracts.sweeps",
     "sweep_sizes": ".features.contracts.sweeps",
@@ -142,7 +145,7 @@ _PUBLIC_MODULES = {
     "CompileRun": ".features.caches.warm_start",
     "WarmStart": ".features.caches.warm_start",
     "WarmStartRunner": ".features.caches.warm_start",
-    "ChildReportWarning": ".processes.child_lines",
+    "ChildReportWarning": ".features.child_events.child_lines",
 }
 
 # each also imported above for type checkers, "as" itself: a re-export

@@ -125,8 +125,9 @@ def pytest_nocompile_run_finished(session: pytest.Session, results: Any) -> None
     ``results.outcome(nodeid)`` is its outcome in pytest's words (``passed``, ``failed``,
     ``error``, ``skipped``, ``xfailed``, ``xpassed``); ``results.report_fields`` maps a node id
     to the fields a feature adds to that test's entry of the JSON report (a ``tryfirst``
-    implementation adds them before the report is written). A feature may set
-    ``session.exitstatus``.
+    implementation adds them before the report is written); ``results.summary_notes`` holds the
+    lines shown below the run's summary table, where one is shown (a feature appends to it). A
+    feature may set ``session.exitstatus``.
     """
 
 

@@ -71,7 +71,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("nocompile_check_hook") or config.getoption("help"):
         return None
-    from .processes.hook_check import check_hook
+    from .features.child_startup.hook_check import check_hook
 
     check = check_hook()
     print(check.line, flush=True)

@@ -23,15 +23,15 @@ from typing import Iterator
 import pytest
 
 from nocompile_testing import RunPytest
-from pytest_nocompile.processes import run_folders
-from pytest_nocompile.processes.run_folders import (
+from pytest_nocompile.features.child_events.tree_removal import Budget, remove_tree
+from pytest_nocompile.features.children import run_folders
+from pytest_nocompile.features.children.run_folders import (
     LOCK,
     MARKER,
     PARENT_PREFIX,
     RunFolder,
     remove_dead_runs,
 )
-from pytest_nocompile.processes.tree_removal import Budget, remove_tree
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"
 
@@ -400,7 +400,7 @@ import pytest
 
 REPORTER = """
 import os, sys, time
-from pytest_nocompile.processes.event_files import EventWriter
+from pytest_nocompile.features.child_startup.event_writer import EventWriter
 # read at start, as the start-up hook does
 writer = EventWriter(os.environ["PYTEST_NOCOMPILE_EVENTS"])
 def recompile(n):
@@ -490,7 +490,7 @@ def test_only_processes_started_in_the_call_count_and_a_fixtures_are_shown_by_th
 FORKSERVER_OF_A_FIXTURE = '''
 import multiprocessing, os, time
 import pytest
-from pytest_nocompile.processes.event_files import EventWriter
+from pytest_nocompile.features.child_startup.event_writer import EventWriter
 
 def recompile():
     # What a forked child's reporter does: report where the variable it inherited points.

@@ -17,15 +17,11 @@ from typing import Any
 import pytest
 
 from nocompile_testing import BudgetedRecord, RunPytest, failure_of, judge_record, recorded_messages
+from pytest_nocompile.features.child_events.child_lines import ChildReportWarning
+from pytest_nocompile.features.child_events.event_files import MAX_LINE, EventDirectory
+from pytest_nocompile.features.child_startup.event_writer import MAX_MESSAGE, EventWriter
 from pytest_nocompile.judge.budget import RecompileBudget
 from pytest_nocompile.judge.result import Verdict
-from pytest_nocompile.processes.child_lines import ChildReportWarning
-from pytest_nocompile.processes.event_files import (
-    MAX_LINE,
-    MAX_MESSAGE,
-    EventDirectory,
-    EventWriter,
-)
 from pytest_nocompile.vocabulary.kinds import COMPILES, RECOMPILES
 
 RECOMPILE = recorded_messages("torch-2.13-recompiles.txt")[0]  # f recompiled: n == 2
@@ -542,7 +538,11 @@ def test_children_that_exec_exit_hard_cannot_write_or_run_oddly_are_counted_or_s
 
 
 def test_a_command_line_is_shortened_as_a_shell_reads_it() -> None:
-    from pytest_nocompile.processes.command_line import LONGEST, shortened, this_process
+    from pytest_nocompile.features.child_startup.command_line import (
+        LONGEST,
+        shortened,
+        this_process,
+    )
 
     assert (shortened(["/venv/bin/python", "-u", "train.py", "--lr=0.1"])
             == "python -u train.py --lr=0.1")

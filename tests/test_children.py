@@ -416,6 +416,6 @@ def test_the_start_up_hook_is_installed_and_imports_nothing_unless_asked(tmp_pat
              "'torch', 'logging'))))")
     assert _python(probe).stdout.strip() == "[]"
     armed = _python(probe, **{ENV_VAR: str(tmp_path / "test")}).stdout
-    assert ("pytest_nocompile.processes.startup" in armed and "torch" not in armed
+    assert ("pytest_nocompile.features.child_startup.startup" in armed and "torch" not in armed
             and "logging" not in armed)
     assert not (tmp_path / "test").exists()  # nothing compiled: nothing written

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from nocompile_testing import PRINT_BREAK_REASON, TORCH, RunPytest, expect_lines, recorded_messages
+from pytest_nocompile.features.child_events.child_lines import BadLine, ChildLine
 from pytest_nocompile.features.contracts.rank_comparison import summary
-from pytest_nocompile.processes.child_lines import BadLine, ChildLine
 from pytest_nocompile.record.process_events import ProcessEvents
 from pytest_nocompile.record.snapshot import ProcessSnapshot
 from pytest_nocompile.vocabulary.events import (

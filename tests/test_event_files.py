@@ -14,9 +14,10 @@ from nocompile_testing import (
     recorded_messages,
     with_health_counts,
 )
+from pytest_nocompile.features.child_events.event_files import EventDirectory
+from pytest_nocompile.features.child_startup.event_writer import EventWriter
 from pytest_nocompile.judge.budget import RecompileBudget
 from pytest_nocompile.judge.result import Verdict, count_properties
-from pytest_nocompile.processes.event_files import EventDirectory, EventWriter
 from pytest_nocompile.vocabulary.kinds import GRAPH_BREAKS, RECOMPILES
 
 RECOMPILE = recorded_messages("torch-2.13-recompiles.txt")[0]  # f recompiled: n == 2

@@ -23,7 +23,9 @@ FEATURES = PACKAGE / "features"
 # and the command line's, which runs a feature's command (`python -m pytest_nocompile merge`).
 REGISTRARS = {PACKAGE / "plugin.py", PACKAGE / "__init__.py", PACKAGE / "__main__.py",
               PACKAGE / "assertions.py",  # the block assertions' first import path, re-exported
-              PACKAGE / "off_switch.py"}  # an entry point: the features' options, the plugin off
+              PACKAGE / "off_switch.py",  # an entry point: the features' options, the plugin off
+              # the path the start-up files an environment installed name (the child start-up's)
+              PACKAGE / "processes" / "hook.py"}
 FEATURE_LINES = 800
 
 

@@ -166,8 +166,11 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
         "exceptions", "features", "features.baselines", "features.block_assertions",
-        "features.caches", "features.contracts", "features.cudagraphs", "features.kernels",
-        "features.kernels.kernel_counts", "features.kernels.kind", "features.reports",
+        "features.caches", "features.child_events", "features.child_events.owner",
+        "features.child_startup", "features.child_startup.hook", "features.children",
+        "features.children.children", "features.children.run_folders", "features.contracts",
+        "features.cudagraphs", "features.kernels", "features.kernels.kernel_counts",
+        "features.kernels.kind", "features.reports",
         "features.reports.json_report", "features.strict", "features.traces",
         "features.traces.captured_logs", "hookspecs", "judge", "judge.budget",
         "judge.installed_versions", "judge.result",
@@ -178,8 +181,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
         "observe.sources.instruction_counter",
         "observe.sources.swallowed_errors", "observe.sources.sync_warnings", "observe.user_code",
         "observe.wanted_signals", "off_switch", "output", "output.summary",
-        "plugin", "processes", "processes.children", "processes.hook",
-        "processes.owner", "processes.run_folders", "record", "record.process_events",
+        "plugin", "record", "record.process_events",
         "record.record", "vocabulary", "vocabulary.compile_cost", "vocabulary.health_lines",
         "vocabulary.kinds", "vocabulary.measures", "watching",
         "watching.fixtures", "watching.marker_typos", "watching.planning", "watching.registration",

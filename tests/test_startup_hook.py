@@ -17,8 +17,8 @@ import pytest
 
 import pytest_nocompile
 from nocompile_testing import RunPytest
-from pytest_nocompile.processes import event_files, hook
-from pytest_nocompile.processes.hook_check import check_hook
+from pytest_nocompile.features.child_startup import event_writer as event_files, hook
+from pytest_nocompile.features.child_startup.hook_check import check_hook
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"
 ROOT = Path(__file__).parent.parent
@@ -31,7 +31,7 @@ IMPORTABLE_WITHOUT_SITE = os.pathsep.join([str(Path(pytest_nocompile.__file__).p
 # Prints which hook file ran in the child, and whether it reports.
 PROBE = ("import json, sys; h = sys.modules.get('pytest_nocompile.processes.hook'); "
          "print(json.dumps([getattr(h, 'ran', []), "
-         "'pytest_nocompile.processes.startup' in sys.modules]))")
+         "'pytest_nocompile.features.child_startup.startup' in sys.modules]))")
 
 
 def _python(*args: str, variable: str | None = None) -> subprocess.CompletedProcess[str]:

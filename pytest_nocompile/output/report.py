@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
     from ..judge.budget import RecompileBudget
     from ..record.process_events import ProcessEvents
-    from ..record.record import RecompileRecord
     from ..record.snapshot import ProcessSnapshot, TestSnapshot
 
 SECTION_TITLE = "nocompile recompiles"
@@ -358,21 +357,6 @@ def _outside_the_call(events: ProcessSnapshot, kind: BudgetKind) -> list[HealthE
     if kind.describe_events is None or kind.events != "health":
         return []
     return [event for event in events.signals(kind.signals, None) if event.phase != "call"]
-
-
-def fixture_processes_after_their_test(tests: list[tuple[str, RecompileRecord,
-                                                         dict[str, int]]]) -> list[str]:
-    """What processes that fixtures started recompiled after their test ended (each record read
-    anew): a line each, counted against no test."""
-    lines = []
-    for nodeid, record, sizes in tests:
-        for key, child in record.children.items():
-            late = len(child.recompiles) - sizes.get(key, 0)
-            if late > 0:
-                lines.append(f"{child.info} (started in the {child.recompiles[-1].phase} of "
-                             f"{nodeid}): {plural(late, 'recompile')} after that test "
-                             "ended, not counted")
-    return lines
 
 
 def add_recompile_section(report: pytest.TestReport, snapshot: TestSnapshot, when: str,

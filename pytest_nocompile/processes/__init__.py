@@ -1,5 +1,1 @@
-"""Child processes a test starts: the start-up hook that watches them, the event files they write,
-the run's folders and their removal, and the lines read back, checked, for the test's record.
-
-May import: observe/, vocabulary/. Imported by record/ and the steps after it.
-"""
+"""The path the start-up files installed beside the package name (:mod:`.hook`)."""

@@ -10,15 +10,13 @@ happened in, so "only the call phase counts" is decided here and nowhere
 else: a kind's count is its call-phase events (:attr:`~.kinds.BudgetKind.events`
 names the list).
 
-Child processes the test started report through files (:mod:`.observe.event_files`):
-each is a :class:`ProcessEvents` of the record, like the test's own process,
-with its events placed in setup, call or teardown by when they were logged.
-A budget applies to each process separately. A process is known by the token
-it writes (its pid and a random id), not by its pid: an ``exec`` keeps the
-pid but is another process, shown as ``pid N #2``. Each line is checked
-before it counts (:mod:`.child_lines`); what is skipped, and processes that
-could not report, reach the test as a :class:`~.child_lines.ChildReportWarning`
-once it ends (or fail a budgeted test, when known as its call ends).
+Other processes the test started (its children) reach the record through a
+:class:`ProcessReports` a feature gives it (:meth:`RecompileRecord.read_children_from`; the
+children feature's folders): each is a :class:`ProcessEvents` of the record, like the test's
+own process, with its events placed in setup, call or teardown by when they were logged. A
+budget applies to each process separately. What could not be read, and processes that could not
+report, reach the test as warnings once it ends (or fail a budgeted test, when known as its call
+ends).
 """
 
 from __future__ import annotations
@@ -26,16 +24,15 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional, Protocol
 
 from ..vocabulary.kinds import BudgetKind
 from ..vocabulary.measures import Amount
 from .process_events import ProcessEvents
 
 if TYPE_CHECKING:
-    from ..processes.child_lines import ChildReportWarning
-    from ..processes.children import TestReports
-    from ..processes.event_files import EventDirectory
+    import pytest
+
     from ..vocabulary.events import (
         CodeLocation,
         CompileEvent,
@@ -51,6 +48,31 @@ if TYPE_CHECKING:
 
 # The events and their parser (.events) load with the first event: a suite that
 # never compiles makes a record per watched test and never needs them.
+
+
+class ProcessReports(Protocol):
+    """Where a test's other processes report (a feature's: the children feature's folders), told
+    by the record of the test's phases: methods, not hooks, as they come for every watched test."""
+
+    @property
+    def path(self) -> str:
+        """Where they report, as a problem names it."""
+
+    def read_into(self, record: RecompileRecord, final: bool) -> None:
+        """Add to ``record`` what the processes reported since the last read (``final``: the test
+        ended): their events (to ``record.children``), what was skipped (``record._skipped``) and
+        why they could not report (:meth:`RecompileRecord.note_folder_problem`)."""
+
+    def warnings(self, skipped: dict[str, list[str]],
+                 problems: list[str]) -> list[pytest.PytestWarning]:
+        """The test's warnings for what was skipped (by where) and those problems."""
+
+    def enter(self, phase: Phase) -> None:
+        """The test's call or teardown begins: processes started from now on are that phase's."""
+
+    def close(self, record: RecompileRecord) -> None:
+        """The test ended: read into ``record`` a last time, and undo what was set up for it."""
+
 
 class RecompileRecord:
     """Everything recorded for one test, and the phase it is in.
@@ -74,8 +96,8 @@ class RecompileRecord:
         # by token: the processes the test started that reported
         self.children: dict[str, ProcessEvents] = {}
         # where its child processes report
-        self._reports: Optional[EventDirectory | TestReports] = None
-        # by child's file: the lines not counted, and why (.child_intake adds to them)
+        self._reports: Optional[ProcessReports] = None
+        # by where a child wrote: what was not counted, and why (its reports add to them)
         self._skipped: dict[str, list[str]] = {}
         self._folder_problems: list[str] = []  # why the test's processes could not report at all
         self._problems_shown: set[str] = set()  # in the call's failure: no warning repeats them
@@ -114,7 +136,7 @@ class RecompileRecord:
         return not (own.compiles or own.recompiles or own.limit_hits or own.graph_breaks
                     or own.health or self.children or self._skipped or self._folder_problems)
 
-    def read_children_from(self, reports: EventDirectory | TestReports) -> None:
+    def read_children_from(self, reports: ProcessReports) -> None:
         """Take child processes' events from this directory, at each phase's end and
         whenever they are looked at."""
         self._reports = reports
@@ -123,9 +145,22 @@ class RecompileRecord:
 
     def start_call(self, at: Optional[float] = None) -> None:
         """The call starts (``at``: its ``time.time()``, for records built from written lines)."""
+        if self._reports is not None:
+            self._reports.enter("call")  # only processes started from here on count
         # children's events are placed by it when read
         self.call_started_at = time.time() if at is None else at
         self.phase = "call"
+
+    def start_teardown(self) -> None:
+        """The test's teardown begins: processes it starts from now on are teardown's."""
+        if self._reports is not None:
+            self._reports.enter("teardown")
+
+    def end_test(self) -> None:
+        """The test ended: its other processes' reports are read a last time (the teardown's, for
+        its section), and what was set up for them is undone."""
+        if self._reports is not None:
+            self._reports.close(self)
 
     def end_call(self) -> None:
         """The call ended: later events are teardown's, and children's counts
@@ -206,18 +241,15 @@ class RecompileRecord:
                for problem in child.problems]
         return self._folder_problems + own if self._folder_problems else own
 
-    def child_warnings(self) -> list[ChildReportWarning]:
-        """The test's warnings as it ends, each given once: a file's skipped lines, and processes
-        that could not report (unless a failure said so already)."""
-        if not (self._skipped or self.children or self._folder_problems):
+    def child_warnings(self) -> list[pytest.PytestWarning]:
+        """The test's warnings as it ends, each given once: what was skipped of its processes'
+        reports, and processes that could not report (unless a failure said so already)."""
+        reports = self._reports
+        if reports is None or not (self._skipped or self.children or self._folder_problems):
             return []
-        from ..processes.child_lines import skipped_warning, unreported_warning
-
-        found = [skipped_warning(path, reasons) for path, reasons in self._skipped.items()]
         problems = [problem for problem in self._all_problems()
                     if problem not in self._problems_shown]
-        if problems:
-            found.append(unreported_warning(problems))
+        found = reports.warnings(self._skipped, problems)
         self._skipped, self._problems_shown = {}, self._problems_shown.union(problems)
         return found
 
@@ -238,12 +270,7 @@ class RecompileRecord:
         if reports is None:
             return
         try:
-            reading = reports.read(final)
-            # else nothing to load .child_intake for
-            if reading is not None and (reading.files or reading.unreported or reading.problem):
-                from .child_intake import take
-
-                take(self, reading, reports.path)
+            reports.read_into(self, final)
         except Exception as error:  # a defect of ours: the test must not pay for it
             self.note_folder_problem(f"could not read the reports in {reports.path}: "
                                      f"{type(error).__name__}: {error}")

@@ -30,8 +30,9 @@ class Results:
         self._final_outcomes: dict[str, list[tuple[str, str, bool]]] = {}
         self._idle: dict[tuple[RecompileBudget, tuple[tuple[str, str], ...]],
                          tuple[TestResult, list[tuple[str, object]]]] = {}
-        # fixtures' processes that compiled after their test ended
-        self.after_their_test: list[str] = []
+        # Lines the features add below the summary table (the children feature's: fixtures'
+        # processes that compiled after their test ended).
+        self.summary_notes: list[str] = []
 
     def idle(
         self, budget: RecompileBudget, unmeasured: Optional[Mapping[str, str]] = None,
@@ -109,7 +110,7 @@ class Results:
         budgeted = any(result.verdict is not Verdict.NO_BUDGET for result in self.results.values())
         if settings.report_requested or budgeted:
             terminalreporter.write_sep("=", "nocompile")
-            for line in [*summary_lines(self.results, settings.table), *self.after_their_test]:
+            for line in [*summary_lines(self.results, settings.table), *self.summary_notes]:
                 terminalreporter.write_line(line)
         self.hook.pytest_nocompile_terminal_summary(terminalreporter=terminalreporter,
                                                     config=terminalreporter.config)

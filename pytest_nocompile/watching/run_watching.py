@@ -14,14 +14,16 @@ from typing import TYPE_CHECKING, Optional
 import pytest
 
 from ..observe import arrival, wanted_signals
-from ..processes.hook import ENV_VAR
 from .planning import any_asks_to_be_watched
 from .watcher import Watcher
 
 if TYPE_CHECKING:
-    from ..processes.children import ChildReports
     from .results import Results
     from .settings import RunSettings
+
+# Set in the processes a watched test starts (the child start-up feature's event_writer.ENV_VAR,
+# not imported: no core module imports a feature).
+REPORTS_TO_A_TEST = "PYTEST_NOCOMPILE_EVENTS"
 
 
 class Watching:
@@ -32,12 +34,7 @@ class Watching:
         self.config = config
         self.settings = settings
         self.results = results
-        self.child_reports: Optional[ChildReports] = None
-        if settings.watch_children:
-            from ..processes.children import ChildReports
-
-            self.child_reports = ChildReports()
-        self.watcher = Watcher(config, settings, results, self.child_reports)
+        self.watcher = Watcher(config, settings, results)
         self._narrowed = False
         self._wanted_before: Optional[frozenset[str]] = None
 
@@ -50,7 +47,7 @@ class Watching:
             return
         self.config.pluginmanager.register(self.watcher, "nocompile-watcher")
         # else this pytest is a child of a watched test, whose reads it cannot know
-        if ENV_VAR not in os.environ:
+        if REPORTS_TO_A_TEST not in os.environ:
             # The health sources this run's reports read; each budget or block assertion of another
             # kind adds its own.
             self._wanted_before = wanted_signals.narrow(
@@ -68,18 +65,7 @@ class Watching:
         if self._narrowed:
             wanted_signals.narrow(self._wanted_before)
             self._narrowed = False
-        if self.child_reports is not None:
-            self.child_reports.close()
 
     def _stop(self) -> None:
         self.watcher.close_open_watch()
-        if self.watcher.after_their_test:
-            from ..output.report import fixture_processes_after_their_test
-
-            for _nodeid, record, _reported in self.watcher.after_their_test:
-                # what fixtures' processes wrote since their test ended
-                record.read_children(final=True)
-            self.results.after_their_test += fixture_processes_after_their_test(
-                self.watcher.after_their_test)
-        self.watcher.after_their_test = []
         arrival.stop_waiting_for_dynamo(self.watcher.dynamo_arrived)

@@ -21,7 +21,6 @@ from ..vocabulary.kinds import resolve, why_not_measured
 if TYPE_CHECKING:
     from ..judge.budget import RecompileBudget
     from ..observe.capture import DynamoLogs
-    from ..processes.children import TestReports
     from ..record.record import RecompileRecord
     from ..vocabulary.kinds import BudgetKind
     from .planning import Plan
@@ -54,7 +53,7 @@ class CompileTimeWarning(NotMeasuredWarning):
 class Watch:
     """A watched test: its budget and record from setup on, or why its marker is unusable."""
 
-    __slots__ = ("budget", "record", "usage_error", "plan", "over", "broken", "problem", "reports",
+    __slots__ = ("budget", "record", "usage_error", "plan", "over", "broken", "problem",
                  "attached", "closed", "nodeid", "item", "reading", "feature_state")
 
     def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord],
@@ -68,7 +67,6 @@ class Watch:
         # the contracts broken (name, failure), judged then too
         self.broken: Optional[list[tuple[str, str]]] = None
         self.problem: Optional[str] = None  # why capture could not start when dynamo arrived
-        self.reports: Optional[TestReports] = None  # where the test's child processes report
         self.attached = False  # dynamo's logs in this process reach the record
         self.closed = False
         self.nodeid = ""  # the test's, once opened

@@ -4,15 +4,16 @@ A run registers these per-test hooks only where it needs them
 (:mod:`.run_watching`). Every test then goes the same way, whatever torch
 has done so far:
 
-1. setup opens the test's :class:`~.watch.Watch` and its record, points the
-   test's child processes at a directory of their own, and, once dynamo is
-   imported, resets it (isolation) and attaches the record to dynamo's logs;
+1. setup opens the test's :class:`~.watch.Watch` and its record (the features
+   hear of it: the children feature points the test's child processes at a
+   folder of their own), and, once dynamo is imported, resets it (isolation)
+   and attaches the record to dynamo's logs;
 2. if dynamo arrives later (``torch.compile`` imports it in the middle of a
    test), the import hook attaches the open record right then, before
    anything compiled: the counts start exact at zero either way;
 3. the call is timed and judged: a passing call over budget, or that broke
    a contract (read by the contracts feature), fails;
-4. after teardown the watch closes: the record is detached, children's
+4. after teardown the watch closes: the record is detached, its processes'
    reports are read a last time, and the teardown report carries the result.
 
 torch is never imported here before something else imports it.
@@ -47,7 +48,6 @@ from .watch import (
 )
 
 if TYPE_CHECKING:
-    from ..processes.children import ChildReports
     from .results import Results
     from .settings import RunSettings
 
@@ -73,12 +73,10 @@ class Watcher:
     protocol: each attempt has a watch of its own.
     """
 
-    def __init__(self, config: pytest.Config, settings: RunSettings, results: Results,
-                 child_reports: Optional[ChildReports] = None) -> None:
+    def __init__(self, config: pytest.Config, settings: RunSettings, results: Results) -> None:
         self.config = config
         self.settings = settings
         self.results = results
-        self.child_reports = child_reports  # None: child processes are not watched
         # Tests now running that the plugin watches, by node id: the report
         # hook has only the report, and a stash miss costs an exception.
         self.watches: dict[str, Watch] = {}
@@ -89,9 +87,6 @@ class Watcher:
         self.dynamo_arrived_here = False  # the import hook saw dynamo arrive during this run
         # the kinds found uncheckable here, and said (blocks' too)
         self.said_not_measured = said_not_measured_this_run()
-        # Tests whose fixtures started processes that reported: (node id, record, what each child
-        # had reported by its end).
-        self.after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
         # By planning.plan_key: the plan its tests share (parents live as long as the run).
         self._plans: dict[Hashable, Plan] = {}
         self.hook = config.hook  # the features' hooks (..hookspecs)
@@ -151,9 +146,6 @@ class Watcher:
         opened(watch)
         record = watch.record
         assert record is not None  # a watch without a usage error has one
-        if self.child_reports is not None:
-            watch.reports = self.child_reports.begin()
-            record.read_children_from(watch.reports)
         self._features("pytest_nocompile_watch_opened", watch=watch)
         dynamo_here = arrival.dynamo_imported()
         # A torch that is imported but unusable (too old) fails a budget that cannot be checked.
@@ -201,9 +193,6 @@ class Watcher:
         watch = self._running(item)
         if watch is None or watch.record is None or watch.plan is None:
             return (yield)
-        if watch.reports is not None:
-            # only processes started from here on count
-            self.child_reports.enter(watch.reports, "call")  # type: ignore[union-attr]
         watch.record.start_call()
         # What its call reads (the signals wanted now, and whether the record hears now): the
         # kinds it does not read have no count.
@@ -280,8 +269,8 @@ class Watcher:
         self, item: pytest.Item, nextitem: Optional[pytest.Item],
     ) -> Generator[None, object, object]:
         watch = self._running(item)
-        if watch is not None and watch.reports is not None:
-            self.child_reports.enter(watch.reports, "teardown")  # type: ignore[union-attr]
+        if watch is not None and watch.record is not None:
+            watch.record.start_teardown()
         failed = True  # until the teardown ends without raising
         try:
             result = yield
@@ -318,15 +307,7 @@ class Watcher:
             # or attached early (a source that needs no dynamo)
             if capture is not None and (watch.attached or capture.attached(record)):
                 capture.detach(record)
-            record.read_children(final=True)  # the teardown's, for its section
-        if watch.reports is not None and self.child_reports is not None:
-            # A fixture's process (a session server) may go on compiling after this test: read again
-            # at the run's end.
-            keep = record is not None and watch.reports.fixtures_reported()
-            if record is not None and keep:
-                self.after_their_test.append((watch.nodeid, record, record.sizes_by_child()))
-            self.child_reports.end(watch.reports, just_read=record is not None, keep=keep)
-            watch.reports = None
+            record.end_test()
 
     def close_open_watch(self) -> None:
         if self.current is not None:

@@ -31,10 +31,11 @@ from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
 
 from ...exceptions import WarmStartFailed
 from ...judge.torch_support import refuse_where_torch_lacks
-from ...processes.event_files import ENV_VAR, EventDirectory
 from ...record.record import RecompileRecord
 from ...vocabulary.compile_cost import COMPILE_SECONDS
 from ...vocabulary.kinds import CACHE_MISSES, COMPILES, GRAPH_BREAKS, RECOMPILES
+from ..child_events.event_files import EventDirectory
+from ..child_startup.event_writer import ENV_VAR
 from .compile_caches import private_process_env
 
 Target = Union[Callable[[], Any], str, "os.PathLike[str]"]
@@ -104,7 +105,7 @@ def cold_then_warm(target: Target, folder: Path, timeout: Optional[float] = None
 
 
 def target_spec(target: Target) -> tuple[dict[str, Any], str]:
-    """What the child runs (:mod:`~pytest_nocompile.processes.run_target`'s argument), and its name
+    """What the child runs (:mod:`..child_startup.run_target`'s argument), and its name
     for messages."""
     if isinstance(target, (str, os.PathLike)):
         return _spec_from_text(os.fspath(target))
@@ -146,7 +147,7 @@ def _run_once(name: str, spec: dict[str, Any], shown: str, caches: dict[str, str
     record = RecompileRecord()
     record.read_children_from(EventDirectory(str(events)))
     record.start_call()
-    command = [sys.executable, "-m", "pytest_nocompile.processes.run_target",
+    command = [sys.executable, "-m", "pytest_nocompile.features.child_startup.run_target",
                json.dumps({**spec, "events": str(events)})]
     started = time.perf_counter()
     try:

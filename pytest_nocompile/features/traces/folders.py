@@ -320,7 +320,7 @@ class TraceFolders:
 
     @staticmethod
     def _remove(path: str) -> None:
-        from ...processes.tree_removal import Budget, remove_tree
+        from ..child_events.tree_removal import Budget, remove_tree
 
         remove_tree(path, Budget(5.0, 1_000_000))
 

@@ -1,7 +1,7 @@
 """A fresh process's entry that runs one piece of a user's code, watched:
-``python -m pytest_nocompile.processes.run_target SPEC``.
+``python -m pytest_nocompile.features.child_startup.run_target SPEC``.
 
-The parent (:mod:`..warm_start`) hands over, as one JSON argument, what to
+The parent (:mod:`..caches.warm_start`) hands over, as one JSON argument, what to
 run and where the process reports: a top-level function of a module (called
 with no arguments) or a script (run as ``python script.py`` runs it), the
 report folder, and, for a function, the parent's ``sys.path``, so that a

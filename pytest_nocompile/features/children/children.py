@@ -4,10 +4,10 @@ report, and for how long.
 Each phase of a watched test has a folder of its own under the run's folder
 (:mod:`.run_folders`: ``<tempdir>/pytest-nocompile-of-<user>/run-<pid>-<random>/``),
 ``<n>/setup``, ``<n>/call`` and ``<n>/teardown``, named in
-:data:`~.event_files.ENV_VAR` while that phase runs. A process inherits the
+:data:`~..child_startup.event_writer.ENV_VAR` while that phase runs. A process inherits the
 variable when it starts, so the folder it reports to says which phase
 started it: only processes started in the test's call count against the
-test. Beside it, :data:`~.event_files.READS_SYNCS_VAR` tells them whether the
+test. Beside it, :data:`~..child_startup.event_writer.READS_SYNCS_VAR` tells them whether the
 run reads syncs: only then do they turn torch's sync debug mode on. A process
 started in setup or teardown (a fixture's server) is reported in that phase, "not
 counted", whenever it compiles. Afterwards the variable is as the test found it
@@ -20,18 +20,24 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from ..observe import wanted_signals
-from ..vocabulary.health_lines import SYNC_SIGNAL
-from .hook import ENV_VAR, READS_SYNCS_VAR
+import pytest
+
+from ...observe import wanted_signals
+from ...vocabulary.health_lines import SYNC_SIGNAL
+from ...vocabulary.measures import plural
+from ..child_startup.hook import ENV_VAR, READS_SYNCS_VAR
 
 if TYPE_CHECKING:
-    from .event_files import EventDirectory, Reading
+    from ...record.record import RecompileRecord
+    from ...vocabulary.events import Phase
+    from ...watching.watch import Watch
+    from ..child_events.event_files import EventDirectory, Reading
     from .run_folders import RunFolder
 
-# The event files' reader (.event_files) loads when a test's process first wrote, or
-# its folder is unusable.
+# The event files' reader (..child_events.event_files) loads when a test's process first wrote,
+# or its folder is unusable.
 
 class TestReports:
     """One watched test's reports: ``<n>/`` with a folder per phase, each process's lines tagged
@@ -42,12 +48,14 @@ class TestReports:
     and the test's first read also looks whether one could have written.
     """
 
-    __slots__ = ("base", "run", "_phases", "_folders", "_written", "_usable")
+    __slots__ = ("base", "run", "nodeid", "_owner", "_phases", "_folders", "_written", "_usable")
     __test__ = False  # not a pytest test class, whatever its name
 
-    def __init__(self, base: str, run: str) -> None:
+    def __init__(self, base: str, run: str, owner: ChildReports, nodeid: str) -> None:
         self.base = base
         self.run = run  # the run's folder, in which a process makes the test's (base)
+        self.nodeid = nodeid
+        self._owner = owner  # the run's, which sets the variables
         self._phases: list[str] = []  # in the order they began
         # by phase, made once the test's folder exists
         self._folders: dict[str, EventDirectory] = {}
@@ -59,7 +67,7 @@ class TestReports:
         """The folder of the phase now running (what the variable names)."""
         return f"{self.base}/{self._phases[-1]}"
 
-    def enter(self, phase: str) -> str:
+    def add_phase(self, phase: str) -> str:
         """A phase begins: processes started from now on report to its folder (returned)."""
         self._phases.append(phase)
         return f"{self.base}/{phase}"
@@ -79,12 +87,12 @@ class TestReports:
                 if self._usable or os.access(self.run, os.W_OK | os.X_OK):
                     self._usable = True
                     return None
-                from .event_files import Reading, unusable
+                from ..child_events.event_files import Reading, unusable
 
                 reading = Reading()
                 reading.problem = unusable(self.run, self.path)
                 return reading
-        from .event_files import EventDirectory, Reading
+        from ..child_events.event_files import EventDirectory, Reading
 
         reading = Reading()
         current = self._phases[-1]
@@ -99,6 +107,27 @@ class TestReports:
                 lines.started_in = phase  # the folder says it, whatever the process wrote
         return reading
 
+    # A record's reports (record.ProcessReports): the test's processes report here.
+    def read_into(self, record: RecompileRecord, final: bool) -> None:
+        reading = self.read(final)
+        # else nothing to load the intake for
+        if reading is not None and (reading.files or reading.unreported or reading.problem):
+            from ..child_events.child_intake import take
+
+            take(record, reading, self.path)
+
+    def warnings(self, skipped: dict[str, list[str]],
+                 problems: list[str]) -> list[pytest.PytestWarning]:
+        from ..child_events.child_lines import report_warnings
+
+        return report_warnings(skipped, problems)
+
+    def enter(self, phase: Phase) -> None:
+        self._owner.enter(self, phase)
+
+    def close(self, record: RecompileRecord) -> None:
+        self._owner.close(self, record)
+
     def fixtures_reported(self) -> bool:
         """Whether a process started in setup or teardown (a fixture's, which may outlive
         the test) has written."""
@@ -107,7 +136,7 @@ class TestReports:
 
     def remove(self, just_read: bool = False) -> None:
         if self._written if just_read else os.access(self.base, os.F_OK):
-            from .run_folders import remove_test_folder
+            from ..child_events.tree_removal import remove_test_folder
 
             remove_test_folder(self.base)
             self._written = False
@@ -115,11 +144,14 @@ class TestReports:
 
 class ChildReports:
     """Per run, in each process that runs tests: the run's folder, a folder per watched test's
-    phase, and the variable."""
+    phase, and the variable; a plugin on the hooks of a watched test's life."""
 
     def __init__(self) -> None:
         self._run: Optional[RunFolder] = None  # made with the first watched test
         self._tests = 0
+        # Tests whose fixtures started processes that reported: (node id, record, how many
+        # recompiles each child had reported by the test's end, by its key).
+        self._after_their_test: list[tuple[str, RecompileRecord, dict[str, int]]] = []
         # The variable as every test finds it: set only when pytest itself runs in a watched test's
         # process. Read once: a lookup of an absent variable raises and catches a KeyError, every
         # test.
@@ -128,27 +160,27 @@ class ChildReports:
         # as this run last set it: the environment is written only when it changes
         self._syncs_now = self._found_syncs
 
-    def begin(self) -> TestReports:
+    def begin(self, nodeid: str) -> TestReports:
         """A test's setup starts: the processes it starts report to its setup folder (made by
         the first that writes)."""
         if self._run is None:
             import tempfile
 
-            from .hook import install_fork_handler
+            from ..child_startup.hook import install_fork_handler
             from .run_folders import RunFolder
 
             self._run = RunFolder.make(tempfile.gettempdir())  # removes dead runs' folders first
             install_fork_handler()  # a fork of this process during a test reports on its own
         self._tests += 1
         run = self._run.path
-        reports = TestReports(f"{run}/{self._tests}", run)
+        reports = TestReports(f"{run}/{self._tests}", run, self, nodeid)
         self.enter(reports, "setup")
         return reports
 
     def enter(self, reports: TestReports, phase: str) -> None:
         """The test's call or teardown starts: processes started from now on report
         to that phase's folder."""
-        os.environ[ENV_VAR] = reports.enter(phase)
+        os.environ[ENV_VAR] = reports.add_phase(phase)
         # Whether the run reads syncs (a budget, a block assertion or a report
         # of theirs, seen so far).
         syncs = "1" if SYNC_SIGNAL in wanted_signals.wanted_signals() else self._found_syncs
@@ -182,7 +214,42 @@ class ChildReports:
             os.environ.pop(READS_SYNCS_VAR, None)  # the test may have removed it itself
         self._syncs_now = value
 
-    def close(self) -> None:
+    def close(self, reports: TestReports, record: RecompileRecord) -> None:
+        """The test ended: its reports read a last time, then :meth:`end`."""
+        record.read_children(final=True)
+        # A fixture's process (a session server) may go on compiling after this test: read again
+        # at the run's end.
+        keep = reports.fixtures_reported()
+        if keep:
+            self._after_their_test.append((reports.nodeid, record, {
+                key: len(child.recompiles) for key, child in record.children.items()}))
+        self.end(reports, just_read=True, keep=keep)
+
+    # -- the hooks (..hookspecs): the record tells the test's reports of its phases and end ---
+
+    def pytest_nocompile_watch_opened(self, watch: Watch) -> None:
+        assert watch.record is not None  # an open watch has one
+        watch.record.read_children_from(self.begin(watch.nodeid))
+
+    def pytest_nocompile_run_finished(self, results: Any) -> None:
+        results.summary_notes += self._recompiled_after_their_test()
+
+    def _recompiled_after_their_test(self) -> list[str]:
+        """What processes that fixtures started recompiled after their test ended (each record read
+        anew): a line each, counted against no test."""
+        lines = []
+        for nodeid, record, sizes in self._after_their_test:
+            record.read_children(final=True)  # what they wrote since their test ended
+            for key, child in record.children.items():
+                late = len(child.recompiles) - sizes.get(key, 0)
+                if late > 0:
+                    lines.append(f"{child.info} (started in the {child.recompiles[-1].phase} of "
+                                 f"{nodeid}): {plural(late, 'recompile')} after that test "
+                                 "ended, not counted")
+        self._after_their_test = []
+        return lines
+
+    def pytest_unconfigure(self) -> None:
         """The run ended: remove its folder, with whatever a straggling process wrote late."""
         if self._run is not None:
             self._run.remove()

@@ -1,7 +1,7 @@
 """Removing a folder tree within a budget of time and entries, following no
 symbolic link and never raising.
 
-What :mod:`.run_folders` removes (a run's folder, a test's reports) can be
+What :mod:`..children.run_folders` removes (a run's folder, a test's reports) can be
 deep, large, or partly not ours; the removal here stops when its
 :class:`Budget` is spent, leaves what it may not remove, holds at most
 :data:`_OPEN_DEPTH` folders open at once, and never recurses in Python.
@@ -166,3 +166,9 @@ def remove_contents(root: int, budget: Budget, keep: tuple[str, ...] = ()) -> bo
                     return True
         except OSError:
             pass  # another pass looks again
+
+
+def remove_test_folder(path: str) -> None:
+    """Remove a test's (or one phase's) reports as the test ends: bounded, what is left goes
+    with the run's folder."""
+    remove_tree(path, Budget(0.5, 100_000))

@@ -6,27 +6,15 @@ most tests start no process.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING
 
-from .process_events import ProcessEvents, graph_break_event, recompile_event
+from ...record.process_events import ProcessEvents, graph_break_event, recompile_event
 
 if TYPE_CHECKING:
-    from ..processes.child_lines import ChildLine
-    from ..processes.event_files import Reading
-    from ..vocabulary.events import Phase
-
-
-class RecompileRecord(Protocol):
-    """What this module reads and fills of a test's record (.record.RecompileRecord,
-    which imports this module)."""
-
-    phase: Phase
-    call_started_at: Optional[float]
-    call_ended_at: Optional[float]
-    children: dict[str, ProcessEvents]
-    _skipped: dict[str, list[str]]
-
-    def note_folder_problem(self, problem: str) -> None: ...
+    from ...record.record import RecompileRecord
+    from ...vocabulary.events import Phase
+    from .child_lines import ChildLine
+    from .event_files import Reading
 
 # The phases whose processes (a fixture's) are never counted, whenever they compile.
 _FIXTURE_PHASES: dict[str, Phase] = {"setup": "setup", "teardown": "teardown"}
@@ -35,7 +23,7 @@ _FIXTURE_PHASES: dict[str, Phase] = {"setup": "setup", "teardown": "teardown"}
 def take(record: RecompileRecord, reading: Reading, path: str) -> None:
     """Add a reading of ``path`` to ``record``: its checked lines; what is skipped, and processes
     that could not write, noted."""
-    from ..processes.child_lines import checked
+    from .child_lines import checked
 
     lines, skipped = checked(reading)
     for path, reasons in skipped.items():
@@ -57,7 +45,7 @@ def take(record: RecompileRecord, reading: Reading, path: str) -> None:
 def _child(record: RecompileRecord, key: str, pid: int) -> ProcessEvents:
     child = record.children.get(key)
     if child is None:
-        from ..vocabulary.events import ProcessInfo
+        from ...vocabulary.events import ProcessInfo
 
         nth = 1 + sum(1 for other in record.children.values()
                       if other.info is not None and other.info.pid == pid)
@@ -76,7 +64,7 @@ def _phase_at(record: RecompileRecord, moment: float) -> Phase:
 
 
 def _add_entry(record: RecompileRecord, line: ChildLine) -> None:
-    from ..vocabulary.events import CompileEvent, HealthEvent, parse_limit_warning
+    from ...vocabulary.events import CompileEvent, HealthEvent, parse_limit_warning
 
     child = _child(record, line.key, line.pid)
     if line.world is not None:

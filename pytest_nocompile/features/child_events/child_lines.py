@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
-from .event_files import MAX_MESSAGE
+from ..child_startup.event_writer import MAX_MESSAGE
 
 if TYPE_CHECKING:
-    from ..vocabulary.events import CodeLocation
-    from ..vocabulary.module_names import CompiledModule
+    from ...vocabulary.events import CodeLocation
+    from ...vocabulary.module_names import CompiledModule
     from .event_files import Reading
 
 EVENTS = ("compile", "recompile", "limit", "graph_break", "problem", "health")
@@ -121,6 +121,17 @@ def unreported_warning(problems: list[str]) -> ChildReportWarning:
                               "so their compiles are not counted: " + "; ".join(problems))
 
 
+def report_warnings(skipped: dict[str, list[str]],
+                    problems: list[str]) -> list[pytest.PytestWarning]:
+    """A test's warnings as it ends: one per file whose lines were skipped (by its path), and one
+    for the processes that could not report."""
+    found: list[pytest.PytestWarning] = [skipped_warning(path, reasons)
+                                         for path, reasons in skipped.items()]
+    if problems:
+        found.append(unreported_warning(problems))
+    return found
+
+
 def _number(entry: dict[str, Any], key: str) -> float:
     value = entry.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -162,8 +173,8 @@ def _message(entry: dict[str, Any]) -> str:
 
 
 def _location(fields: Any, key: str = "user_code") -> Optional[CodeLocation]:
-    """A child's ``[file, line, function, code]``, as written by :mod:`.observe.startup`."""
-    from ..vocabulary.events import CodeLocation
+    """A child's ``[file, line, function, code]``, as written by :mod:`..child_startup.startup`."""
+    from ...vocabulary.events import CodeLocation
 
     if fields is None:
         return None
@@ -177,7 +188,7 @@ def _location(fields: Any, key: str = "user_code") -> Optional[CodeLocation]:
 
 
 def _module(fields: Any) -> Optional[CompiledModule]:
-    from ..vocabulary.module_names import module_from_dict
+    from ...vocabulary.module_names import module_from_dict
 
     try:
         return module_from_dict(fields)

@@ -3,7 +3,7 @@ graph breaks go to the test.
 
 The ``pytest-nocompile.pth`` start-up hook, installed with the package, calls
 :func:`start` in every Python process of the environment whose environment
-has :data:`~.event_files.ENV_VAR` set (and does nothing else, importing
+has :data:`~.event_writer.ENV_VAR` set (and does nothing else, importing
 nothing, when it is not). The variable is set by a watched test's process for
 the test's duration, so this runs in the processes that test starts, at any
 depth: ``multiprocessing`` (spawn, forkserver), ``torch.multiprocessing.spawn``,
@@ -11,7 +11,7 @@ depth: ``multiprocessing`` (spawn, forkserver), ``torch.multiprocessing.spawn``,
 
 Capture arms only when the process's own code imports dynamo (a process that
 never compiles imports nothing more and writes nothing). Where the test's run
-reads syncs (:data:`~.event_files.READS_SYNCS_VAR`), the sources that need no
+reads syncs (:data:`~.event_writer.READS_SYNCS_VAR`), the sources that need no
 dynamo (syncs) arm as torch finishes importing, or at once in a fork of a
 process that imported it: a sync before the first compile counts too. Where
 it does not, torch's sync debug mode is left alone. It never prints and
@@ -32,8 +32,8 @@ import os
 import sys
 import time
 
-from ..observe import arrival
-from .event_files import ENV_VAR, MAX_MESSAGE, READS_SYNCS_VAR, EventWriter
+from ...observe import arrival
+from .event_writer import ENV_VAR, MAX_MESSAGE, READS_SYNCS_VAR, EventWriter
 
 # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
 TYPE_CHECKING = False
@@ -41,13 +41,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional
 
-    from ..vocabulary.events import CodeLocation
-    from ..vocabulary.module_names import CompiledModule
+    from ...vocabulary.events import CodeLocation
+    from ...vocabulary.module_names import CompiledModule
 
 _reporter: Optional[_Reporter] = None  # this process's, once it reports
 # Where the capture and dynamo's state live, looked up in sys.modules only: a child
 # imports neither for us.
-_OBSERVE = __package__.rpartition(".")[0] + ".observe"
+_OBSERVE = __package__.partition(".")[0] + ".observe"
 
 
 def start() -> None:
@@ -105,18 +105,18 @@ class _Reporter:
 
     def arm(self) -> None:
         try:
-            from ..observe import dynamo_state
+            from ...observe import dynamo_state
 
             problem = dynamo_state.torch_problem()
             if problem is not None:
                 self._write("problem", message=problem)
                 return
-            from ..observe.capture import DYNAMO_LOGS
+            from ...observe.capture import DYNAMO_LOGS
 
             # their source never arms here (it would turn torch's sync debug mode on)
             if not self.reads_syncs:
-                from ..observe import wanted_signals
-                from ..observe.sources.sync_warnings import SyncWarnings
+                from ...observe import wanted_signals
+                from ...observe.sources.sync_warnings import SyncWarnings
 
                 wanted_signals.narrow(wanted_signals.wanted_signals() - SyncWarnings.signals)
             DYNAMO_LOGS.attach(self)
@@ -126,7 +126,7 @@ class _Reporter:
 
     def arm_early(self) -> None:
         try:
-            from ..observe.capture import DYNAMO_LOGS
+            from ...observe.capture import DYNAMO_LOGS
 
             DYNAMO_LOGS.attach_early(self)
         except Exception as error:

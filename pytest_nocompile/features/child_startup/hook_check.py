@@ -20,22 +20,22 @@ import tempfile
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from .event_files import ENV_VAR
+from .event_writer import ENV_VAR
 
 TIMEOUT_S = 60
 
 # Run by the checked Python, with -c: stdlib only, and it must not fail where the hook is missing.
 _ANSWER = """
 import importlib.util, json, os, sys
-hook = sys.modules.get("pytest_nocompile.processes.hook")
+hook = sys.modules.get("pytest_nocompile.features.child_startup.hook")
 try:
     installed = importlib.util.find_spec("pytest_nocompile") is not None
 except Exception:
     installed = False
 answer = {"variable": bool(os.environ.get(%(var)r)), "ran": list(getattr(hook, "ran", [])),
           "no_site": bool(sys.flags.no_site),
-          "reporting": "pytest_nocompile.processes.startup" in sys.modules, "installed": installed,
-          "prefix": sys.prefix}
+          "reporting": "pytest_nocompile.features.child_startup.startup" in sys.modules,
+          "installed": installed, "prefix": sys.prefix}
 with open(sys.argv[1], "w") as out:
     json.dump(answer, out)
 """

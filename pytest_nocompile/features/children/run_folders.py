@@ -23,7 +23,7 @@ crashed xdist worker) leaves it; the next run in the same ``<tempdir>`` that
 watches a test removes it, and any other folder of the parent that carries
 the marker, is owned by this user and whose lock nobody holds. That clean-up
 is bounded (:data:`CLEAN_UP_SECONDS`, :data:`CLEAN_UP_ENTRIES`), follows no
-symbolic link (:mod:`.tree_removal`), and never raises: what it could not remove
+symbolic link (:mod:`..child_events.tree_removal`), and never raises: what it could not remove
 waits for a later run. Nothing outside the per-user parent is ever removed.
 
 Stdlib only, and never raising: it runs inside a test's setup.
@@ -36,13 +36,14 @@ import stat
 import time
 from typing import TYPE_CHECKING, Optional
 
-from .owner import user_id
+from ..child_events.owner import user_id
 
 if TYPE_CHECKING:
-    from .tree_removal import Budget
+    from ..child_events.tree_removal import Budget
 
-# The removal code (.tree_removal) loads only where something is to be removed: a dead run's folder,
-# or reports a process wrote; a run whose tests started no process leaves only its marker and lock.
+# The removal code (..child_events.tree_removal) loads only where something is to be removed: a
+# dead run's folder, or reports a process wrote; a run whose tests started no process leaves only
+# its marker and lock.
 
 PARENT_PREFIX = "pytest-nocompile-of-"  # then the user's name
 # then the pid (for people reading the folder, never trusted) and mkdtemp's random part
@@ -139,7 +140,7 @@ class RunFolder:
         """Remove the folder (bounded), then its parent if empty; True if the folder
         is gone. Never raises."""
         if self._lock_fd is None:
-            from .tree_removal import Budget, remove_tree
+            from ..child_events.tree_removal import Budget, remove_tree
 
             removed = remove_tree(self.path, Budget(5.0, 1_000_000))
         else:
@@ -230,7 +231,7 @@ def _remove_if_dead(fcntl: object, parent_fd: int, name: str,
             # held: a live run's (or locks do not work here: then it is not ours to judge)
             return budget
         if budget is None:
-            from .tree_removal import Budget
+            from ..child_events.tree_removal import Budget
 
             budget = Budget(CLEAN_UP_SECONDS, CLEAN_UP_ENTRIES)
         _remove_marked(parent_fd, name, folder, budget)  # dead: ours until removed
@@ -258,7 +259,7 @@ def _remove_marked_folder(path: str, seconds: float, entries: int) -> bool:
             budget: Optional[Budget] = None
             # a process of its tests wrote: the removal code loads to empty it
             if not set(os.listdir(folder)) <= {MARKER, LOCK}:
-                from .tree_removal import Budget
+                from ..child_events.tree_removal import Budget
 
                 budget = Budget(seconds, entries)
             return _remove_marked(parent, name, folder, budget)
@@ -281,7 +282,7 @@ def _remove_marked(parent: int, name: str, folder: int, budget: Optional[Budget]
     and resumes.
     """
     if budget is not None:
-        from .tree_removal import remove_contents
+        from ..child_events.tree_removal import remove_contents
 
         if not remove_contents(folder, budget, keep=(MARKER, LOCK)):
             return False
@@ -292,11 +293,3 @@ def _remove_marked(parent: int, name: str, folder: int, budget: Optional[Budget]
             pass
     os.rmdir(name, dir_fd=parent)
     return True
-
-
-def remove_test_folder(path: str) -> None:
-    """Remove a test's (or one phase's) reports as the test ends: bounded, what is left goes
-    with the run's folder."""
-    from .tree_removal import Budget, remove_tree
-
-    remove_tree(path, Budget(0.5, 100_000))
