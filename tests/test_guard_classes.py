@@ -11,7 +11,7 @@ import pytest
 from nocompile_testing import DATA, recorded_messages
 from pytest_nocompile.judge.guard_classes import classify, plain_names
 from pytest_nocompile.judge.reasons import call_reasons, code_name, graph_break_kind, stable_path
-from pytest_nocompile.vocabulary.events import parse_recompile_message
+from pytest_nocompile.vocabulary.events import parse_recompile_message, typed_bool_ids
 from pytest_nocompile.vocabulary.graph_break_events import parse_graph_break_message
 
 RECORDINGS = sorted(path.name for path in DATA.glob("torch-*-recompiles*.txt"))
@@ -65,6 +65,8 @@ def test_every_recorded_guard_has_its_class_and_subject(recording: str) -> None:
     ("n == 2", "python int n"),
     ("b == True", "python bool b"),
     ("___check_obj_id(L['self'].training, 7685824)", "python bool self.training"),
+    ("___check_obj_id(L['use_cache'], 7685824), type=<class 'bool'>", "python bool use_cache"),
+    ("___check_obj_id(use_cache, 7685824), type=<class 'bool'>", "python bool use_cache"),
     ("s == 'a'", "python value s"),
     ("tensor 'x' stride mismatch at index 0. expected 3, actual 1", "stride x dim 0"),
     ("idx.stride()[0] == idx.size()[1]", "stride idx dim 0"),  # dynamic sizes' strides (torch 2.13)
@@ -211,3 +213,31 @@ def test_an_int_counters_fix_depends_on_where_it_is_kept(guard: str, subject: st
 ])
 def test_a_bool_flag_names_its_fix(guard: str, subject: str) -> None:
     assert (classify(guard).fix or "").startswith(f"{subject} is a Python bool flag: ")
+
+
+# A bool argument's recompile on torch 2.4.1, as logged (the guard padded to 60 columns), in a
+# process whose id(True) was 140001998565120 and id(False) 140001998565152.
+BOOL_ON_2_4 = """Recompiling function forward in /tmp/t24bool.py:2
+    triggered by the following guard failure(s):
+    - ___check_obj_id(L['use_cache'], 140001998565120)            """
+BOOL_IDS_ON_2_4 = (140001998565152, 140001998565120)
+
+
+def test_an_identity_guard_on_a_bool_reads_as_the_bool_guard() -> None:
+    message = typed_bool_ids(BOOL_ON_2_4, BOOL_IDS_ON_2_4)
+    (reason,) = parse_recompile_message(message)[3]
+    assert reason.guard == "___check_obj_id(L['use_cache'], 140001998565120), type=<class 'bool'>"
+    found = classify(reason.guard)
+    assert found.label == "python bool use_cache"
+    assert (found.fix or "").startswith("use_cache is a Python bool flag: ")
+    # A number that is neither True's nor False's id: the guard is left as torch wrote it.
+    (reason,) = parse_recompile_message(typed_bool_ids(BOOL_ON_2_4, (1, 2)))[3]
+    assert classify(reason.guard).label == "object id use_cache"
+
+
+@pytest.mark.parametrize("guard", [
+    "___check_obj_id(use_cache, 140001998565120), type=<class 'bool'>",  # torch 2.10 on types it
+    "___check_obj_id(self, 140001998565120), type=Adam (",  # a repr over lines (2.10 to 2.12)
+])
+def test_a_typed_identity_guard_is_left_as_torch_wrote_it(guard: str) -> None:
+    assert typed_bool_ids(guard, BOOL_IDS_ON_2_4) == guard

@@ -241,6 +241,8 @@ def test_training_step():
 def test_a_training_steps_forward_and_backward_kernels_are_told_apart(
         pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(pytester.path / "inductor-cache"))
+    # on by default from torch 2.5 only: torch 2.4 would compile the warm run anew
+    monkeypatch.setenv("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
     pytester.makepyfile(test_step=TRAINING_STEP)
     result = run("-p", "no:randomly", "-W", "ignore::DeprecationWarning")
     result.assert_outcomes(failed=1)

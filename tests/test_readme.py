@@ -342,10 +342,14 @@ def share_installed_torch(site_packages: Path, folder: Path) -> None:
     wall time), and it is not what the test checks: the install lines are.
     """
     folder.mkdir()
-    for distribution in installed_requirements("torch"):
-        tops = {Path(str(file)).parts[0] for file in distribution.files or []}
-        for top in tops - {"..", "__pycache__"}:
-            (folder / top).symlink_to(Path(str(distribution.locate_file(top))))
+    # One link for each entry: distributions may share a namespace folder (the CUDA wheels'
+    # nvidia-* all install into nvidia/).
+    tops = {top: Path(str(distribution.locate_file(top)))
+            for distribution in installed_requirements("torch")
+            for top in {Path(str(file)).parts[0] for file in distribution.files or []}}
+    for top, target in tops.items():
+        if top not in ("..", "__pycache__"):
+            (folder / top).symlink_to(target)
     (site_packages / "torch-of-this-run.pth").write_text(f"{folder}\n")
 
 

@@ -141,8 +141,13 @@ GUARD_CLASSES: tuple[GuardClass, ...] = (
     GuardClass("dispatch keys", _rows(r"^tensor '(?P<subject>.+?)' dispatch key set mismatch")),
     GuardClass("type", _rows(r"^expected type of '(?P<subject>.+?)' to be",
                              r"^___check_type_id\((?P<subject>[^,]+),")),
-    # Up to torch 2.6 a module's training flag is guarded by the identity of True or False.
-    GuardClass("python bool", _rows(r"^___check_obj_id\((?P<subject>[^,]+\.training),"), BOOL_FIX),
+    # Older torch guards a bool by the identity of True or False: a module's training flag up to
+    # 2.6, any bool in 2.4, whose guard the capture types as later torch types identity guards
+    # (vocabulary.events.typed_bool_ids).
+    GuardClass("python bool", _rows(r"^___check_obj_id\((?P<subject>[^,]+\.training),",
+                                    r"^___check_obj_id\((?P<subject>.+?), \d+\), "
+                                    r"type=<class 'bool'>"),
+               BOOL_FIX),
     GuardClass("object id", _rows(r"^___check_obj_id\((?P<subject>[^,]+),"),
                "{subject} is a new object at each call (a module or optimizer built per call): "
                "build it once and reuse it"),

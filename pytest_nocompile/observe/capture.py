@@ -85,6 +85,8 @@ GRAPH_BREAK_LOGGERS = (
 GRAPH_CODE_LOGGER = "torch._dynamo.output_graph.__graph_code"
 # dynamo warns here when a frame hits recompile_limit; after that it logs no recompiles for it.
 LIMIT_LOGGER = "torch._dynamo.convert_frame"
+# torch 2.4 guards a bool by its identity: these are False's and True's ids in this process.
+_BOOL_IDS = (id(False), id(True))
 
 
 class DynamoLogs:
@@ -347,11 +349,12 @@ class DynamoLogs:
     # -- records, in whatever thread dynamo compiles -----------------------------
 
     def _on_recompile(self, record: logging.LogRecord) -> None:
-        from ..vocabulary.events import resumed_function
+        from ..vocabulary.events import resumed_function, typed_bool_ids
         from .compiled_modules import compiling
 
-        message, compile_id, thread, frame = (record.getMessage(), current_compile_id(),
-                                              _thread(record), sys._getframe(1))
+        # A bool's identity guard is typed here, where its number is True's or False's id.
+        message = typed_bool_ids(record.getMessage(), _BOOL_IDS)
+        compile_id, thread, frame = current_compile_id(), _thread(record), sys._getframe(1)
         # After a graph break, the user's line is the call that brought the new value in, not the
         # break.
         user_code, module = find_user_code(frame, resumed_function(message)), compiling(frame)[1]

@@ -24,6 +24,12 @@ What differs between versions (all recorded in tests/data), and how it is read:
   whose innermost frame becomes ``location``; 2.10 to 2.12 print an object
   guard's repr over several lines (``type=Adam (`` ... ``)``), one reason.
 * ``recompiles_verbose`` groups the same reasons under ``guard i failures:``.
+* torch 2.4 guards a bool by the identity of True or False and writes only the
+  number, ``___check_obj_id(L['use_cache'], 94113)``; later torch writes
+  ``use_cache == True``, or types its identity guards (``, type=<class 'bool'>``,
+  from 2.10). The number means something only in the process that logged it,
+  so there the capture types such a guard as later torch would
+  (:func:`typed_bool_ids`): it reads as a bool's wherever it is judged.
 * The limit warning names ``config.cache_size_limit`` up to 2.6 and
   ``config.recompile_limit`` from 2.7.
 * Graph breaks: see :mod:`.graph_break_events`.
@@ -34,7 +40,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Collection, Literal, Optional
 
 from .display_paths import display_path
 from .resume_names import RESUME_PREFIX, resume_point, user_function
@@ -206,6 +212,24 @@ def resumed_function(message: str) -> Optional[tuple[str, str]]:
     header = _HEADER.match(header_line.strip())
     point = resume_point(header["function"]) if header else None
     return None if header is None or point is None else (header["filename"], point.function)
+
+
+# An identity guard, and the type later torch writes after it: ___check_obj_id(L['flag'], 94113)
+# (torch 2.4), ___check_obj_id(flag, 94113), type=<class 'bool'> (from 2.10). The first ", N)"
+# ends it: a comma in its object's name (an item's key) stays in the name.
+_ID_GUARD = re.compile(r"___check_obj_id\([^\n]+?, (?P<id>\d+)\)(?P<typed>, type=)?")
+
+
+def typed_bool_ids(message: str, bool_ids: Collection[int]) -> str:
+    """``message`` with each identity guard whose number is in ``bool_ids`` (``id(False)`` and
+    ``id(True)`` in the process that logged it) and that names no type typed as later torch types
+    it: ``___check_obj_id(L['use_cache'], 94113), type=<class 'bool'>``."""
+    def typed(found: re.Match[str]) -> str:
+        if found["typed"] is None and int(found["id"]) in bool_ids:
+            return f"{found[0]}, type=<class 'bool'>"
+        return found[0]
+
+    return _ID_GUARD.sub(typed, message)
 
 
 class UnrecognisedMessage(ValueError):
