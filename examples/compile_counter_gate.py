@@ -3,8 +3,6 @@
 and JSON entry. Load it as a plugin: ``pytest -p compile_counter_gate``, or ``pytest_plugins``
 in a conftest."""
 
-from __future__ import annotations
-
 from typing import Any, Callable, Sequence
 
 from pytest_nocompile import BudgetKind

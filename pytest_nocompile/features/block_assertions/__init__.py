@@ -4,13 +4,15 @@
 (:mod:`.assertions`). A block is judged by the same rule as a test's budget
 (:func:`~pytest_nocompile.judge.verdict.over_budget`) and its failure lists what it counted.
 
-Hooks: the fixtures ``nocompile_assert_max_<kind>``, made from the kinds' table;
+Hooks: ``pytest_configure`` (registers the fixtures ``nocompile_assert_max_<kind>``, made from
+the kinds' table, gates' kinds included);
 ``pytest_nocompile_shown_in_failure`` (the recompiles a failed block's error lists already, so
 that the test's report shows them once).
 """
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import pytest
@@ -35,9 +37,13 @@ def _block_fixture(kind: BudgetKind) -> Callable[..., Any]:
     return pytest.fixture(name=kind.assertion)(fixture)
 
 
-# Module attributes, as pytest finds fixtures on a registered plugin module.
-for _kind in KINDS:
-    globals()[f"_{_kind.assertion}"] = _block_fixture(_kind)
+def pytest_configure(config: pytest.Config) -> None:
+    """One fixture per kind the run has (the gates' too, which may register after this module),
+    as attributes of a module of their own, where pytest finds fixtures on a registered plugin."""
+    fixtures = types.ModuleType(f"{__name__}.fixtures")
+    for kind in KINDS:
+        setattr(fixtures, f"_{kind.assertion}", _block_fixture(kind))
+    config.pluginmanager.register(fixtures, "nocompile-block-fixtures")
 
 
 @pytest.hookimpl
