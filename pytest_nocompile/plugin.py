@@ -68,16 +68,6 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         pluginmanager.register(off_switch, name)
 
 
-def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    if not config.getoption("nocompile_check_hook") or config.getoption("help"):
-        return None
-    from .features.child_startup.hook_check import check_hook
-
-    check = check_hook()
-    print(check.line, flush=True)
-    return 0 if check.live else 1
-
-
 def register_features(pluginmanager: pytest.PytestPluginManager) -> None:
     """Register the built-in features, each under ``nocompile-<name>``."""
     for name, feature in zip(FEATURE_NAMES, built_in_features()):

@@ -120,10 +120,6 @@ def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager
     parser.addini("nocompile_table", type="string", default="auto",
                   help=f"which tests the summary table lists: {', '.join(TABLE_CHOICES)} "
                   f"(default: auto) [pytest-nocompile]")
-    group.addoption("--nocompile-check-hook", action="store_true", default=False,
-                    help="start a Python as a test's child process would start, say whether "
-                    "pytest-nocompile's start-up hook answered in it, and exit (0: live, 1: not "
-                    "live); runs no tests")
     for switch in SWITCHES:
         switch.add_to(parser)
 

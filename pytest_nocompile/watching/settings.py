@@ -116,13 +116,7 @@ ISOLATE = Switch("--nocompile-no-isolate", "nocompile_isolate",
                  "do not call torch._dynamo.reset() before each watched test; counts then depend "
                  "on which tests ran before",
                  "reset dynamo's caches before each watched test (default: true)")
-# Child processes report through a start-up hook; some environments forbid those.
-WATCH_CHILDREN = Switch("--nocompile-no-subprocess", "nocompile_subprocess",
-                        "do not watch the processes a test starts (multiprocessing, subprocess, "
-                        "torchrun); only the test's own process counts",
-                        "count recompiles of the processes a watched test starts, per process "
-                        "(default: true)")
-SWITCHES = (ISOLATE, WATCH_CHILDREN)
+SWITCHES = (ISOLATE,)
 # The run's settings, in its config's stash: read by the features (pytest_nocompile.features).
 SETTINGS_KEY = pytest.StashKey["RunSettings"]()
 
@@ -136,7 +130,6 @@ class RunSettings:
         # wins).
         self.strict_by_default = bool(config.getoption("nocompile_strict")
                                       or config.getini("nocompile_strict"))
-        self.watch_children = WATCH_CHILDREN.is_on(config)
         self.default_budget = _default_budget(config)
         self.report_requested = bool(config.getoption("nocompile_report"))
         self.table = _table_choice(config)

@@ -7,7 +7,7 @@ code watched in a fresh process; ``--nocompile-check-hook`` says whether the hoo
 (:mod:`.hook_check`); ``watch_this_process`` and ``child_env`` serve a process the hook cannot
 reach.
 
-Hooks: none of a test's life; the start-up files run it in the child, and the plugin's
+Hooks: none of a test's life; the start-up files run it in the child, and the children island's
 ``pytest_cmdline_main`` runs its check. Stdlib only: every process a watched test starts
 imports this package.
 """
