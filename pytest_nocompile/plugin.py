@@ -9,7 +9,6 @@ the work.
 - :mod:`.watching.results` gathers each test's result and writes the table, JSON and baseline;
 - :mod:`.watching.fixtures` holds the fixtures;
 - :mod:`.watching.registration` adds the options, ini keys and markers (the off switch's too);
-- :mod:`.watching.marker_typos` makes a near miss of a marker (``max_recompile``) a usage error;
 - :mod:`.hookspecs` declares the hooks through which the core calls the features (added by
   ``pytest_addhooks``); ``pytest_configure`` registers the built-in features (:mod:`.features`),
   each a plugin of its own.
@@ -28,7 +27,6 @@ import pytest
 from . import hookspecs, off_switch
 from .features import FEATURE_NAMES, built_in_features
 from .watching import fixtures, run_notices
-from .watching.marker_typos import MarkerTypos
 from .watching.registration import (
     add_options,
     gates_left,
@@ -91,8 +89,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # never collects: gathers, from the start, what its workers send
     if settings.is_xdist_controller:
         config.pluginmanager.register(ControllerReports(results), "nocompile-worker-results")
-    else:
-        config.pluginmanager.register(MarkerTypos(config), "nocompile-marker-names")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

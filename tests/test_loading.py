@@ -170,7 +170,8 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
         "features.child_startup", "features.child_startup.hook", "features.children",
         "features.children.children", "features.children.run_folders", "features.contracts",
         "features.cudagraphs", "features.kernels", "features.kernels.kernel_counts",
-        "features.kernels.kind", "features.reports",
+        "features.kernels.kind", "features.marker_names", "features.marker_names.marker_typos",
+        "features.reports",
         "features.reports.json_report", "features.strict", "features.traces",
         "features.traces.captured_logs", "hookspecs", "judge", "judge.budget",
         "judge.installed_versions", "judge.result",
@@ -184,7 +185,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
         "plugin", "record", "record.process_events",
         "record.record", "vocabulary", "vocabulary.compile_cost", "vocabulary.health_lines",
         "vocabulary.kinds", "vocabulary.measures", "watching",
-        "watching.fixtures", "watching.marker_typos", "watching.planning", "watching.registration",
+        "watching.fixtures", "watching.planning", "watching.registration",
         "watching.results", "watching.run_notices", "watching.run_watching", "watching.settings",
         "watching.watch", "watching.watcher")]
     tests = {entry["nodeid"].split("::")[1]: entry

@@ -422,7 +422,7 @@ NOT_NEAR_MISSES = ["skip", "skipif", "xfail", "parametrize", "usefixtures", "fil
 
 @pytest.mark.parametrize("name, meant", [*NEAR_MISSES, *((name, ()) for name in NOT_NEAR_MISSES)])
 def test_near_misses_of_the_plugins_marker_names(name: str, meant: tuple[str, ...]) -> None:
-    from pytest_nocompile.watching.marker_typos import nearest_markers
+    from pytest_nocompile.features.marker_names.marker_typos import nearest_markers
 
     assert nearest_markers(name) == meant
 

@@ -7,7 +7,7 @@ modules is compared with the plugin's marker names; a name the user
 registered (ini ``markers``, ``config.addinivalue_line``) is theirs and left
 alone, as is every name pytest or another plugin registered. Each test marked
 with a near miss fails at setup, as a bad marker argument does
-(:mod:`.planning`), naming the test, where the mark is, and the marker meant.
+(:mod:`...watching.planning`), naming the test, where the mark is, and the marker meant.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Generator, Iterable, Iterator, Optional, Sequence
 
 import pytest
 
-from ..vocabulary.kinds import (
+from ...vocabulary.kinds import (
     CONTRACT_MARKERS,
     DYNAMIC_DIMS,
     KINDS,
@@ -24,7 +24,7 @@ from ..vocabulary.kinds import (
     SAME_ACROSS_RANKS,
     BudgetKind,
 )
-from .planning import _marked_on, each_node_once
+from ...watching.planning import _marked_on, each_node_once
 
 
 def _plugin_markers(kinds: Sequence[BudgetKind]) -> tuple[str, ...]:
@@ -136,6 +136,6 @@ def _form(marker: str) -> str:
     if kind is not None:
         return kind.marker_form
     # Only a typo loads them.
-    from ..vocabulary.kinds import DYNAMIC_DIMS_FORM, SAME_ACROSS_RANKS_FORM
+    from ...vocabulary.kinds import DYNAMIC_DIMS_FORM, SAME_ACROSS_RANKS_FORM
 
     return {DYNAMIC_DIMS: DYNAMIC_DIMS_FORM, SAME_ACROSS_RANKS: SAME_ACROSS_RANKS_FORM}[marker]
