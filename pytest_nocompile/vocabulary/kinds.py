@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import types
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
@@ -441,19 +442,20 @@ class KindTable(Sequence[BudgetKind]):
     def _loaded(self) -> tuple[BudgetKind, ...]:
         if self._gate_modules is None:
             self._gate_modules = []
-            for name in (*_built_in_gates(), *_gates_named_by_parent()):
-                self._load_gate(name)
+            for name in _built_in_gates():
+                self._load_gate(importlib.import_module(name))
+            for name in _gates_named_by_parent():
+                try:
+                    module = importlib.import_module(name)
+                except ImportError:  # a conftest's gate, in a child started elsewhere: left out
+                    continue
+                self._load_gate(module)
         return self._kinds
 
-    def _load_gate(self, name: str) -> None:
-        """The kinds of the gate module ``name``, from its own ``pytest_nocompile_kinds``; a module
-        this process cannot import is left out (a conftest's gate, in a child started elsewhere)."""
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            return
-        self._gate_modules.append(name)  # type: ignore[union-attr]
-        self.add(module.pytest_nocompile_kinds())
+    def _load_gate(self, module: types.ModuleType) -> None:
+        """The kinds of the gate ``module``, from its own ``pytest_nocompile_kinds``."""
+        self._gate_modules.append(module.__name__)  # type: ignore[union-attr]
+        self.add(module.pytest_nocompile_kinds() or ())
 
     def __iter__(self) -> Iterator[BudgetKind]:
         return iter(self._loaded())
@@ -468,8 +470,8 @@ class KindTable(Sequence[BudgetKind]):
         return f"KindTable({', '.join(kind.key for kind in self)})"
 
     def add(self, kinds: Sequence[BudgetKind]) -> list[BudgetKind]:
-        """Add ``kinds`` at the end; returns those new to the table (a kind already there, by
-        key, is not added again; another kind with a key or marker taken is a usage error)."""
+        """Add ``kinds`` at the end; returns those new to the table (a kind already there is not
+        added again; another kind whose key or marker is taken raises ValueError)."""
         added = []
         for kind in kinds:
             known = {known.key: known for known in self._kinds}
