@@ -5,9 +5,9 @@ Every kind of budget (recompiles, graph breaks, compiles, a floor on
 compiles, the compile-health kinds) is one entry of :data:`KINDS`. Markers,
 options, ini keys, the summary table's columns, the JSON report, junit
 properties and baselines all loop over that table, so a new kind is one
-entry here plus the events it counts (a health kind: a source in
-``observe/`` that reports its signals). The budgets users give for them are
-read in :mod:`..judge.budget`.
+entry a gate adds (its ``pytest_nocompile_kinds``) plus the events it counts
+(a health kind: the source its entry names, which reports its signals). The
+budgets users give for them are read in :mod:`..judge.budget`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ from ..exceptions import (
     BudgetExceeded,
     CacheMissBudgetExceeded,
     CompileBudgetExceeded,
-    CompileInstructionBudgetExceeded,
-    CompileTimeBudgetExceeded,
     CudagraphRerecordBudgetExceeded,
     CudagraphSkipBudgetExceeded,
     GraphBreakBudgetExceeded,
@@ -43,14 +41,13 @@ from ..exceptions import (
     SyncBudgetExceeded,
     TooFewCompiles,
 )
-from .compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
 from .health_lines import (
     COMPILE_SYNC_SIGNAL,
     SYNC_SIGNAL,
     SYNCS_UNSEEN_SIGNAL,
     sync_lines,
 )
-from .measures import COUNT, INSTRUCTIONS, SECONDS, Amount, Measure
+from .measures import COUNT, Amount, Measure
 
 if TYPE_CHECKING:
     from .events import HealthEvent
@@ -279,50 +276,6 @@ MIN_COMPILES = BudgetKind(
     bound="min",
     same_count_as="compiles",
     compile_error_fails=True,
-)
-
-COMPILE_SECONDS_KIND = BudgetKind(
-    key="compile_seconds",
-    marker="max_compile_seconds",
-    events="health",
-    noun="compile time",
-    counts="seconds of compile time (each frame dynamo compiled: dynamo, AOT autograd, inductor, "
-    "autotuning; and backward graphs compiled at their first backward())",
-    column="compile s",
-    short="compile s",
-    # seconds vary from run to run: max_compile_instructions is the steady one
-    gated_by_baseline=False,
-    exceeded=CompileTimeBudgetExceeded,
-    signals=(COMPILE_SECONDS,),
-    shown_signals=PART_SIGNALS,
-    describe_shown=breakdown_text,
-    shown_label="breakdown",
-    shown_key="compile_seconds_breakdown",
-    shown_only_where_budgeted=True,
-    measure=SECONDS,
-    source="pytest_nocompile.observe.sources.compile_metrics:CompileMetricsSource",
-    why_not_measured="pytest_nocompile.observe.sources.compile_metrics:compile_time_not_measured",
-    not_measured_warning="pytest_nocompile.watching.watch:CompileTimeWarning",
-)
-COMPILE_INSTRUCTIONS_KIND = BudgetKind(
-    key="compile_instructions",
-    marker="max_compile_instructions",
-    events="health",
-    noun="compile instruction",
-    counts="CPU instructions dynamo counted compiling frames (torch's own counter; Linux with perf "
-    "events only)",
-    column="compile instr",
-    short="instructions",
-    gated_by_baseline=False,
-    exceeded=CompileInstructionBudgetExceeded,
-    signals=(COMPILE_INSTRUCTIONS,),
-    measure=INSTRUCTIONS,
-    since_torch=(2, 5),
-    shown_only_where_budgeted=True,
-    source="pytest_nocompile.observe.sources.compile_metrics:CompileMetricsSource",
-    why_not_measured="pytest_nocompile.observe.sources.instruction_counter:instructions_not_counted",
-    not_measured_warning="pytest_nocompile.watching.watch:CompileTimeWarning",
-    not_measured_advice=" (max_compile_seconds measures compile time everywhere)",
 )
 
 CACHE_MISSES = BudgetKind(
@@ -580,9 +533,14 @@ def _counted(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
     return tuple(kind for kind in kinds if not kind.same_count_as)
 
 
-KINDS = KindTable((COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES, COMPILE_SECONDS_KIND,
-                   COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES, CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS,
-                   SYNCS))
+def pytest_nocompile_kinds() -> tuple[BudgetKind, ...]:
+    """The kinds still the core's whose columns come after a gate's (compile cost) and before
+    another's (kernels): the package lists this module among its built-in gates, in their place,
+    until they move into islands of their own."""
+    return (CACHE_MISSES, CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS, SYNCS)
+
+
+KINDS = KindTable((COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES))
 KINDS_BY_MARKER: Mapping[str, BudgetKind] = _Index(KINDS, _by_marker)
 KINDS_BY_KEY: Mapping[str, BudgetKind] = _Index(KINDS, _by_key)
 # The kinds with a count of their own: the table's columns, the JSON report's counts, junit
