@@ -166,7 +166,8 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
     loaded = (pytester.path / "modules.txt").read_text().split()
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
         "exceptions", "features", "features.baselines", "features.block_assertions",
-        "features.caches", "features.child_events", "features.child_events.owner",
+        "features.caches", "features.caches.cache_bypass_reasons", "features.caches.kind",
+        "features.child_events", "features.child_events.owner",
         "features.child_startup", "features.child_startup.hook", "features.children",
         "features.children.children", "features.children.run_folders", "features.compile_cost",
         "features.compile_cost.compile_metrics", "features.compile_cost.instruction_counter",
@@ -179,7 +180,6 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
         "judge.installed_versions", "judge.result",
         "judge.torch_support", "observe", "observe.arrival", "observe.capture", "observe.cpp_syncs",
         "observe.dynamo_state", "observe.log_taps", "observe.sources",
-        "observe.sources.cache_bypass_reasons",
         "observe.sources.counter_increments", "observe.sources.cudagraph_logs",
         "observe.sources.swallowed_errors", "observe.sources.sync_warnings", "observe.user_code",
         "observe.wanted_signals", "off_switch", "output", "output.summary",

@@ -32,7 +32,6 @@ from typing import (
 
 from ..exceptions import (
     BudgetExceeded,
-    CacheMissBudgetExceeded,
     CompileBudgetExceeded,
     CudagraphRerecordBudgetExceeded,
     CudagraphSkipBudgetExceeded,
@@ -278,31 +277,6 @@ MIN_COMPILES = BudgetKind(
     compile_error_fails=True,
 )
 
-CACHE_MISSES = BudgetKind(
-    key="cache_misses",
-    marker="max_cache_misses",
-    events="health",
-    noun="cache miss",
-    counts="compile-cache misses (inductor's FX graph cache and the AOTAutograd cache, each miss "
-    "and bypass)",
-    column="cache misses",
-    short="misses",
-    # A bypass pays a cold compile as a miss does: it counts, and shows torch's reason.
-    signals=("aot_autograd.autograd_cache_miss", "aot_autograd.autograd_cache_bypass",
-             "inductor.fxgraph_cache_miss", "inductor.fxgraph_cache_bypass"),
-    shown_signals=("aot_autograd.autograd_cache_hit", "inductor.fxgraph_cache_hit"),
-    shown_column="cache hits",
-    exceeded=CacheMissBudgetExceeded,
-    # Misses depend on what the cache held before the run (another machine, an earlier run), not on
-    # the code alone.
-    gated_by_baseline=False,
-    shown_label="not counted",
-    shown_key="cache_hits",
-    since_torch=(2, 5),
-    since_torch_has="with the AOTAutograd cache's counters",
-    source="pytest_nocompile.observe.sources.cache_bypass_reasons:CacheBypassReasons",
-)
-
 CUDAGRAPH_RERECORDS = BudgetKind(
     key="cudagraph_rerecords",
     marker="max_cudagraph_rerecords",
@@ -534,10 +508,10 @@ def _counted(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
 
 
 def pytest_nocompile_kinds() -> tuple[BudgetKind, ...]:
-    """The kinds still the core's whose columns come after a gate's (compile cost) and before
+    """The kinds still the core's whose columns come after a gate's (cache misses) and before
     another's (kernels): the package lists this module among its built-in gates, in their place,
     until they move into islands of their own."""
-    return (CACHE_MISSES, CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS, SYNCS)
+    return (CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS, SYNCS)
 
 
 KINDS = KindTable((COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES))
