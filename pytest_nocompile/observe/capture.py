@@ -28,10 +28,11 @@ assertion and a child's reporter all hear them. The capture's own sources are
 :mod:`.counter_increments` (torch's counters) and :mod:`.swallowed_errors`
 (the compile errors dynamo swallows, read in every armed capture from the
 warnings the limit handler also reads); the others are those the kinds name
-(``BudgetKind.source``): :mod:`.cudagraph_logs`, :mod:`.sync_warnings`, and
-the gates' own (compile metrics and torch's instruction counter in
-``features/compile_cost/``, torch's reason for each cache bypass counted in
-``features/caches/``, kernel counts in ``features/kernels/``). A
+(``BudgetKind.source``): :mod:`.sync_warnings`, and the gates' own (compile
+metrics and torch's instruction counter in ``features/compile_cost/``,
+torch's reason for each cache bypass counted in ``features/caches/``,
+CUDA-graph logs in ``features/cudagraphs/``, kernel counts in
+``features/kernels/``). A
 source that needs no dynamo (syncs: a test that never compiles can sync)
 arms for a sink attached before dynamo is imported
 (:meth:`DynamoLogs.attach_early`); the rest arm once it is.

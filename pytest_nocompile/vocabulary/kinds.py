@@ -33,8 +33,6 @@ from typing import (
 from ..exceptions import (
     BudgetExceeded,
     CompileBudgetExceeded,
-    CudagraphRerecordBudgetExceeded,
-    CudagraphSkipBudgetExceeded,
     GraphBreakBudgetExceeded,
     RecompileBudgetExceeded,
     SyncBudgetExceeded,
@@ -277,35 +275,6 @@ MIN_COMPILES = BudgetKind(
     compile_error_fails=True,
 )
 
-CUDAGRAPH_RERECORDS = BudgetKind(
-    key="cudagraph_rerecords",
-    marker="max_cudagraph_rerecords",
-    events="health",
-    noun="CUDA-graph re-record",
-    counts="CUDA-graph re-recordings (mode='reduce-overhead': a function's graph recorded again "
-    "after its first recording; needs CUDA)",
-    column="cg rerecords",
-    short="cg rerecords",
-    signals=("cudagraph_rerecord",),  # cudagraph_messages.RERECORD
-    short_option="--max-cg-rerecords",
-    exceeded=CudagraphRerecordBudgetExceeded,
-    source="pytest_nocompile.observe.sources.cudagraph_logs:CudagraphLogs",
-)
-CUDAGRAPH_SKIPS = BudgetKind(
-    key="cudagraph_skips",
-    marker="max_cudagraph_skips",
-    events="health",
-    noun="CUDA-graph skip",
-    counts="graphs that inductor ran without CUDA graphs under mode='reduce-overhead' (mutated "
-    "inputs, CPU tensors, ...; needs CUDA)",
-    column="cg skips",
-    short="cg skips",
-    signals=("cudagraph_skip",),  # cudagraph_messages.SKIP
-    short_option="--max-cg-skips",
-    exceeded=CudagraphSkipBudgetExceeded,
-    source="pytest_nocompile.observe.sources.cudagraph_logs:CudagraphLogs",
-)
-
 SYNCS = BudgetKind(
     key="syncs",
     marker="max_syncs",
@@ -508,10 +477,10 @@ def _counted(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
 
 
 def pytest_nocompile_kinds() -> tuple[BudgetKind, ...]:
-    """The kinds still the core's whose columns come after a gate's (cache misses) and before
-    another's (kernels): the package lists this module among its built-in gates, in their place,
-    until they move into islands of their own."""
-    return (CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS, SYNCS)
+    """The kind still the core's whose column comes after a gate's (CUDA graphs) and before
+    another's (kernels): the package lists this module among its built-in gates, in its place,
+    until syncs move into an island of their own."""
+    return (SYNCS,)
 
 
 KINDS = KindTable((COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES))
