@@ -16,15 +16,15 @@ import pytest
 from test_readme import Block, block_containing
 
 from nocompile_testing import TORCH, RunPytest, expect_lines
-from pytest_nocompile.observe.sources.cache_bypass_reasons import (
+from pytest_nocompile.features.caches.cache_bypass_reasons import (
     AUTOGRAD_BYPASS,
     FX_GRAPH_BYPASS,
     CacheBypassReasons,
     short_reason,
 )
+from pytest_nocompile.features.caches.kind import CACHE_MISSES
 from pytest_nocompile.record.process_events import ProcessEvents
 from pytest_nocompile.vocabulary.events import HealthEvent
-from pytest_nocompile.vocabulary.kinds import CACHE_MISSES
 
 # 2.5 to 2.7 count a bypass found at lookup without logging why
 LOGS_LOOKUP_BYPASS_REASON = TORCH >= (2, 8)

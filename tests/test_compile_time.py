@@ -2,7 +2,7 @@
 (where torch can count them).
 
 The seconds come from torch's compilation metrics, one entry per frame
-compiled, read as each is recorded (observe/compile_metrics.py); tests about
+compiled, read as each is recorded (features/compile_cost/compile_metrics.py); tests about
 the plugin compile with backend="eager" (dynamo's own time). One test runs a
 real inductor compile, cold, to show inductor's part in the breakdown.
 """
@@ -19,15 +19,16 @@ from typing import Any
 import pytest
 
 from nocompile_testing import TORCH, RunPytest, expect_lines
-from pytest_nocompile.judge.budget import BudgetUsageError, budget_from_marker, parse_option_count
-from pytest_nocompile.judge.torch_support import too_old_for
-from pytest_nocompile.observe.sources.compile_metrics import compile_seconds
-from pytest_nocompile.vocabulary.compile_cost import breakdown_text, format_seconds
-from pytest_nocompile.vocabulary.kinds import (
+from pytest_nocompile.features.compile_cost.compile_metrics import compile_seconds
+from pytest_nocompile.features.compile_cost.kinds import (
     COMPILE_INSTRUCTIONS_KIND,
     COMPILE_SECONDS_KIND,
-    RECOMPILES,
+    breakdown_text,
 )
+from pytest_nocompile.judge.budget import BudgetUsageError, budget_from_marker, parse_option_count
+from pytest_nocompile.judge.torch_support import too_old_for
+from pytest_nocompile.vocabulary.kinds import RECOMPILES
+from pytest_nocompile.vocabulary.measures import format_seconds
 
 COMPILE_ONCE = '''
 import pytest, torch
@@ -131,7 +132,7 @@ def test_the_source_reports_each_frame_as_torch_records_it_and_puts_torchs_deque
     torch = pytest.importorskip("torch")
     import torch._dynamo.utils as dynamo_utils
 
-    from pytest_nocompile.observe.sources.compile_metrics import CompileMetricsSource
+    from pytest_nocompile.features.compile_cost.compile_metrics import CompileMetricsSource
 
     seen: list[tuple[Any, ...]] = []
     torchs = dynamo_utils._compilation_metrics
@@ -163,7 +164,7 @@ def test_a_torch_without_the_metrics_record_is_said(monkeypatch: pytest.MonkeyPa
     pytest.importorskip("torch")
     import torch._dynamo.utils as dynamo_utils
 
-    from pytest_nocompile.observe.sources.compile_metrics import (
+    from pytest_nocompile.features.compile_cost.compile_metrics import (
         CompileMetricsSource,
         compile_time_not_measured,
     )
@@ -185,7 +186,7 @@ def test_the_instruction_probe_prints_nothing_and_switches_torch_on_only_while_a
         pytest.skip("torch < 2.5 has no compile instruction counter")
     import torch._dynamo.config as dynamo_config
 
-    from pytest_nocompile.observe.sources.instruction_counter import (
+    from pytest_nocompile.features.compile_cost.instruction_counter import (
         InstructionCounting,
         instruction_counter_problem,
     )
@@ -214,7 +215,7 @@ def test_instructions_are_read_as_deltas_that_survive_a_clear_and_the_counter_is
     import torch._dynamo.config as dynamo_config
     from torch._dynamo.utils import CompileTimeInstructionCounter as counter
 
-    from pytest_nocompile.observe.sources import instruction_counter
+    from pytest_nocompile.features.compile_cost import instruction_counter
 
     monkeypatch.setattr(instruction_counter, "instruction_counter_problem", lambda: None)
     monkeypatch.setattr(counter, "_counter", 7)  # what earlier user code counted
@@ -351,7 +352,8 @@ def test_an_instruction_budget_counts_where_torch_can_and_says_once_where_it_can
                     "(test_a_kind_needing_a_newer_torch_names_the_first_version_that_has_it)")
     # Asked in a process of its own: pytester drops the modules a test imported, and torch cannot be
     # imported twice.
-    probe = ("import torch._dynamo; from pytest_nocompile.observe.sources.instruction_counter "
+    probe = ("import torch._dynamo; "
+             "from pytest_nocompile.features.compile_cost.instruction_counter "
              "import instruction_counter_problem as p; print(p())")
     counted_here = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                                   check=True).stdout.strip() == "None"

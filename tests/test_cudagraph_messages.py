@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from nocompile_testing import DATA
-from pytest_nocompile.vocabulary.cudagraph_messages import (
+from pytest_nocompile.features.cudagraphs.cudagraph_messages import (
     RERECORD,
     SKIP,
     CudagraphTracker,
@@ -185,6 +185,6 @@ def test_recorded_on_2_11_each_new_size_of_a_training_step_is_one_re_record() ->
 def test_the_log_source_arms_for_exactly_the_signals_this_reader_emits() -> None:
     # CudagraphLogs spells them out (importing this reader would load it in every run): they must
     # stay equal.
-    from pytest_nocompile.observe.sources.cudagraph_logs import CudagraphLogs
+    from pytest_nocompile.features.cudagraphs.cudagraph_logs import CudagraphLogs
 
     assert CudagraphLogs.signals == {RERECORD, SKIP}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Optional
 
+from pytest_nocompile.features.compile_cost.kinds import COMPILE_SECONDS
 from pytest_nocompile.features.contracts.rank_comparison import differences
 from pytest_nocompile.record.process_events import ProcessEvents
 from pytest_nocompile.record.snapshot import ProcessSnapshot
-from pytest_nocompile.vocabulary.compile_cost import COMPILE_SECONDS
 from pytest_nocompile.vocabulary.events import (
     CodeLocation,
     CompileEvent,

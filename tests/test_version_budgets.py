@@ -14,11 +14,12 @@ from typing import Callable, Optional, cast
 import pytest
 
 from nocompile_testing import RECOMPILE_ONCE, TORCH, RunPytest, expect_lines
+from pytest_nocompile.features.compile_cost.kinds import COMPILE_SECONDS_KIND
 from pytest_nocompile.judge import installed_versions
 from pytest_nocompile.judge.budget import BudgetUsageError, budget_from_marker
 from pytest_nocompile.judge.installed_versions import major_minor
 from pytest_nocompile.judge.version_budgets import entry_in_force, parse_spec, torch_form
-from pytest_nocompile.vocabulary.kinds import COMPILE_SECONDS_KIND, GRAPH_BREAKS, RECOMPILES
+from pytest_nocompile.vocabulary.kinds import GRAPH_BREAKS, RECOMPILES
 from pytest_nocompile.vocabulary.measures import COUNT
 from pytest_nocompile.watching.planning import plan_key
 

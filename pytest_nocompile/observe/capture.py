@@ -24,14 +24,18 @@ Compile-health signals (cache misses, CUDA-graph re-records, compile times)
 come from *sources*, armed and disarmed with the capture where some signal of
 theirs is wanted (:mod:`.wanted_signals`), which report through
 :meth:`DynamoLogs.emit_health`: the same fan-out, so a test's record, a block
-assertion and a child's reporter all hear them. The sources:
-:mod:`.counter_increments`, :mod:`.compile_metrics`, :mod:`.cache_bypass_reasons`
-(torch's reason for each cache bypass counted), :mod:`.cudagraph_logs`,
-:mod:`.kernel_counts`, :mod:`.sync_warnings`, and :mod:`.swallowed_errors`
+assertion and a child's reporter all hear them. The capture's own sources are
+:mod:`.counter_increments` (torch's counters) and :mod:`.swallowed_errors`
 (the compile errors dynamo swallows, read in every armed capture from the
-warnings the limit handler also reads). A source that needs no dynamo (syncs:
-a test that never compiles can sync) arms for a sink attached before dynamo
-is imported (:meth:`DynamoLogs.attach_early`); the rest arm once it is.
+warnings the limit handler also reads); the others are those the kinds name
+(``BudgetKind.source``): :mod:`.sync_warnings`, and the gates' own (compile
+metrics and torch's instruction counter in ``features/compile_cost/``,
+torch's reason for each cache bypass counted in ``features/caches/``,
+CUDA-graph logs in ``features/cudagraphs/``, kernel counts in
+``features/kernels/``). A
+source that needs no dynamo (syncs: a test that never compiles can sync)
+arms for a sink attached before dynamo is imported
+(:meth:`DynamoLogs.attach_early`); the rest arm once it is.
 
 How each logger is tapped, and why not with ``set_logs``: :mod:`.log_taps`. When torch
 re-initialises its logging while armed (``_init_logs``, ``set_logs``, torch's

@@ -7,7 +7,8 @@ to ``log_state`` directly, puts one filter first on each logger, and lets a
 record through to torch's handlers only when the user switched that artifact
 on (``TORCH_LOGS``, ``set_logs``): a user's own output stays intact, and ours
 never prints. :class:`~.capture.DynamoLogs` owns the taps of dynamo's
-artifacts; :mod:`.cudagraph_logs` has one of its own.
+artifacts; the CUDA-graph kinds' source (``features/cudagraphs/cudagraph_logs.py``) has one of
+its own.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 from ..judge.guard_classes import classify
-from ..vocabulary.compile_cost import sum_by_signal
 from ..vocabulary.events import (
     GuardFailure,
     HealthEvent,
@@ -15,7 +14,7 @@ from ..vocabulary.events import (
 )
 from ..vocabulary.graph_break_events import GraphBreakEvent
 from ..vocabulary.kinds import KINDS, USER_ONLY, USER_ONLY_INI, USER_ONLY_OPTION, BudgetKind
-from ..vocabulary.measures import COUNT, Measure, plural
+from ..vocabulary.measures import COUNT, Measure, plural, sum_by_signal
 from ..vocabulary.resume_names import resume_point
 
 if TYPE_CHECKING:

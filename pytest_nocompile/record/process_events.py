@@ -96,9 +96,10 @@ class ProcessEvents:
         same signal just counted.
 
         torch counts a cache bypass, then logs why: two sources report the two
-        (:mod:`.observe.cache_bypass_reasons`). The reason joins the latest
-        event of its signal in its thread when that one has none yet; else it
-        stays an event of its own, which counts nothing.
+        (torch's counter, and the caches feature's ``cache_bypass_reasons``).
+        The reason joins the latest event of its signal in its thread when that
+        one has none yet; else it stays an event of its own, which counts
+        nothing.
         """
         if event.amount == 0 and event.reason is not None:
             for index in range(len(self.health) - 1, -1, -1):

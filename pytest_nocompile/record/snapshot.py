@@ -88,8 +88,8 @@ class TestSnapshot:
 
 
 def _shown_totals(processes: tuple[ProcessSnapshot, ...]) -> dict[str, dict[str, float]]:
-    from ..vocabulary.compile_cost import sum_by_signal
     from ..vocabulary.kinds import KINDS
+    from ..vocabulary.measures import sum_by_signal
 
     found = {}
     for kind in KINDS:

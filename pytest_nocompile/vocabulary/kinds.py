@@ -5,9 +5,9 @@ Every kind of budget (recompiles, graph breaks, compiles, a floor on
 compiles, the compile-health kinds) is one entry of :data:`KINDS`. Markers,
 options, ini keys, the summary table's columns, the JSON report, junit
 properties and baselines all loop over that table, so a new kind is one
-entry here plus the events it counts (a health kind: a source in
-``observe/`` that reports its signals). The budgets users give for them are
-read in :mod:`..judge.budget`.
+entry a gate adds (its ``pytest_nocompile_kinds``) plus the events it counts
+(a health kind: the source its entry names, which reports its signals). The
+budgets users give for them are read in :mod:`..judge.budget`.
 """
 
 from __future__ import annotations
@@ -32,25 +32,19 @@ from typing import (
 
 from ..exceptions import (
     BudgetExceeded,
-    CacheMissBudgetExceeded,
     CompileBudgetExceeded,
-    CompileInstructionBudgetExceeded,
-    CompileTimeBudgetExceeded,
-    CudagraphRerecordBudgetExceeded,
-    CudagraphSkipBudgetExceeded,
     GraphBreakBudgetExceeded,
     RecompileBudgetExceeded,
     SyncBudgetExceeded,
     TooFewCompiles,
 )
-from .compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
 from .health_lines import (
     COMPILE_SYNC_SIGNAL,
     SYNC_SIGNAL,
     SYNCS_UNSEEN_SIGNAL,
     sync_lines,
 )
-from .measures import COUNT, INSTRUCTIONS, SECONDS, Amount, Measure
+from .measures import COUNT, Amount, Measure
 
 if TYPE_CHECKING:
     from .events import HealthEvent
@@ -281,104 +275,6 @@ MIN_COMPILES = BudgetKind(
     compile_error_fails=True,
 )
 
-COMPILE_SECONDS_KIND = BudgetKind(
-    key="compile_seconds",
-    marker="max_compile_seconds",
-    events="health",
-    noun="compile time",
-    counts="seconds of compile time (each frame dynamo compiled: dynamo, AOT autograd, inductor, "
-    "autotuning; and backward graphs compiled at their first backward())",
-    column="compile s",
-    short="compile s",
-    # seconds vary from run to run: max_compile_instructions is the steady one
-    gated_by_baseline=False,
-    exceeded=CompileTimeBudgetExceeded,
-    signals=(COMPILE_SECONDS,),
-    shown_signals=PART_SIGNALS,
-    describe_shown=breakdown_text,
-    shown_label="breakdown",
-    shown_key="compile_seconds_breakdown",
-    shown_only_where_budgeted=True,
-    measure=SECONDS,
-    source="pytest_nocompile.observe.sources.compile_metrics:CompileMetricsSource",
-    why_not_measured="pytest_nocompile.observe.sources.compile_metrics:compile_time_not_measured",
-    not_measured_warning="pytest_nocompile.watching.watch:CompileTimeWarning",
-)
-COMPILE_INSTRUCTIONS_KIND = BudgetKind(
-    key="compile_instructions",
-    marker="max_compile_instructions",
-    events="health",
-    noun="compile instruction",
-    counts="CPU instructions dynamo counted compiling frames (torch's own counter; Linux with perf "
-    "events only)",
-    column="compile instr",
-    short="instructions",
-    gated_by_baseline=False,
-    exceeded=CompileInstructionBudgetExceeded,
-    signals=(COMPILE_INSTRUCTIONS,),
-    measure=INSTRUCTIONS,
-    since_torch=(2, 5),
-    shown_only_where_budgeted=True,
-    source="pytest_nocompile.observe.sources.compile_metrics:CompileMetricsSource",
-    why_not_measured="pytest_nocompile.observe.sources.instruction_counter:instructions_not_counted",
-    not_measured_warning="pytest_nocompile.watching.watch:CompileTimeWarning",
-    not_measured_advice=" (max_compile_seconds measures compile time everywhere)",
-)
-
-CACHE_MISSES = BudgetKind(
-    key="cache_misses",
-    marker="max_cache_misses",
-    events="health",
-    noun="cache miss",
-    counts="compile-cache misses (inductor's FX graph cache and the AOTAutograd cache, each miss "
-    "and bypass)",
-    column="cache misses",
-    short="misses",
-    # A bypass pays a cold compile as a miss does: it counts, and shows torch's reason.
-    signals=("aot_autograd.autograd_cache_miss", "aot_autograd.autograd_cache_bypass",
-             "inductor.fxgraph_cache_miss", "inductor.fxgraph_cache_bypass"),
-    shown_signals=("aot_autograd.autograd_cache_hit", "inductor.fxgraph_cache_hit"),
-    shown_column="cache hits",
-    exceeded=CacheMissBudgetExceeded,
-    # Misses depend on what the cache held before the run (another machine, an earlier run), not on
-    # the code alone.
-    gated_by_baseline=False,
-    shown_label="not counted",
-    shown_key="cache_hits",
-    since_torch=(2, 5),
-    since_torch_has="with the AOTAutograd cache's counters",
-    source="pytest_nocompile.observe.sources.cache_bypass_reasons:CacheBypassReasons",
-)
-
-CUDAGRAPH_RERECORDS = BudgetKind(
-    key="cudagraph_rerecords",
-    marker="max_cudagraph_rerecords",
-    events="health",
-    noun="CUDA-graph re-record",
-    counts="CUDA-graph re-recordings (mode='reduce-overhead': a function's graph recorded again "
-    "after its first recording; needs CUDA)",
-    column="cg rerecords",
-    short="cg rerecords",
-    signals=("cudagraph_rerecord",),  # cudagraph_messages.RERECORD
-    short_option="--max-cg-rerecords",
-    exceeded=CudagraphRerecordBudgetExceeded,
-    source="pytest_nocompile.observe.sources.cudagraph_logs:CudagraphLogs",
-)
-CUDAGRAPH_SKIPS = BudgetKind(
-    key="cudagraph_skips",
-    marker="max_cudagraph_skips",
-    events="health",
-    noun="CUDA-graph skip",
-    counts="graphs that inductor ran without CUDA graphs under mode='reduce-overhead' (mutated "
-    "inputs, CPU tensors, ...; needs CUDA)",
-    column="cg skips",
-    short="cg skips",
-    signals=("cudagraph_skip",),  # cudagraph_messages.SKIP
-    short_option="--max-cg-skips",
-    exceeded=CudagraphSkipBudgetExceeded,
-    source="pytest_nocompile.observe.sources.cudagraph_logs:CudagraphLogs",
-)
-
 SYNCS = BudgetKind(
     key="syncs",
     marker="max_syncs",
@@ -580,9 +476,14 @@ def _counted(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
     return tuple(kind for kind in kinds if not kind.same_count_as)
 
 
-KINDS = KindTable((COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES, COMPILE_SECONDS_KIND,
-                   COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES, CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS,
-                   SYNCS))
+def pytest_nocompile_kinds() -> tuple[BudgetKind, ...]:
+    """The kind still the core's whose column comes after a gate's (CUDA graphs) and before
+    another's (kernels): the package lists this module among its built-in gates, in its place,
+    until syncs move into an island of their own."""
+    return (SYNCS,)
+
+
+KINDS = KindTable((COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES))
 KINDS_BY_MARKER: Mapping[str, BudgetKind] = _Index(KINDS, _by_marker)
 KINDS_BY_KEY: Mapping[str, BudgetKind] = _Index(KINDS, _by_key)
 # The kinds with a count of their own: the table's columns, the JSON report's counts, junit

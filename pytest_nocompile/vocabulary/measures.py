@@ -8,9 +8,7 @@ N >= 0, and ``max_recompiles(0.5)`` stays a usage error. A seconds kind
 from __future__ import annotations
 
 import math
-from typing import Union
-
-from .compile_cost import format_seconds
+from typing import Iterable, Union
 
 Amount = Union[int, float]
 
@@ -24,6 +22,26 @@ def plural_noun(count: Amount, noun: str) -> str:
     if count == 1:
         return noun
     return f"{noun}es" if noun.endswith("s") else f"{noun}s"
+
+
+def format_seconds(seconds: float) -> str:
+    """``38.0 s``, ``0.10 s``, ``4.6 ms``, ``0 s``: three significant figures at most, the unit
+    always."""
+    if seconds <= 0:
+        return "0 s"
+    if seconds >= 10:
+        return f"{seconds:.1f} s"
+    if seconds >= 0.1:
+        return f"{seconds:.2f} s"
+    return f"{seconds * 1000:.1f} ms"
+
+
+def sum_by_signal(amounts: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """``{signal: total}`` from ``(signal, amount)`` pairs (a health signal's amounts)."""
+    totals: dict[str, float] = {}
+    for signal, amount in amounts:
+        totals[signal] = totals.get(signal, 0.0) + amount
+    return totals
 
 
 class Measure:

@@ -30,9 +30,6 @@ from ...record.record import ProcessEvents, RecompileRecord
 from ...vocabulary.events import ProcessInfo
 from ...vocabulary.graph_break_events import GraphBreakEvent
 from ...vocabulary.kinds import (
-    CACHE_MISSES,
-    COMPILE_INSTRUCTIONS_KIND,
-    COMPILE_SECONDS_KIND,
     COMPILES,
     GRAPH_BREAKS,
     KINDS,
@@ -47,7 +44,6 @@ from ...vocabulary.measures import Amount
 __all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
     "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded",
     "GraphBreakBudgetExceeded", "RecompileBudgetExceeded", "TooFewCompiles",
-    "assert_max_cache_misses", "assert_max_compile_instructions", "assert_max_compile_seconds",
     "assert_max_compiles", "assert_max_graph_breaks", "assert_max_recompiles", "assert_max_syncs",
     "assert_min_compiles", "block_assertion",
 ]
@@ -256,9 +252,6 @@ def _standalone(kind: BudgetKind) -> Callable[..., _BudgetBlock]:
 assert_max_recompiles = _standalone(RECOMPILES)
 assert_max_graph_breaks = _standalone(GRAPH_BREAKS)
 assert_max_compiles = _standalone(COMPILES)
-assert_max_compile_seconds = _standalone(COMPILE_SECONDS_KIND)
-assert_max_compile_instructions = _standalone(COMPILE_INSTRUCTIONS_KIND)
-assert_max_cache_misses = _standalone(CACHE_MISSES)
 assert_max_syncs = _standalone(SYNCS)
 assert_min_compiles = _standalone(MIN_COMPILES)
 

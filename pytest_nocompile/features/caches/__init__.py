@@ -1,23 +1,32 @@
-"""Compile caches: the ``nocompile_warm_start`` fixture (a user's code run cold, then warm, in two
-fresh processes sharing one private compile cache: :mod:`.warm_start`), and
+"""Compile caches: ``max_cache_misses(N)`` fails a test whose compiles missed (or bypassed)
+inductor's FX graph cache and the AOTAutograd cache more than N times, with torch's reason for
+each bypass (the kind in :mod:`.kind`; torch's counters count them, :mod:`.cache_bypass_reasons`
+reads the reasons); the ``nocompile_warm_start`` fixture (a user's code run cold, then warm, in
+two fresh processes sharing one private compile cache: :mod:`.warm_start`), and
 ``--nocompile-private-caches`` (compile caches of its own for each process that runs tests:
 :mod:`.private_caches`), both on the cache folders of :mod:`.compile_caches`.
 
-Hooks: ``pytest_addoption`` (``--nocompile-private-caches`` and its ini key),
-``pytest_configure`` (registers the private caches' session fixture, where asked);
-the fixture ``nocompile_warm_start``.
+Hooks: ``pytest_nocompile_kinds`` (the ``cache_misses`` kind); ``pytest_addoption``
+(``--nocompile-private-caches`` and its ini key), ``pytest_configure`` (registers the private
+caches' session fixture, where asked); the fixture ``nocompile_warm_start``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import pytest
 
+from ...vocabulary.kinds import BudgetKind
 from ...watching.settings import SETTINGS_KEY, option_group
+from .kind import CACHE_MISSES
 
 if TYPE_CHECKING:
     from .warm_start import Target, WarmStart, WarmStartRunner
+
+
+def pytest_nocompile_kinds() -> Sequence[BudgetKind]:
+    return (CACHE_MISSES,)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

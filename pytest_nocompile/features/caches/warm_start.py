@@ -32,11 +32,12 @@ from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
 from ...exceptions import WarmStartFailed
 from ...judge.torch_support import refuse_where_torch_lacks
 from ...record.record import RecompileRecord
-from ...vocabulary.compile_cost import COMPILE_SECONDS
-from ...vocabulary.kinds import CACHE_MISSES, COMPILES, GRAPH_BREAKS, RECOMPILES
+from ...vocabulary.kinds import COMPILES, GRAPH_BREAKS, RECOMPILES
 from ..child_events.event_files import EventDirectory
 from ..child_startup.event_writer import ENV_VAR
+from ..compile_cost.kinds import COMPILE_SECONDS
 from .compile_caches import private_process_env
+from .kind import CACHE_MISSES
 
 Target = Union[Callable[[], Any], str, "os.PathLike[str]"]
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
-from ...vocabulary.compile_cost import COMPILE_SECONDS
 from ...vocabulary.events import code_place
 from ...vocabulary.measures import plural
+from ..compile_cost.kinds import COMPILE_SECONDS
 
 if TYPE_CHECKING:
     from ...record.snapshot import ProcessSnapshot

@@ -4,23 +4,28 @@ instead of passing unjudged: those counts are then always 0. Only a marker does 
 or ini key budgets every test, most of which never ask for CUDA graphs. A bad marker is left to
 the plugin's usage error.
 
-(The kinds, their source of CUDA-graph logs and the parser of their messages are still the
-core's, in ``vocabulary/kinds.py``, ``observe/sources/cudagraph_logs.py`` and
-``vocabulary/cudagraph_messages.py``.)
+The kinds are in :mod:`.kinds`; their source, which reads inductor's
+``cudagraphs`` log artifact, in :mod:`.cudagraph_logs`, with the parser of its
+messages in :mod:`.cudagraph_messages`; whether this process can record CUDA
+graphs, in :mod:`.cuda`.
 
-Hooks: ``pytest_collection_modifyitems`` (the skips).
+Hooks: ``pytest_nocompile_kinds`` (the ``cudagraph_rerecords`` and ``cudagraph_skips`` kinds);
+``pytest_collection_modifyitems`` (the skips).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import pytest
 
 from ...judge.budget import BudgetUsageError, budget_from_marker
-from ...vocabulary.kinds import CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS
+from ...vocabulary.kinds import BudgetKind
+from .kinds import CUDA_GRAPH_KINDS
 
-CUDA_GRAPH_KINDS = (CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS)
+
+def pytest_nocompile_kinds() -> Sequence[BudgetKind]:
+    return CUDA_GRAPH_KINDS
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -28,7 +33,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 if (budget := _cuda_graph_budget(item)) is not None]
     if not budgeted:
         return
-    from ...observe.cuda import why_no_cuda_graphs
+    from .cuda import why_no_cuda_graphs
 
     why = why_no_cuda_graphs()
     if why is None:

@@ -13,7 +13,7 @@ entries already there before the test. torch's callbacks
 (``torch._dynamo.callback``) are no alternative: ``torch._dynamo.reset()``
 removes them.
 
-What each version reports (the parts, :data:`~..compile_cost.PARTS`, are
+What each version reports (the parts, :data:`~.kinds.PARTS`, are
 made to not overlap, so they add up to the entry's total):
 
 - 2.4 and 2.5: ``entire_frame_compile_time_s``, ``backend_compile_time_s``,
@@ -34,13 +34,13 @@ import collections
 import sys
 from typing import Any, Callable, Collection, Optional
 
-from ...vocabulary.compile_cost import (
+from .instruction_counter import InstructionCounting
+from .kinds import (
     COMPILE_INSTRUCTIONS,
     COMPILE_SECONDS,
     PART_SIGNALS,
     breakdown_text,
 )
-from .instruction_counter import InstructionCounting
 
 UTILS = "torch._dynamo.utils"
 METRICS_DEQUE = "_compilation_metrics"

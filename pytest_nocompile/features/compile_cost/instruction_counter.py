@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any, Iterator, Optional
 
-from ...vocabulary.compile_cost import INSTRUCTIONS_SINCE
+from .kinds import INSTRUCTIONS_SINCE
 
 _IMPOSSIBLE = 2**63  # a delta this large is end(-1)'s 2**64 - 1: a failed read, not a count
 

@@ -2,7 +2,7 @@
 follows its count.
 
 torch counts a bypass in ``torch._dynamo.utils.counters`` (which
-:mod:`.counter_increments` reports) and right after logs why, on the cache
+:mod:`...observe.sources.counter_increments` reports) and right after logs why, on the cache
 module's own logger (read in torch's sources, 2.4 to 2.15):
 
 - ``torch._inductor.codecache``: ``"Bypassing FX Graph Cache because '%s'"``
@@ -14,7 +14,7 @@ module's own logger (read in torch's sources, 2.4 to 2.15):
 
 This source turns such a record into a health event of the same signal with
 amount 0 and the reason: the record joins it to the bypass just counted
-(:meth:`~..process_events.ProcessEvents.add_health`), so a bypass is counted
+(:meth:`~...record.process_events.ProcessEvents.add_health`), so a bypass is counted
 once, by torch's counter, and shown with its reason where torch gave one.
 
 An INFO record is made only when the logger's level lets it through, and

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from .events import CodeLocation
+    from ...vocabulary.events import CodeLocation
 
 RERECORD = "cudagraph_rerecord"  # the health signals this module's events are counted by
 SKIP = "cudagraph_skip"
@@ -82,7 +82,8 @@ def last_frame(stack: str) -> Optional[CodeLocation]:
     frames = list(_FRAME.finditer(stack or ""))
     if not frames:
         return None
-    from .events import CodeLocation  # the events' module loads with the first event, as elsewhere
+    # the events' module loads with the first event, as elsewhere
+    from ...vocabulary.events import CodeLocation
 
     frame = frames[-1]
     return CodeLocation(frame["file"], int(frame["line"]), frame["function"],

@@ -7,7 +7,7 @@ re-records: they log them, at DEBUG, on ``torch._inductor.cudagraph_trees``'s
 ``cudagraph_utils``'s (older torch: on its ``perf_hints`` one). This source
 puts a filter first on those loggers, as the capture's taps do, and sets the
 trees' logger to DEBUG where the user did not switch the artifact on.
-Records go to :class:`~..cudagraph_messages.CudagraphTracker`, and each skip
+Records go to :class:`~.cudagraph_messages.CudagraphTracker`, and each skip
 or re-record to every sink as a health event.
 
 What the user sees is unchanged: a record goes on to torch's handlers when
@@ -24,10 +24,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Callable, Collection, Optional
 
-from ..log_taps import Fanout, Tap, logging_internals
+from ...observe.log_taps import Fanout, Tap, logging_internals
 
 if TYPE_CHECKING:
-    from ...vocabulary.cudagraph_messages import CudagraphTracker
+    from .cudagraph_messages import CudagraphTracker
 
 ARTIFACT = "cudagraphs"
 # recordings and re-record reasons, at DEBUG and INFO
@@ -54,7 +54,7 @@ class CudagraphLogs:
     re-records.
 
     The capture arms it only where the process wants its signals (see
-    :mod:`..wanted_signals`): arming and disarming the tap costs
+    :mod:`...observe.wanted_signals`): arming and disarming the tap costs
     some 13 µs per watched test.
     """
 
@@ -83,7 +83,7 @@ class CudagraphLogs:
             thread = None if record.threadName == "MainThread" else record.threadName
             tracker = self._tracker
             if tracker is None:
-                from ...vocabulary.cudagraph_messages import CudagraphTracker
+                from .cudagraph_messages import CudagraphTracker
 
                 tracker = self._tracker = CudagraphTracker()
             found = tracker.read(record.getMessage(), thread)
