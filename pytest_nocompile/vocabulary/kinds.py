@@ -368,6 +368,7 @@ class KindTable(Sequence[BudgetKind]):
     def add(self, kinds: Sequence[BudgetKind]) -> list[BudgetKind]:
         """Add ``kinds`` at the end; returns those new to the table (a kind already there is not
         added again; another kind whose key or marker is taken raises ValueError)."""
+        self._loaded()  # the built-in gates' columns come first
         added = []
         for kind in kinds:
             known = {known.key: known for known in self._kinds}
