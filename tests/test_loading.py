@@ -179,7 +179,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
         "features.traces.captured_logs", "hookspecs", "judge", "judge.budget",
         "judge.installed_versions", "judge.result",
         "judge.torch_support", "observe", "observe.arrival", "observe.capture", "observe.cpp_syncs",
-        "observe.dynamo_state", "observe.log_taps", "observe.sources",
+        "observe.dynamo_state", "observe.log_taps", "observe.patches", "observe.sources",
         "observe.sources.counter_increments",
         "observe.sources.swallowed_errors", "observe.sources.sync_warnings", "observe.user_code",
         "observe.wanted_signals", "off_switch", "output", "output.summary",

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Optional
 from ..vocabulary.kinds import KINDS, kind_sources, resolve
 from . import wanted_signals
 from .log_taps import Tap, WarningHandler, current_compile_id, logging_internals
+from .patches import Patches
 from .user_code import find_user_code
 
 if TYPE_CHECKING:
@@ -100,11 +101,8 @@ class DynamoLogs:
         self._sinks: list[Sink] = []
         # looked up once: getLogger takes logging's lock
         self._limit_logger: Optional[logging.Logger] = None
-        # (module, name, torch's function, our wrapper)
-        self._patched: list[tuple[Any, str, Any, Any]] = []
-        # Our wrapper of each torch function, made once per function (functools.wraps is most of
-        # arming's cost).
-        self._wrappers: dict[tuple[Any, str], Callable[..., Any]] = {}
+        # our wrappers of torch's functions, in place while armed
+        self._patches = Patches()
         # torch's functions that re-initialise its logging, and what to do before each (made once).
         self._reinitialisers: tuple[tuple[str, Optional[Callable[[], None]]], ...] = (
             ("_init_logs", None), ("set_logs", self._before_set_logs))
@@ -291,18 +289,14 @@ class DynamoLogs:
         # where the user compiles a module, put back as the rest
         from .compiled_modules import remember_compile_sites
 
-        self._patched += remember_compile_sites()
+        remember_compile_sites(self._patches)
         self.armed = True
         self._arm_sources()
 
     def _disarm(self) -> None:
         self.armed = False
         self._disarm_sources()
-        for module, name, original, wrapper in self._patched:
-            # else someone patched it after us: theirs to undo
-            if getattr(module, name, None) is wrapper:
-                setattr(module, name, original)
-        self._patched = []
+        self._patches.undo()
         # both made by _arm
         self._limit_logger.removeHandler(self._limit_handler)  # type: ignore[union-attr, arg-type]
         for tap in reversed(self._taps):
@@ -342,13 +336,10 @@ class DynamoLogs:
             original = getattr(internals, name, None)
             if original is None:
                 continue
-            wrapper = self._wrappers.get((original, name))
-            if wrapper is None:
-                wrapper = self._wrappers[(original, name)] = reinitialising(original, before)
             for module in (internals, public):
                 if getattr(module, name, None) is original:
-                    setattr(module, name, wrapper)
-                    self._patched.append((module, name, original, wrapper))
+                    self._patches.wrap(module, name,
+                                       functools.partial(reinitialising, before=before), original)
 
     # -- records, in whatever thread dynamo compiles -----------------------------
 

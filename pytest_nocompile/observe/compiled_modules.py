@@ -36,6 +36,7 @@ from .user_code import compiling_code, find_user_code
 if TYPE_CHECKING:
     from ..vocabulary.events import CodeLocation
     from ..vocabulary.module_names import CompiledModule
+    from .patches import Patches
 
 _WRAPPER_FILE = os.path.join("_dynamo", "external_utils.py")
 _WRAPPER = "inner"
@@ -50,7 +51,6 @@ _MODULE_BASE = "torch.nn.modules.module"  # nn.Module's
 # module -> {method name: (file, line) of the user's call that compiled it};
 # weak: a test's model dies with it.
 _SITES: weakref.WeakKeyDictionary[Any, dict[str, tuple[str, int]]] = weakref.WeakKeyDictionary()
-_WRAPPERS: dict[Callable[..., Any], Callable[..., Any]] = {}  # dynamo's __call__ -> ours, made once
 
 
 def compiling(frame: Optional[FrameType]) -> tuple[Optional[CodeLocation],
@@ -128,22 +128,13 @@ def _class_name(cls: type) -> str:
     return cls.__name__
 
 
-def remember_compile_sites() -> list[tuple[Any, str, Any, Any]]:
-    """Wrap dynamo's ``_TorchDynamoContext.__call__`` to remember where user code compiles a module.
-
-    Returns ``[(class, "__call__", dynamo's function, ours)]`` for the capture to put back when it
-    disarms; empty where this torch has no such class (nothing is then remembered).
-    """
+def remember_compile_sites(patches: Patches) -> None:
+    """Wrap dynamo's ``_TorchDynamoContext.__call__`` to remember where user code compiles a module,
+    among the capture's ``patches`` (put back when it disarms); nothing where this torch has no
+    such class (nothing is then remembered)."""
     context = getattr(sys.modules.get("torch._dynamo.eval_frame"), "_TorchDynamoContext", None)
-    original = None if context is None else context.__dict__.get("__call__")
-    # none, or ours already
-    if context is None or original is None or original in _WRAPPERS.values():
-        return []
-    wrapper = _WRAPPERS.get(original)
-    if wrapper is None:
-        wrapper = _WRAPPERS[original] = _remembering(original)
-    context.__call__ = wrapper
-    return [(context, "__call__", original, wrapper)]
+    if context is not None and not patches.is_ours(vars(context).get("__call__")):
+        patches.wrap(context, "__call__", _remembering)
 
 
 def _remembering(original: Callable[..., Any]) -> Callable[..., Any]:

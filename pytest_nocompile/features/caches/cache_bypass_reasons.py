@@ -32,6 +32,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Collection, Optional
 
+from ...observe.patches import Patches
+
 FX_GRAPH_BYPASS = "inductor.fxgraph_cache_bypass"
 AUTOGRAD_BYPASS = "aot_autograd.autograd_cache_bypass"
 
@@ -83,10 +85,9 @@ class CacheBypassReasons:
                  wanted: Callable[[], Collection[str]]) -> None:
         self._emit = emit
         self._wanted = wanted  # the signals the process reports now (see observe.wanted_signals)
-        # By logger name: its instance __dict__ and our wrappers for it, made at the first arming
-        # that wants its signal: arming runs in every watched test, so it only puts the wrappers in
-        # (instance attributes: the class's methods stay as they are).
-        self._wrappers: dict[str, tuple[dict[str, Any], dict[str, Callable[..., Any]]]] = {}
+        # Our wrappers of each logger's methods, in place as instance attributes while armed (the
+        # class's methods stay as they are).
+        self._patches = Patches()
 
     def arm(self) -> None:
         # the capture arms this source only where one of its signals is wanted: wrap those loggers
@@ -94,18 +95,16 @@ class CacheBypassReasons:
         for name, (template, signal) in BYPASS_RECORDS.items():
             if signal not in wanted:
                 continue
-            made = self._wrappers.get(name)
-            if made is None:
-                logger = logging.getLogger(name)
-                made = self._wrappers[name] = (vars(logger), {
-                    method: _wrapped(getattr(logger, method), template, signal, self._emit)
-                    for method in _METHODS})
-            attributes, wrappers = made
-            attributes.update(wrappers)
+            logger = logging.getLogger(name)
+            for method in _METHODS:
+                # the class's function, the same at every arming: its wrapper is made once
+                self._patches.wrap(logger, method, self._reporting(logger, template, signal),
+                                   original=getattr(type(logger), method))
 
     def disarm(self) -> None:
-        for attributes, wrappers in self._wrappers.values():
-            for method, wrapper in wrappers.items():
-                # else someone put their own there after us: theirs
-                if attributes.get(method) is wrapper:
-                    del attributes[method]
+        self._patches.undo()
+
+    def _reporting(self, logger: logging.Logger, template: str,
+                   signal: str) -> Callable[[Any], Callable[..., Any]]:
+        """What makes the wrapper of one of ``logger``'s methods from the class's function."""
+        return lambda function: _wrapped(function.__get__(logger), template, signal, self._emit)

@@ -37,6 +37,7 @@ import sys
 from typing import Any, Callable, Collection, Optional
 
 from ...observe.dynamo_state import torch_import_warnings_silenced
+from ...observe.patches import Patches
 from .kind import KERNELS_BACKWARD, KERNELS_SIGNAL
 
 METRICS = "torch._inductor.metrics"
@@ -53,9 +54,8 @@ class KernelCounts:
                  wanted: Optional[Callable[[], Collection[str]]] = None) -> None:
         self._emit = emit
         self._helper: Any = None  # torch's CachedMetricsHelper while armed
-        # torch's get_deltas and apply_deltas (as found in the class __dict__) and our wrappers,
-        # made once per torch function.
-        self._wrappers: dict[str, tuple[Any, Any]] = {}
+        # our get_deltas and apply_deltas in its place (wrapping the class __dict__'s)
+        self._patches = Patches()
 
     def arm(self) -> None:
         if self._helper is not None:
@@ -63,25 +63,13 @@ class KernelCounts:
         helper = getattr(_metrics(), HELPER, None)
         if helper is None:
             return  # a torch without it: kernels_not_measured() says so
-        for name, wrap in (("get_deltas", self._reporting_get_deltas),
-                           ("apply_deltas", self._reporting_apply_deltas)):
-            original = vars(helper).get(name)
-            if original is None:
-                continue
-            made = self._wrappers.get(name)
-            if made is None or made[0] is not original:
-                made = self._wrappers[name] = (original, wrap(original))
-            setattr(helper, name, made[1])
+        self._patches.wrap(helper, "get_deltas", self._reporting_get_deltas)
+        self._patches.wrap(helper, "apply_deltas", self._reporting_apply_deltas)
         self._helper = helper
 
     def disarm(self) -> None:
-        helper, self._helper = self._helper, None
-        if helper is None:
-            return
-        for name, (original, wrapper) in self._wrappers.items():
-            # else someone put their own there after us: theirs
-            if vars(helper).get(name) is wrapper:
-                setattr(helper, name, original)
+        self._helper = None
+        self._patches.undo()
 
     def _report(self, deltas: Any, origin: Optional[str]) -> None:
         try:
