@@ -91,7 +91,7 @@ __version__ = "0.1.0"
 # The built-in gates, each a feature adding kinds of budget (its pytest_nocompile_kinds), in the
 # summary table's column order: read by vocabulary.kinds.KINDS the first time it is read, in every
 # process (a script and a child process too, which have no pytest hooks).
-BUILT_IN_GATES = ("pytest_nocompile.features.kernels",)
+BUILT_IN_GATES = ("pytest_nocompile.features.syncs", "pytest_nocompile.features.kernels")
 
 _PUBLIC_MODULES = {
     "AssertMaxRecompiles": ".features.block_assertions.assertions",

@@ -18,11 +18,12 @@ from pytest_nocompile.features.baselines.baseline import (
     saved_baseline,
 )
 from pytest_nocompile.features.reports.json_report import json_document, outcome_of
+from pytest_nocompile.features.syncs.kind import SYNCS
 from pytest_nocompile.judge.budget import RecompileBudget
 from pytest_nocompile.judge.result import TestResult, Verdict, idle_result
 from pytest_nocompile.observe.wanted_signals import every_kinds_signals
 from pytest_nocompile.output.summary import LONG_TABLE, summary_lines
-from pytest_nocompile.vocabulary.kinds import CACHE_MISSES, COMPILE_SECONDS_KIND, KINDS, SYNCS
+from pytest_nocompile.vocabulary.kinds import CACHE_MISSES, COMPILE_SECONDS_KIND, KINDS
 from pytest_nocompile.watching.measured import (
     HEALTH_KINDS,
     HEARD_WITHOUT_DYNAMO,

@@ -7,8 +7,9 @@ import importlib
 import types
 
 # Registered in this order, each under the name "nocompile-<name>".
-BUILT_IN = ("strict", "reports", "baselines", "traces", "caches", "contracts", "kernels",
-            "block_assertions", "cudagraphs", "child_startup", "child_events", "children")
+BUILT_IN = ("strict", "reports", "baselines", "traces", "caches", "contracts", "syncs",
+            "sync_relay", "kernels", "block_assertions", "cudagraphs", "child_startup",
+            "child_events", "children")
 # The names they are registered under.
 FEATURE_NAMES = tuple(f"nocompile-{name}" for name in BUILT_IN)
 

@@ -27,11 +27,14 @@ theirs is wanted (:mod:`.wanted_signals`), which report through
 assertion and a child's reporter all hear them. The sources:
 :mod:`.counter_increments`, :mod:`.compile_metrics`, :mod:`.cache_bypass_reasons`
 (torch's reason for each cache bypass counted), :mod:`.cudagraph_logs`,
-:mod:`.kernel_counts`, :mod:`.sync_warnings`, and :mod:`.swallowed_errors`
-(the compile errors dynamo swallows, read in every armed capture from the
-warnings the limit handler also reads). A source that needs no dynamo (syncs:
-a test that never compiles can sync) arms for a sink attached before dynamo
-is imported (:meth:`DynamoLogs.attach_early`); the rest arm once it is.
+the sources the gates' kinds name (the kernels and syncs islands'), and
+:mod:`.swallowed_errors` (the compile errors dynamo swallows, read in every
+armed capture from the warnings the limit handler also reads). A source that
+needs no dynamo (syncs: a test that never compiles can sync) arms for a sink
+attached before dynamo is imported (:meth:`DynamoLogs.attach_early`); the rest
+arm once it is. A source whose signals arrive late (the syncs of torch's C++
+code, read from stderr) is waited for before a count is read
+(:meth:`DynamoLogs.settle`).
 
 How each logger is tapped, and why not with ``set_logs``: :mod:`.log_taps`. When torch
 re-initialises its logging while armed (``_init_logs``, ``set_logs``, torch's
@@ -70,7 +73,9 @@ if TYPE_CHECKING:
         def disarm(self) -> None: ...
 
         # A source may say ``needs_dynamo = False``: it arms without dynamo too (read with getattr;
-        # default True).
+        # default True). One whose signals reach the sinks after they happened (the syncs of
+        # torch's C++ code, read from stderr) has a ``settle()`` that waits until those of so far
+        # have: see DynamoLogs.settle.
 
 RECOMPILES_LOGGER = "torch._dynamo.guards.__recompiles"
 VERBOSE_LOGGER = "torch._dynamo.guards.__recompiles_verbose"
@@ -118,6 +123,8 @@ class DynamoLogs:
         self._active: list[Source] = []
         self._active_for: Optional[frozenset[str]] = None
         self._armed_sources: list[Source] = []
+        # the armed sources that report late (their settle()), in the order they armed
+        self.settling: list[Source] = []
         self.armed = False
 
     def _parts(self) -> list[Source]:
@@ -193,12 +200,26 @@ class DynamoLogs:
                                                       or not getattr(source, "needs_dynamo", True)):
                 source.arm()
                 self._armed_sources.append(source)
+                if hasattr(source, "settle"):
+                    self.settling = [*self.settling, source]
 
     def _disarm_sources(self) -> None:
         if self._armed_sources:
+            self.settling = []
             for source in reversed(self._armed_sources):
                 source.disarm()
             self._armed_sources = []
+
+    def settle(self, sink: Optional[Sink] = None,
+               signals: Optional[Collection[str]] = None) -> None:
+        """Wait until what the armed sources report late (a source's ``settle()``: the syncs of
+        torch's C++ code, read from stderr) has reached the sinks, up to now: asked before a count
+        is read. ``sink``: only where it is attached; ``signals``: only the sources of those."""
+        if sink is not None and sink not in self._sinks:
+            return
+        for source in self.settling:
+            if signals is None or not source.signals.isdisjoint(signals):
+                source.settle()  # type: ignore[attr-defined]
 
     def emit_health(self, what: str, amount: float = 1, reason: Optional[str] = None,
                     compile_id: Optional[str] = None, of_this_moment: bool = True) -> None:

@@ -39,16 +39,9 @@ from ..exceptions import (
     CudagraphSkipBudgetExceeded,
     GraphBreakBudgetExceeded,
     RecompileBudgetExceeded,
-    SyncBudgetExceeded,
     TooFewCompiles,
 )
 from .compile_cost import COMPILE_INSTRUCTIONS, COMPILE_SECONDS, PART_SIGNALS, breakdown_text
-from .health_lines import (
-    COMPILE_SYNC_SIGNAL,
-    SYNC_SIGNAL,
-    SYNCS_UNSEEN_SIGNAL,
-    sync_lines,
-)
 from .measures import COUNT, INSTRUCTIONS, SECONDS, Amount, Measure
 
 if TYPE_CHECKING:
@@ -144,6 +137,14 @@ class BudgetKind:
     # NotMeasuredWarning), and advice after it.
     not_measured_warning: str = ""
     not_measured_advice: str = ""
+    # An environment variable, "1" in the processes a run's tests start where the run reads this
+    # kind: a child process reads it only then, for a source that changes what a process does
+    # (syncs turn torch's sync debug mode on). A kind without one a child reads always: it cannot
+    # know what its test reads.
+    children_told_by: str = ""
+    # More variables of its source's that a child process reads (the stderr relay's): child_env()
+    # passes them on, with children_told_by.
+    children_read_variables: tuple[str, ...] = ()
 
     @property
     def is_floor(self) -> bool:
@@ -378,33 +379,6 @@ CUDAGRAPH_SKIPS = BudgetKind(
     source="pytest_nocompile.observe.sources.cudagraph_logs:CudagraphLogs",
 )
 
-SYNCS = BudgetKind(
-    key="syncs",
-    marker="max_syncs",
-    events="health",
-    noun="sync",
-    counts="device-to-host syncs (each synchronizing CUDA operation torch's sync debug mode warns "
-    "of; needs CUDA)",
-    column="syncs",
-    short="syncs",
-    signals=(SYNC_SIGNAL,),  # observe.sync_warnings
-    # A compile's own syncs (inductor compiling, autotuning) are paid once, not per step: shown
-    # beside the count, not in it.
-    shown_signals=(COMPILE_SYNC_SIGNAL,),
-    describe_shown=lambda totals: (f"{int(totals.get(COMPILE_SYNC_SIGNAL, 0))} "
-                                   f"while dynamo compiled"),
-    shown_label="not counted",
-    shown_key="syncs_while_compiling",
-    describe_events=sync_lines,
-    exceeded=SyncBudgetExceeded,
-    gated_by_baseline=False,
-    # observe.cpp_syncs: the syncs torch warns of outside Python, where not seen
-    lower_bound_signal=SYNCS_UNSEEN_SIGNAL,
-    source="pytest_nocompile.observe.sources.sync_warnings:SyncWarnings",
-    needs_dynamo=False,
-    why_not_measured="pytest_nocompile.observe.sources.sync_warnings:why_syncs_not_observed",
-    unmeasured_shown_without_compiles=True,
-)
 
 def resolve(path: str) -> Any:
     """The object a kind names by ``"module:attribute"`` (its source, its not-measured reason),
@@ -566,6 +540,12 @@ def health_signals(kinds: Sequence[BudgetKind]) -> frozenset[str]:
     return frozenset(signal for kind in kinds for signal in kind.health_signals)
 
 
+def told_to_children(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
+    """The kinds a child process reads only where its test's run reads them
+    (``children_told_by``)."""
+    return tuple(kind for kind in kinds if kind.children_told_by)
+
+
 def _by_marker(kinds: Sequence[BudgetKind]) -> dict[str, BudgetKind]:
     return {kind.marker: kind for kind in kinds}
 
@@ -579,8 +559,7 @@ def _counted(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
 
 
 KINDS = KindTable((COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES, COMPILE_SECONDS_KIND,
-                   COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES, CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS,
-                   SYNCS))
+                   COMPILE_INSTRUCTIONS_KIND, CACHE_MISSES, CUDAGRAPH_RERECORDS, CUDAGRAPH_SKIPS))
 KINDS_BY_MARKER: Mapping[str, BudgetKind] = _Index(KINDS, _by_marker)
 KINDS_BY_KEY: Mapping[str, BudgetKind] = _Index(KINDS, _by_key)
 # The kinds with a count of their own: the table's columns, the JSON report's counts, junit

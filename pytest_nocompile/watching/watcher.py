@@ -51,10 +51,6 @@ if TYPE_CHECKING:
     from .results import Results
     from .settings import RunSettings
 
-# The syncs of torch's C++ code (observe.cpp_syncs): loaded only where the sync source armed on
-# CUDA.
-_CPP_SYNCS = __package__.rpartition(".")[0] + ".observe.cpp_syncs"
-
 
 # The hooks of ..hookspecs the watcher calls for each watched test.
 PER_TEST_HOOKS = ("pytest_nocompile_watch_opened", "pytest_nocompile_record_attached",
@@ -118,8 +114,7 @@ class Watcher:
             raise
         finally:
             if record is not None:
-                if _CPP_SYNCS in sys.modules:  # loaded only where the sync source armed on CUDA
-                    _settle(record)
+                _settle(record)
                 record.end_setup()
 
     def _running(self, item: pytest.Item) -> Optional[Watch]:
@@ -219,8 +214,7 @@ class Watcher:
         """The call ended (its own error, if any, still on its way): fix the counts, undo what the
         call changed."""
         assert watch.record is not None
-        if _CPP_SYNCS in sys.modules:
-            _settle(watch.record)
+        _settle(watch.record)
         watch.record.end_call()
         self._features("pytest_nocompile_call_ended", watch=watch, error=error)
         if watch.plan is not None and watch.plan.may_go_unmeasured:
@@ -457,12 +451,12 @@ def _attached_early(record: RecompileRecord) -> bool:
 
 
 def _settle(record: RecompileRecord) -> None:
-    """Before a phase's count is fixed: the syncs torch warns of outside Python, read from stderr,
-    all reached the record (loaded only where the sync source armed on CUDA: nearly every test has
-    nothing to wait for)."""
+    """Before a phase's count is fixed: what the armed sources report late (the syncs torch warns
+    of outside Python, read from stderr) all reached the record (nearly every test has no such
+    source armed: nothing to wait for)."""
     capture = loaded_capture()
-    if capture is not None and capture.attached(record):
-        sys.modules[_CPP_SYNCS].settle()
+    if capture is not None and capture.settling:
+        capture.settle(record)
 
 
 def _dynamo_state() -> ModuleType:

@@ -39,7 +39,6 @@ from ...vocabulary.kinds import (
     KINDS_BY_MARKER,
     MIN_COMPILES,
     RECOMPILES,
-    SYNCS,
     BudgetKind,
 )
 from ...vocabulary.measures import Amount
@@ -48,7 +47,7 @@ __all__ = [  # the exceptions live in .exceptions; importing them from here keep
     "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded",
     "GraphBreakBudgetExceeded", "RecompileBudgetExceeded", "TooFewCompiles",
     "assert_max_cache_misses", "assert_max_compile_instructions", "assert_max_compile_seconds",
-    "assert_max_compiles", "assert_max_graph_breaks", "assert_max_recompiles", "assert_max_syncs",
+    "assert_max_compiles", "assert_max_graph_breaks", "assert_max_recompiles",
     "assert_min_compiles", "block_assertion",
 ]
 
@@ -131,11 +130,12 @@ class _BudgetBlock(ContextDecorator):
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         __tracebackhide__ = True  # the traceback should end at the user's with-block
-        # (syncs) those torch warns of outside Python reach the record a little later
-        if self._kind.lower_bound_signal:
-            from ...observe.cpp_syncs import settle
+        # what a source reports late (the syncs torch warns of outside Python) reaches the record
+        signals = self._kind.health_signals
+        if signals:
+            from ...observe.capture import DYNAMO_LOGS
 
-            settle()
+            DYNAMO_LOGS.settle(signals=signals)
         if self._own is not None:
             self._own.stop()
             self._own = None
@@ -259,7 +259,6 @@ assert_max_compiles = _standalone(COMPILES)
 assert_max_compile_seconds = _standalone(COMPILE_SECONDS_KIND)
 assert_max_compile_instructions = _standalone(COMPILE_INSTRUCTIONS_KIND)
 assert_max_cache_misses = _standalone(CACHE_MISSES)
-assert_max_syncs = _standalone(SYNCS)
 assert_min_compiles = _standalone(MIN_COMPILES)
 
 
