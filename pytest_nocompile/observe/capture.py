@@ -123,7 +123,8 @@ class DynamoLogs:
         self._active: list[Source] = []
         self._active_for: Optional[frozenset[str]] = None
         self._armed_sources: list[Source] = []
-        # the armed sources that report late (their settle()), in the order they armed
+        # the sources that report late (their settle()), and those of them armed now
+        self._late: list[Source] = []
         self.settling: list[Source] = []
         self.armed = False
 
@@ -166,6 +167,7 @@ class DynamoLogs:
             for path in paths)
         assert self._counters is not None  # made first, by _parts
         self._sources = [self._counters, *(self._made[path] for path in paths)]
+        self._late = [source for source in self._sources if hasattr(source, "settle")]
         self._active_for = None  # the active sources are chosen again
 
     def _kind_sources_groups(self) -> frozenset[str]:
@@ -200,7 +202,7 @@ class DynamoLogs:
                                                       or not getattr(source, "needs_dynamo", True)):
                 source.arm()
                 self._armed_sources.append(source)
-                if hasattr(source, "settle"):
+                if source in self._late:
                     self.settling = [*self.settling, source]
 
     def _disarm_sources(self) -> None:

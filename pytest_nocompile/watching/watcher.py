@@ -51,6 +51,9 @@ if TYPE_CHECKING:
     from .results import Results
     from .settings import RunSettings
 
+# This process's capture (..observe.capture), loaded only once dynamo arrived or a source that
+# needs none was read: nearly every test of a run that never compiles has nothing to settle.
+_CAPTURE = __package__.rpartition(".")[0] + ".observe.capture"
 
 # The hooks of ..hookspecs the watcher calls for each watched test.
 PER_TEST_HOOKS = ("pytest_nocompile_watch_opened", "pytest_nocompile_record_attached",
@@ -114,7 +117,8 @@ class Watcher:
             raise
         finally:
             if record is not None:
-                _settle(record)
+                if _CAPTURE in sys.modules:
+                    _settle(record)
                 record.end_setup()
 
     def _running(self, item: pytest.Item) -> Optional[Watch]:
@@ -214,7 +218,8 @@ class Watcher:
         """The call ended (its own error, if any, still on its way): fix the counts, undo what the
         call changed."""
         assert watch.record is not None
-        _settle(watch.record)
+        if _CAPTURE in sys.modules:
+            _settle(watch.record)
         watch.record.end_call()
         self._features("pytest_nocompile_call_ended", watch=watch, error=error)
         if watch.plan is not None and watch.plan.may_go_unmeasured:

@@ -161,12 +161,11 @@ class ChildReports:
         # (read once, as the one above).
         self._found_told: dict[str, Optional[str]] = {}
         # What the environment tells the test's processes when no test runs (as found), and
-        # while one runs, for the wanted signals and kinds of _told_for (made again when either
-        # changes).
+        # while one runs, for the wanted signals of _told_for (made again when they change: they
+        # are a new set whenever the kinds are, before the run narrows them at collection's end).
         self._told_when_found = self._as_found(KINDS.derived(told_to_children))
         self._told = self._told_when_found
-        self._told_for: tuple[Optional[frozenset[str]], Optional[tuple[BudgetKind, ...]]] = (
-            None, None)
+        self._told_for: Optional[frozenset[str]] = None
         # as this run last set them: the environment is written only when they change
         self._told_now = self._told_when_found
 
@@ -193,8 +192,10 @@ class ChildReports:
         os.environ[ENV_VAR] = reports.add_phase(phase)
         # Whether the run reads each kind told to children (a budget, a block assertion or a
         # report of syncs, seen so far).
-        told = self._telling(wanted_signals.wanted_signals())
-        if told != self._told_now:  # nearly every run: never, and the environment is not written
+        wanted = wanted_signals.wanted_signals()
+        told = self._told if wanted is self._told_for else self._telling(wanted)
+        # nearly every run: never, and the environment is not written
+        if told is not self._told_now and told != self._told_now:
             self._tell(told)
         if "multiprocessing.forkserver" in sys.modules:
             _restart_fork_server()
@@ -210,8 +211,9 @@ class ChildReports:
                 pass
         else:
             os.environ[ENV_VAR] = self._found
-        if self._told_now != self._told_when_found:
-            self._tell(self._told_when_found)
+        found = self._told_when_found
+        if self._told_now is not found and self._told_now != found:
+            self._tell(found)
         if not keep:
             reports.remove(just_read)
 
@@ -219,12 +221,11 @@ class ChildReports:
         """What the test's processes are to be told, by variable: ``"1"`` for each kind told to
         children that the run reads (one of its signals wanted), else the variable as found."""
         kinds = KINDS.derived(told_to_children)
-        if self._told_for[0] is not wanted or self._told_for[1] is not kinds:
-            self._told_for = (wanted, kinds)
-            found = self._told_when_found = self._as_found(kinds)
-            told = tuple((name, "1" if not wanted.isdisjoint(kind.signals) else value)
-                         for kind, (name, value) in zip(kinds, found))
-            self._told = found if told == found else told
+        self._told_for = wanted
+        found = self._told_when_found = self._as_found(kinds)
+        told = tuple((name, "1" if not wanted.isdisjoint(kind.signals) else value)
+                     for kind, (name, value) in zip(kinds, found))
+        self._told = found if told == found else told
         return self._told
 
     def _as_found(self, kinds: tuple[BudgetKind, ...]) -> tuple[tuple[str, Optional[str]], ...]:
