@@ -91,10 +91,8 @@ __version__ = "0.1.0"
 # The built-in gates, each a feature adding kinds of budget (its pytest_nocompile_kinds), in the
 # summary table's column order: read by vocabulary.kinds.KINDS the first time it is read, in every
 # process (a script and a child process too, which have no pytest hooks).
-# vocabulary.kinds stands in for the kind still the core's that comes between two gates' (syncs),
-# until it moves into an island.
 BUILT_IN_GATES = ("pytest_nocompile.features.compile_cost", "pytest_nocompile.features.caches",
-                  "pytest_nocompile.features.cudagraphs", "pytest_nocompile.vocabulary.kinds",
+                  "pytest_nocompile.features.cudagraphs", "pytest_nocompile.features.syncs",
                   "pytest_nocompile.features.kernels")
 
 _PUBLIC_MODULES = {

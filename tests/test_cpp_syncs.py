@@ -17,7 +17,7 @@ import pytest
 from test_syncs import FAKE_CUDA
 
 from nocompile_testing import RunPytest
-from pytest_nocompile.observe.relay_process import Relay, command_mark, pass_mark
+from pytest_nocompile.features.sync_relay.relay_process import Relay, command_mark, pass_mark
 
 pytest.importorskip("torch")
 
@@ -200,7 +200,7 @@ import time
 import pytest
 import torch
 
-from pytest_nocompile.observe.stderr_relay import RELAY
+from pytest_nocompile.features.sync_relay.stderr_relay import RELAY
 
 
 @pytest.mark.max_syncs(0)

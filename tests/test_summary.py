@@ -20,11 +20,12 @@ from pytest_nocompile.features.baselines.baseline import (
 from pytest_nocompile.features.caches.kind import CACHE_MISSES
 from pytest_nocompile.features.compile_cost.kinds import COMPILE_SECONDS_KIND
 from pytest_nocompile.features.reports.json_report import json_document, outcome_of
+from pytest_nocompile.features.syncs.kind import SYNCS
 from pytest_nocompile.judge.budget import RecompileBudget
 from pytest_nocompile.judge.result import TestResult, Verdict, idle_result
 from pytest_nocompile.observe.wanted_signals import every_kinds_signals
 from pytest_nocompile.output.summary import LONG_TABLE, summary_lines
-from pytest_nocompile.vocabulary.kinds import KINDS, SYNCS
+from pytest_nocompile.vocabulary.kinds import KINDS
 from pytest_nocompile.watching.measured import (
     HEALTH_KINDS,
     HEARD_WITHOUT_DYNAMO,

@@ -18,9 +18,9 @@ import warnings
 import pytest
 
 from nocompile_testing import RunPytest, expect_lines
-from pytest_nocompile.observe.sources.sync_warnings import is_sync_warning
+from pytest_nocompile.features.syncs.kind import SYNC_SIGNAL, sync_lines
+from pytest_nocompile.features.syncs.sync_warnings import is_sync_warning
 from pytest_nocompile.vocabulary.events import CodeLocation, HealthEvent
-from pytest_nocompile.vocabulary.health_lines import SYNC_SIGNAL, sync_lines
 
 torch = pytest.importorskip("torch")
 

@@ -8,8 +8,8 @@ import types
 
 # Registered in this order, each under the name "nocompile-<name>".
 BUILT_IN = ("strict", "reports", "baselines", "traces", "caches", "contracts", "compile_cost",
-            "kernels", "block_assertions", "cudagraphs", "marker_names", "child_startup",
-            "child_events", "children")
+            "syncs", "sync_relay", "kernels", "block_assertions", "cudagraphs", "marker_names",
+            "child_startup", "child_events", "children")
 # The names they are registered under.
 FEATURE_NAMES = tuple(f"nocompile-{name}" for name in BUILT_IN)
 

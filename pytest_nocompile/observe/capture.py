@@ -28,14 +28,15 @@ assertion and a child's reporter all hear them. The capture's own sources are
 :mod:`.counter_increments` (torch's counters) and :mod:`.swallowed_errors`
 (the compile errors dynamo swallows, read in every armed capture from the
 warnings the limit handler also reads); the others are those the kinds name
-(``BudgetKind.source``): :mod:`.sync_warnings`, and the gates' own (compile
-metrics and torch's instruction counter in ``features/compile_cost/``,
-torch's reason for each cache bypass counted in ``features/caches/``,
-CUDA-graph logs in ``features/cudagraphs/``, kernel counts in
-``features/kernels/``). A
-source that needs no dynamo (syncs: a test that never compiles can sync)
-arms for a sink attached before dynamo is imported
-(:meth:`DynamoLogs.attach_early`); the rest arm once it is.
+(``BudgetKind.source``), the gates' own (compile metrics and torch's
+instruction counter in ``features/compile_cost/``, torch's reason for each
+cache bypass counted in ``features/caches/``, CUDA-graph logs in
+``features/cudagraphs/``, syncs in ``features/syncs/``, kernel counts in
+``features/kernels/``). A source that needs no dynamo (syncs: a test that
+never compiles can sync) arms for a sink attached before dynamo is imported
+(:meth:`DynamoLogs.attach_early`); the rest arm once it is. A source whose
+signals arrive late (the syncs of torch's C++ code, read from stderr) is
+waited for before a count is read (:meth:`DynamoLogs.settle`).
 
 How each logger is tapped, and why not with ``set_logs``: :mod:`.log_taps`. When torch
 re-initialises its logging while armed (``_init_logs``, ``set_logs``, torch's
@@ -75,7 +76,9 @@ if TYPE_CHECKING:
         def disarm(self) -> None: ...
 
         # A source may say ``needs_dynamo = False``: it arms without dynamo too (read with getattr;
-        # default True).
+        # default True). One whose signals reach the sinks after they happened (the syncs of
+        # torch's C++ code, read from stderr) has a ``settle()`` that waits until those of so far
+        # have: see DynamoLogs.settle.
 
 RECOMPILES_LOGGER = "torch._dynamo.guards.__recompiles"
 VERBOSE_LOGGER = "torch._dynamo.guards.__recompiles_verbose"
@@ -120,6 +123,9 @@ class DynamoLogs:
         self._active: list[Source] = []
         self._active_for: Optional[frozenset[str]] = None
         self._armed_sources: list[Source] = []
+        # the sources that report late (their settle()), and those of them armed now
+        self._late: list[Source] = []
+        self.settling: list[Source] = []
         self.armed = False
 
     def _parts(self) -> list[Source]:
@@ -161,6 +167,7 @@ class DynamoLogs:
             for path in paths)
         assert self._counters is not None  # made first, by _parts
         self._sources = [self._counters, *(self._made[path] for path in paths)]
+        self._late = [source for source in self._sources if hasattr(source, "settle")]
         self._active_for = None  # the active sources are chosen again
 
     def _kind_sources_groups(self) -> frozenset[str]:
@@ -195,12 +202,26 @@ class DynamoLogs:
                                                       or not getattr(source, "needs_dynamo", True)):
                 source.arm()
                 self._armed_sources.append(source)
+                if source in self._late:
+                    self.settling = [*self.settling, source]
 
     def _disarm_sources(self) -> None:
         if self._armed_sources:
+            self.settling = []
             for source in reversed(self._armed_sources):
                 source.disarm()
             self._armed_sources = []
+
+    def settle(self, sink: Optional[Sink] = None,
+               signals: Optional[Collection[str]] = None) -> None:
+        """Wait until what the armed sources report late (a source's ``settle()``: the syncs of
+        torch's C++ code, read from stderr) has reached the sinks, up to now: asked before a count
+        is read. ``sink``: only where it is attached; ``signals``: only the sources of those."""
+        if sink is not None and sink not in self._sinks:
+            return
+        for source in self.settling:
+            if signals is None or not source.signals.isdisjoint(signals):
+                source.settle()  # type: ignore[attr-defined]
 
     def emit_health(self, what: str, amount: float = 1, reason: Optional[str] = None,
                     compile_id: Optional[str] = None, of_this_moment: bool = True) -> None:

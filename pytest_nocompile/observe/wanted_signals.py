@@ -6,7 +6,8 @@ narrows the set when collection ends and widens it as its tests and block
 assertions ask, before dynamo is imported or without it ever being. A source
 arms only where some signal of its own is wanted, so a watched test pays for
 no source its run never reads. A process that reports to a parent (a child of
-a watched test) narrows only syncs away, where its parent says the run reads
+a watched test) narrows away only the kinds it is told of
+(``BudgetKind.children_told_by``: syncs), where its parent says the run reads
 none: it does not know what else its test reads.
 """
 

@@ -35,14 +35,7 @@ from ..exceptions import (
     CompileBudgetExceeded,
     GraphBreakBudgetExceeded,
     RecompileBudgetExceeded,
-    SyncBudgetExceeded,
     TooFewCompiles,
-)
-from .health_lines import (
-    COMPILE_SYNC_SIGNAL,
-    SYNC_SIGNAL,
-    SYNCS_UNSEEN_SIGNAL,
-    sync_lines,
 )
 from .measures import COUNT, Amount, Measure
 
@@ -139,6 +132,14 @@ class BudgetKind:
     # NotMeasuredWarning), and advice after it.
     not_measured_warning: str = ""
     not_measured_advice: str = ""
+    # An environment variable, "1" in the processes a run's tests start where the run reads this
+    # kind: a child process reads it only then, for a source that changes what a process does
+    # (syncs turn torch's sync debug mode on). A kind without one a child reads always: it cannot
+    # know what its test reads.
+    children_told_by: str = ""
+    # More variables of its source's that a child process reads (the stderr relay's): child_env()
+    # passes them on, with children_told_by.
+    children_read_variables: tuple[str, ...] = ()
 
     @property
     def is_floor(self) -> bool:
@@ -275,33 +276,6 @@ MIN_COMPILES = BudgetKind(
     compile_error_fails=True,
 )
 
-SYNCS = BudgetKind(
-    key="syncs",
-    marker="max_syncs",
-    events="health",
-    noun="sync",
-    counts="device-to-host syncs (each synchronizing CUDA operation torch's sync debug mode warns "
-    "of; needs CUDA)",
-    column="syncs",
-    short="syncs",
-    signals=(SYNC_SIGNAL,),  # observe.sync_warnings
-    # A compile's own syncs (inductor compiling, autotuning) are paid once, not per step: shown
-    # beside the count, not in it.
-    shown_signals=(COMPILE_SYNC_SIGNAL,),
-    describe_shown=lambda totals: (f"{int(totals.get(COMPILE_SYNC_SIGNAL, 0))} "
-                                   f"while dynamo compiled"),
-    shown_label="not counted",
-    shown_key="syncs_while_compiling",
-    describe_events=sync_lines,
-    exceeded=SyncBudgetExceeded,
-    gated_by_baseline=False,
-    # observe.cpp_syncs: the syncs torch warns of outside Python, where not seen
-    lower_bound_signal=SYNCS_UNSEEN_SIGNAL,
-    source="pytest_nocompile.observe.sources.sync_warnings:SyncWarnings",
-    needs_dynamo=False,
-    why_not_measured="pytest_nocompile.observe.sources.sync_warnings:why_syncs_not_observed",
-    unmeasured_shown_without_compiles=True,
-)
 
 def resolve(path: str) -> Any:
     """The object a kind names by ``"module:attribute"`` (its source, its not-measured reason),
@@ -465,6 +439,12 @@ def health_signals(kinds: Sequence[BudgetKind]) -> frozenset[str]:
     return frozenset(signal for kind in kinds for signal in kind.health_signals)
 
 
+def told_to_children(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
+    """The kinds a child process reads only where its test's run reads them
+    (``children_told_by``)."""
+    return tuple(kind for kind in kinds if kind.children_told_by)
+
+
 def _by_marker(kinds: Sequence[BudgetKind]) -> dict[str, BudgetKind]:
     return {kind.marker: kind for kind in kinds}
 
@@ -475,13 +455,6 @@ def _by_key(kinds: Sequence[BudgetKind]) -> dict[str, BudgetKind]:
 
 def _counted(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
     return tuple(kind for kind in kinds if not kind.same_count_as)
-
-
-def pytest_nocompile_kinds() -> tuple[BudgetKind, ...]:
-    """The kind still the core's whose column comes after a gate's (CUDA graphs) and before
-    another's (kernels): the package lists this module among its built-in gates, in its place,
-    until syncs move into an island of their own."""
-    return (SYNCS,)
 
 
 KINDS = KindTable((COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES))

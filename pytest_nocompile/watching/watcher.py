@@ -51,10 +51,9 @@ if TYPE_CHECKING:
     from .results import Results
     from .settings import RunSettings
 
-# The syncs of torch's C++ code (observe.cpp_syncs): loaded only where the sync source armed on
-# CUDA.
-_CPP_SYNCS = __package__.rpartition(".")[0] + ".observe.cpp_syncs"
-
+# This process's capture (..observe.capture), loaded only once dynamo arrived or a source that
+# needs none was read: nearly every test of a run that never compiles has nothing to settle.
+_CAPTURE = __package__.rpartition(".")[0] + ".observe.capture"
 
 # The hooks of ..hookspecs the watcher calls for each watched test.
 PER_TEST_HOOKS = ("pytest_nocompile_watch_opened", "pytest_nocompile_record_attached",
@@ -118,7 +117,7 @@ class Watcher:
             raise
         finally:
             if record is not None:
-                if _CPP_SYNCS in sys.modules:  # loaded only where the sync source armed on CUDA
+                if _CAPTURE in sys.modules:
                     _settle(record)
                 record.end_setup()
 
@@ -219,7 +218,7 @@ class Watcher:
         """The call ended (its own error, if any, still on its way): fix the counts, undo what the
         call changed."""
         assert watch.record is not None
-        if _CPP_SYNCS in sys.modules:
+        if _CAPTURE in sys.modules:
             _settle(watch.record)
         watch.record.end_call()
         self._features("pytest_nocompile_call_ended", watch=watch, error=error)
@@ -457,12 +456,12 @@ def _attached_early(record: RecompileRecord) -> bool:
 
 
 def _settle(record: RecompileRecord) -> None:
-    """Before a phase's count is fixed: the syncs torch warns of outside Python, read from stderr,
-    all reached the record (loaded only where the sync source armed on CUDA: nearly every test has
-    nothing to wait for)."""
+    """Before a phase's count is fixed: what the armed sources report late (the syncs torch warns
+    of outside Python, read from stderr) all reached the record (nearly every test has no such
+    source armed: nothing to wait for)."""
     capture = loaded_capture()
-    if capture is not None and capture.attached(record):
-        sys.modules[_CPP_SYNCS].settle()
+    if capture is not None and capture.settling:
+        capture.settle(record)
 
 
 def _dynamo_state() -> ModuleType:

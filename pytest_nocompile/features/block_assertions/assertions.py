@@ -36,7 +36,6 @@ from ...vocabulary.kinds import (
     KINDS_BY_MARKER,
     MIN_COMPILES,
     RECOMPILES,
-    SYNCS,
     BudgetKind,
 )
 from ...vocabulary.measures import Amount
@@ -44,7 +43,7 @@ from ...vocabulary.measures import Amount
 __all__ = [  # the exceptions live in .exceptions; importing them from here keeps working
     "AssertMaxRecompiles", "BlockLog", "BudgetExceeded", "CompileBudgetExceeded",
     "GraphBreakBudgetExceeded", "RecompileBudgetExceeded", "TooFewCompiles",
-    "assert_max_compiles", "assert_max_graph_breaks", "assert_max_recompiles", "assert_max_syncs",
+    "assert_max_compiles", "assert_max_graph_breaks", "assert_max_recompiles",
     "assert_min_compiles", "block_assertion",
 ]
 
@@ -127,11 +126,12 @@ class _BudgetBlock(ContextDecorator):
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         __tracebackhide__ = True  # the traceback should end at the user's with-block
-        # (syncs) those torch warns of outside Python reach the record a little later
-        if self._kind.lower_bound_signal:
-            from ...observe.cpp_syncs import settle
+        # what a source reports late (the syncs torch warns of outside Python) reaches the record
+        signals = self._kind.health_signals
+        if signals:
+            from ...observe.capture import DYNAMO_LOGS
 
-            settle()
+            DYNAMO_LOGS.settle(signals=signals)
         if self._own is not None:
             self._own.stop()
             self._own = None
@@ -252,7 +252,6 @@ def _standalone(kind: BudgetKind) -> Callable[..., _BudgetBlock]:
 assert_max_recompiles = _standalone(RECOMPILES)
 assert_max_graph_breaks = _standalone(GRAPH_BREAKS)
 assert_max_compiles = _standalone(COMPILES)
-assert_max_syncs = _standalone(SYNCS)
 assert_min_compiles = _standalone(MIN_COMPILES)
 
 

@@ -37,9 +37,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"
-# "1" beside ENV_VAR where the test's run reads syncs: only then does a child turn
-# torch's sync debug mode on.
-READS_SYNCS_VAR = "PYTEST_NOCOMPILE_SYNCS"
 SUFFIX = ".jsonl"
 UNREPORTED = ".unreported"  # <token>.<ERRNO>.unreported: that process could not write its lines
 MAX_MESSAGE = 20_000  # characters of a logged message a child writes (and a test shows)

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
 ENV_VAR = "PYTEST_NOCOMPILE_EVENTS"  # event_writer.ENV_VAR, without importing it in every process
 TRACE_VARIABLE = "TORCH_TRACE"  # features.traces.structured_trace.TRACE_VARIABLE, likewise
-READS_SYNCS_VAR = "PYTEST_NOCOMPILE_SYNCS"  # event_writer.READS_SYNCS_VAR, likewise
-RELAY_VAR = "PYTEST_NOCOMPILE_STDERR_RELAY"  # stderr_relay.RELAY_VAR, likewise
 PTH_FILE = "pytest-nocompile.pth"
 START_FILE = "pytest-nocompile.start"
 
@@ -143,8 +141,17 @@ def child_env(env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
         trace = os.environ.get(TRACE_VARIABLE)
         if trace:
             result.setdefault(TRACE_VARIABLE, trace)
-        for name in (READS_SYNCS_VAR, RELAY_VAR):
+        for name in _kinds_variables():
             value = os.environ.get(name)
             if value is not None:
                 result[name] = value
     return result
+
+
+def _kinds_variables() -> list[str]:
+    """The variables a child reads for the kinds it reads only where told, and their sources' own
+    (syncs': ``PYTEST_NOCOMPILE_SYNCS``, ``PYTEST_NOCOMPILE_STDERR_RELAY``)."""
+    from ...vocabulary.kinds import KINDS  # here: only child_env asks, in a watched test
+
+    return [name for kind in KINDS
+            for name in (kind.children_told_by, *kind.children_read_variables) if name]

@@ -10,8 +10,9 @@ depth: ``multiprocessing`` (spawn, forkserver), ``torch.multiprocessing.spawn``,
 ``subprocess`` running Python, ``torchrun`` and its workers.
 
 Capture arms only when the process's own code imports dynamo (a process that
-never compiles imports nothing more and writes nothing). Where the test's run
-reads syncs (:data:`~.event_writer.READS_SYNCS_VAR`), the sources that need no
+never compiles imports nothing more and writes nothing). A kind the process
+reads only where told (``BudgetKind.children_told_by``: syncs) it reads where
+the test's run does; where the run reads syncs, the sources that need no
 dynamo (syncs) arm as torch finishes importing, or at once in a fork of a
 process that imported it: a sync before the first compile counts too. Where
 it does not, torch's sync debug mode is left alone. It never prints and
@@ -33,7 +34,7 @@ import sys
 import time
 
 from ...observe import arrival
-from .event_writer import ENV_VAR, MAX_MESSAGE, READS_SYNCS_VAR, EventWriter
+from .event_writer import ENV_VAR, MAX_MESSAGE, EventWriter
 
 # typing.TYPE_CHECKING without importing typing (about 1.7 ms in each process a watched test starts)
 TYPE_CHECKING = False
@@ -73,8 +74,8 @@ def report_to(directory: str, forked_from: Optional[int] = None) -> None:
         reporter.arm()
     else:
         arrival.when_dynamo_arrives(reporter.arm)
-        if reporter.reads_syncs:  # what needs no dynamo (syncs) reports from torch's import on
-            arrival.when_torch_arrives(reporter.arm_early)
+        # what needs no dynamo (syncs) reports from torch's import on, where the run reads it
+        arrival.when_torch_arrives(reporter.arm_early)
 
 
 def report_after_fork(directory: str) -> None:
@@ -100,8 +101,7 @@ class _Reporter:
         self._forked_from = forked_from
         # what the process runs, made at its first line (multiprocessing names it by then)
         self._command: Optional[str] = None
-        # as the test's process said, when this process started
-        self.reads_syncs = os.environ.get(READS_SYNCS_VAR) == "1"
+        self._narrowed = False  # to what the test's run reads (once, at the first arming)
 
     def arm(self) -> None:
         try:
@@ -113,25 +113,44 @@ class _Reporter:
                 return
             from ...observe.capture import DYNAMO_LOGS
 
-            # their source never arms here (it would turn torch's sync debug mode on)
-            if not self.reads_syncs:
-                from ...observe import wanted_signals
-                from ...observe.sources.sync_warnings import SyncWarnings
-
-                wanted_signals.narrow(wanted_signals.wanted_signals() - SyncWarnings.signals)
+            self._read_what_the_run_reads()
             DYNAMO_LOGS.attach(self)
         except Exception as error:
             self._write("problem", message="pytest-nocompile could not watch this process: "
                                            f"{type(error).__name__}: {error}")
 
     def arm_early(self) -> None:
+        """torch arrived (dynamo not yet): the sources that need no dynamo report from now on,
+        where the test's run reads one of their kinds (syncs)."""
         try:
-            from ...observe.capture import DYNAMO_LOGS
+            from ...vocabulary.kinds import KINDS
 
-            DYNAMO_LOGS.attach_early(self)
+            wanted = self._read_what_the_run_reads()
+            if any(not kind.needs_dynamo and not wanted.isdisjoint(kind.signals)
+                   for kind in KINDS):
+                from ...observe.capture import DYNAMO_LOGS
+
+                DYNAMO_LOGS.attach_early(self)
         except Exception as error:
             self._write("problem", message="pytest-nocompile could not watch this process: "
                                            f"{type(error).__name__}: {error}")
+
+    def _read_what_the_run_reads(self) -> frozenset[str]:
+        """The signals this process reports: every kind's but those of the kinds told to children
+        that the test's run does not read, as its process said (their sources never arm here:
+        syncs' would turn torch's sync debug mode on). Narrowed once."""
+        from ...observe import wanted_signals
+
+        if not self._narrowed:
+            self._narrowed = True
+            from ...vocabulary.kinds import KINDS, told_to_children
+
+            unread = frozenset(signal for kind in KINDS.derived(told_to_children)
+                               if os.environ.get(kind.children_told_by) != "1"
+                               for signal in kind.health_signals)
+            if unread:
+                wanted_signals.narrow(wanted_signals.wanted_signals() - unread)
+        return wanted_signals.wanted_signals()
 
     def _write(self, event: str, **fields: Any) -> None:
         """Write one line; never raises (a sink's error would reach dynamo, and

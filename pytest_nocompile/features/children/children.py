@@ -7,8 +7,9 @@ Each phase of a watched test has a folder of its own under the run's folder
 :data:`~..child_startup.event_writer.ENV_VAR` while that phase runs. A process inherits the
 variable when it starts, so the folder it reports to says which phase
 started it: only processes started in the test's call count against the
-test. Beside it, :data:`~..child_startup.event_writer.READS_SYNCS_VAR` tells them whether the
-run reads syncs: only then do they turn torch's sync debug mode on. A process
+test. Beside it, the variable of each kind a child reads only where told
+(``BudgetKind.children_told_by``: syncs' ``PYTEST_NOCOMPILE_SYNCS``) tells them whether the
+run reads it: only then do they turn torch's sync debug mode on. A process
 started in setup or teardown (a fixture's server) is reported in that phase, "not
 counted", whenever it compiles. Afterwards the variable is as the test found it
 and the test's folders are gone; the run's folder goes when the run ends. A
@@ -25,9 +26,9 @@ from typing import TYPE_CHECKING, Any, Optional
 import pytest
 
 from ...observe import wanted_signals
-from ...vocabulary.health_lines import SYNC_SIGNAL
+from ...vocabulary.kinds import KINDS, BudgetKind, told_to_children
 from ...vocabulary.measures import plural
-from ..child_startup.hook import ENV_VAR, READS_SYNCS_VAR
+from ..child_startup.hook import ENV_VAR
 
 if TYPE_CHECKING:
     from ...record.record import RecompileRecord
@@ -156,9 +157,17 @@ class ChildReports:
         # process. Read once: a lookup of an absent variable raises and catches a KeyError, every
         # test.
         self._found = os.environ.get(ENV_VAR)
-        self._found_syncs = os.environ.get(READS_SYNCS_VAR)
-        # as this run last set it: the environment is written only when it changes
-        self._syncs_now = self._found_syncs
+        # The variables of the kinds a child reads only where told (syncs'), by name, as found
+        # (read once, as the one above).
+        self._found_told: dict[str, Optional[str]] = {}
+        # What the environment tells the test's processes when no test runs (as found), and
+        # while one runs, for the wanted signals of _told_for (made again when they change: they
+        # are a new set whenever the kinds are, before the run narrows them at collection's end).
+        self._told_when_found = self._as_found(KINDS.derived(told_to_children))
+        self._told = self._told_when_found
+        self._told_for: Optional[frozenset[str]] = None
+        # as this run last set them: the environment is written only when they change
+        self._told_now = self._told_when_found
 
     def begin(self, nodeid: str) -> TestReports:
         """A test's setup starts: the processes it starts report to its setup folder (made by
@@ -181,11 +190,13 @@ class ChildReports:
         """The test's call or teardown starts: processes started from now on report
         to that phase's folder."""
         os.environ[ENV_VAR] = reports.add_phase(phase)
-        # Whether the run reads syncs (a budget, a block assertion or a report
-        # of theirs, seen so far).
-        syncs = "1" if SYNC_SIGNAL in wanted_signals.wanted_signals() else self._found_syncs
-        if syncs != self._syncs_now:  # nearly every run: never, and the environment is not written
-            self._say_syncs(syncs)
+        # Whether the run reads each kind told to children (a budget, a block assertion or a
+        # report of syncs, seen so far).
+        wanted = wanted_signals.wanted_signals()
+        told = self._told if wanted is self._told_for else self._telling(wanted)
+        # nearly every run: never, and the environment is not written
+        if told is not self._told_now and told != self._told_now:
+            self._tell(told)
         if "multiprocessing.forkserver" in sys.modules:
             _restart_fork_server()
 
@@ -200,19 +211,40 @@ class ChildReports:
                 pass
         else:
             os.environ[ENV_VAR] = self._found
-        if self._syncs_now != self._found_syncs:
-            self._say_syncs(self._found_syncs)
+        found = self._told_when_found
+        if self._told_now is not found and self._told_now != found:
+            self._tell(found)
         if not keep:
             reports.remove(just_read)
 
-    def _say_syncs(self, value: Optional[str]) -> None:
-        """Tell the test's processes, in their environment, whether they read syncs (``value``:
+    def _telling(self, wanted: frozenset[str]) -> tuple[tuple[str, Optional[str]], ...]:
+        """What the test's processes are to be told, by variable: ``"1"`` for each kind told to
+        children that the run reads (one of its signals wanted), else the variable as found."""
+        kinds = KINDS.derived(told_to_children)
+        self._told_for = wanted
+        found = self._told_when_found = self._as_found(kinds)
+        told = tuple((name, "1" if not wanted.isdisjoint(kind.signals) else value)
+                     for kind, (name, value) in zip(kinds, found))
+        self._told = found if told == found else told
+        return self._told
+
+    def _as_found(self, kinds: tuple[BudgetKind, ...]) -> tuple[tuple[str, Optional[str]], ...]:
+        """The variables of ``kinds`` as the run found them (a gate's kind added since: as now)."""
+        for kind in kinds:
+            if kind.children_told_by not in self._found_told:
+                self._found_told[kind.children_told_by] = os.environ.get(kind.children_told_by)
+        return tuple((kind.children_told_by, self._found_told[kind.children_told_by])
+                     for kind in kinds)
+
+    def _tell(self, told: tuple[tuple[str, Optional[str]], ...]) -> None:
+        """Tell the test's processes, in their environment, which kinds they read (each value
         ``"1"``, or as found)."""
-        if value is not None:
-            os.environ[READS_SYNCS_VAR] = value
-        else:
-            os.environ.pop(READS_SYNCS_VAR, None)  # the test may have removed it itself
-        self._syncs_now = value
+        for name, value in told:
+            if value is not None:
+                os.environ[name] = value
+            else:
+                os.environ.pop(name, None)  # the test may have removed it itself
+        self._told_now = told
 
     def close(self, reports: TestReports, record: RecompileRecord) -> None:
         """The test ended: its reports read a last time, then :meth:`end`."""

@@ -9,14 +9,14 @@ threads), c10's logger writes it to the process's stderr::
     [rank0]:[W1127 14:41:40.996158070 CUDAFunctions.cpp:162] Warning: called a synchronizing CUDA operation (function warn_or_error_on_sync)
 
 While the sync source is armed in a process that has initialised CUDA (no sync can come before),
-fd 2 goes through the stderr relay (:mod:`.stderr_relay`): each such line of this process's is one
-``sync`` event, listed as :data:`~..health_lines.CPP_SYNC_PLACE` (it has no line of the user's), and
+fd 2 goes through the stderr relay (:mod:`..sync_relay.stderr_relay`): each such line of this process's is one
+``sync`` event, listed as :data:`~.kind.CPP_SYNC_PLACE` (it has no line of the user's), and
 is shown only where the user set the mode to "warn" themselves. A line that names another rank than
 this process's is a child's that has no relay of its own: not counted here, and not shown either.
 
 Where such lines cannot be seen (``TORCH_CPP_LOG_LEVEL`` above WARNING makes c10 drop them; a
 relay that cannot start or stops answering), the count is a lower bound: the sinks attached then
-hear one :data:`~..health_lines.SYNCS_UNSEEN_SIGNAL` event saying why (as the source arms, a sink
+hear one :data:`~.kind.SYNCS_UNSEEN_SIGNAL` event saying why (as the source arms, a sink
 that arms it is attached already).
 
 :func:`settle` waits until the relay has passed on what fd 2 got so far: a count read after it
@@ -29,11 +29,13 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ..vocabulary.health_lines import CPP_SYNC_PLACE, SYNC_SIGNAL, SYNCS_UNSEEN_SIGNAL
+from .kind import CPP_SYNC_PLACE, SYNC_SIGNAL, SYNCS_UNSEEN_SIGNAL
 
 if TYPE_CHECKING:
-    from .stderr_relay import StderrRelay
+    from ..sync_relay.stderr_relay import StderrRelay
 
+# the relay's module, loaded only where a relay was started
+_RELAY = __package__.rpartition(".")[0] + ".sync_relay.stderr_relay"
 # c10's TORCH_CPP_LOG_LEVEL values above WARNING
 _QUIET_LEVELS = frozenset({"ERROR", "FATAL", "2", "3"})
 
@@ -137,7 +139,7 @@ class CppSyncs:
         self._emit(SYNC_SIGNAL, 1, CPP_SYNC_PLACE, of_this_moment=False)
 
     def _own_rank(self) -> Optional[int]:
-        from .dynamo_state import process_rank
+        from ...observe.dynamo_state import process_rank
 
         try:
             rank = process_rank()
@@ -151,13 +153,13 @@ class CppSyncs:
 def settle() -> None:
     """Every sync of torch's C++ code made so far reported, where the relay is on (else nothing to
     wait for)."""
-    relay = sys.modules.get(__package__ + ".stderr_relay")
+    relay = sys.modules.get(_RELAY)
     if relay is not None:  # else no relay was ever started here
         relay.RELAY.flush()
 
 
 def _relay() -> StderrRelay:
     # here: a run that reads no syncs on CUDA never loads it (nor socket, subprocess)
-    from .stderr_relay import RELAY
+    from ..sync_relay.stderr_relay import RELAY
 
     return RELAY

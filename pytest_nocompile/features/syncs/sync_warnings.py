@@ -26,15 +26,16 @@ the operation. While armed, this source
 A sync made while dynamo compiles a frame (inductor's own work: its
 compile, autotuning) is reported as ``compile_sync``: a compile's, paid once,
 shown beside the count and not counted in it. The user's line is found from the stack at the
-warning, as for every health event (:meth:`~.capture.DynamoLogs.emit_health`). This source needs no
-dynamo: a test that never compiles is watched for syncs too
-(:meth:`~.capture.DynamoLogs.attach_early`). Without CUDA nothing can sync:
+warning, as for every health event (:meth:`~...observe.capture.DynamoLogs.emit_health`). This
+source needs no dynamo: a test that never compiles is watched for syncs too
+(:meth:`~...observe.capture.DynamoLogs.attach_early`). Without CUDA nothing can sync:
 :func:`syncs_not_observed` says why, and the test's run says it once.
 
 Where no Python called the operation (DDP's reducer, a communication hook),
 torch's warning never reaches Python: c10 writes it to stderr. Those
 :mod:`.cpp_syncs` counts, while armed, from what the stderr relay takes out
-of fd 2.
+of fd 2: they reach the sinks a little later, so :meth:`SyncWarnings.settle`
+waits for them before a count is read.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ import sys
 import warnings
 from typing import Any, Callable, Collection, Optional
 
-from ...vocabulary.health_lines import COMPILE_SYNC_SIGNAL, SYNC_SIGNAL, SYNCS_UNSEEN_SIGNAL
-from ..cpp_syncs import CppSyncs
-from ..dynamo_state import torch_import_warnings_silenced
+from ...observe.dynamo_state import torch_import_warnings_silenced
+from .cpp_syncs import CppSyncs, settle
+from .kind import COMPILE_SYNC_SIGNAL, SYNC_SIGNAL, SYNCS_UNSEEN_SIGNAL
 
 # c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync()
 SYNC_WARNING = "called a synchronizing CUDA operation"
@@ -124,6 +125,11 @@ class SyncWarnings:
             set_mode(self._user_mode)
         self._cpp.disarm()  # after the mode is back: a C++ thread warns no more
 
+    def settle(self) -> None:
+        """Every sync torch's C++ code warned of so far has reached the sinks (read from stderr, a
+        little after it happened): the capture asks before a count is read."""
+        settle()
+
     def _patch(self, module: Any, name: str, ours: Any) -> None:
         original = getattr(module, name, None)
         if original is not None:
@@ -138,7 +144,7 @@ class SyncWarnings:
         except Exception:
             sync = False
         if sync:
-            from ..user_code import compiling_code
+            from ...observe.user_code import compiling_code
 
             # A sync of dynamo's or inductor's own work while a frame compiles is paid once, not at
             # every step: shown, not counted.
