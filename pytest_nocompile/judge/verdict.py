@@ -103,12 +103,14 @@ def broken_contracts(snapshot: TestSnapshot,
 
 def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[str, ...]] = None,
           unmeasured: Optional[Mapping[str, str]] = None, contracts: Sequence[Contract] = (),
-          broken: Optional[list[tuple[str, str]]] = None) -> TestResult:
-    """The verdict on a finished test, with everything the reports show (``over``, ``broken``:
-    already judged at the call's end, else judged here, ``broken`` on ``contracts``; ``unmeasured``:
-    why kinds could not be measured here, by key)."""
+          broken: Optional[list[tuple[str, str]]] = None,
+          found: Optional[list[tuple[ProcessSnapshot, tuple[str, ...]]]] = None) -> TestResult:
+    """The verdict on a finished test, with everything the reports show (``over``, ``found``,
+    ``broken``: already judged at the call's end, else judged here, ``broken`` on ``contracts``;
+    ``unmeasured``: why kinds could not be measured here, by key)."""
     processes: tuple[dict[str, Any], ...] = ()
-    found = processes_over_budget(snapshot, budget) if budget.limits else []
+    if found is None:
+        found = processes_over_budget(snapshot, budget) if budget.limits else []
     if over is None:
         over = kinds_over_budget(snapshot, budget, found)
     if broken is None:

@@ -307,21 +307,26 @@ def _how_to_leave_out(budget_source: Optional[str]) -> Optional[str]:
 
 
 def format_budget_failure(snapshot: TestSnapshot, budget: RecompileBudget, over: Sequence[str],
-                          stance: Optional[str] = None) -> str:
+                          stance: Optional[str] = None,
+                          found: Optional[list[tuple[ProcessSnapshot, tuple[str, ...]]]] = None,
+                          ) -> str:
     """The failure text of a test over its marker, CLI or ini budget: one part per kind in ``over``.
 
     When child processes reported, one part per process and kind over budget,
     each headline naming its process, e.g. ``rank 1 (pid 4242, python -u train.py): 1 recompile >
     max_recompiles(0) (marker on the test)``. A floor missed (``min_compiles``) is one part for
     the whole test, with why so little compiled (``stance``: torch.compiler's stance when the
-    call ended, when not the default).
+    call ended, when not the default). ``found``: the processes over budget, as the verdict found
+    them (:func:`~..judge.verdict.processes_over_budget`), written here, not judged again.
     """
     from ..judge.floors import floor_count, why_too_few
     from ..judge.verdict import budget_count, processes_over_budget
 
     # Without children the test's own process is the only one, and its headline names none.
-    over_by_process = (processes_over_budget(snapshot, budget) if snapshot.with_children
-                       else [(snapshot.own, tuple(over))])
+    if not snapshot.with_children:
+        over_by_process = [(snapshot.own, tuple(over))]
+    else:
+        over_by_process = processes_over_budget(snapshot, budget) if found is None else found
     parts = []
     for process, kinds_over in over_by_process:
         label = f"{process.label}: " if snapshot.with_children else ""

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..judge.budget import RecompileBudget
     from ..observe.capture import DynamoLogs
     from ..record.record import RecompileRecord
+    from ..record.snapshot import ProcessSnapshot
     from ..vocabulary.kinds import BudgetKind
     from .planning import Plan
 
@@ -53,7 +54,7 @@ class CompileTimeWarning(NotMeasuredWarning):
 class Watch:
     """A watched test: its budget and record from setup on, or why its marker is unusable."""
 
-    __slots__ = ("budget", "record", "usage_error", "plan", "over", "broken", "problem",
+    __slots__ = ("budget", "record", "usage_error", "plan", "over", "found", "broken", "problem",
                  "attached", "closed", "nodeid", "item", "reading", "feature_state")
 
     def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord],
@@ -64,6 +65,8 @@ class Watch:
         self.plan = plan  # how the run watches it (None only with a usage error)
         # the kinds over budget, judged when the call ended
         self.over: Optional[tuple[str, ...]] = None
+        # the processes over budget, with the keys of each one's kinds over, judged then too
+        self.found: Optional[list[tuple[ProcessSnapshot, tuple[str, ...]]]] = None
         # the contracts broken (name, failure), judged then too
         self.broken: Optional[list[tuple[str, str]]] = None
         self.problem: Optional[str] = None  # why capture could not start when dynamo arrived

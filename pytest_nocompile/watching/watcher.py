@@ -247,17 +247,21 @@ class Watcher:
         if problems:
             return (f"pytest-nocompile cannot watch a process of {item.nodeid}: "
                     + "; ".join(problems))
-        from ..judge.verdict import broken_contracts, kinds_over_budget
+        from ..judge.verdict import broken_contracts, kinds_over_budget, processes_over_budget
 
         snapshot = record.snapshot()
-        over = watch.over = kinds_over_budget(snapshot, watch.budget)
+        # the verdict, made once: the failure text and the result at teardown only write it
+        found = watch.found = (processes_over_budget(snapshot, watch.budget)
+                               if watch.budget.limits else [])
+        over = watch.over = kinds_over_budget(snapshot, watch.budget, found)
         broken = watch.broken = broken_contracts(snapshot, contracts)
         if not (over or broken):
             return None
         from ..output.report import format_budget_failure
 
         stance = _dynamo_state().compile_stance() if watch.budget.has_floor else None
-        failure = [format_budget_failure(snapshot, watch.budget, over, stance)] if over else []
+        failure = ([format_budget_failure(snapshot, watch.budget, over, stance, found)]
+                   if over else [])
         return "\n\n".join([*failure, *(text for _, text in broken)])
 
     # A wrapper: its code after the yield runs after pytest's own teardown,
@@ -399,7 +403,7 @@ class Watcher:
 
         assert snapshot is not None
         result = judge(snapshot, watch.budget, watch.over, unmeasured,
-                       plan.contracts if plan is not None else (), watch.broken)
+                       plan.contracts if plan is not None else (), watch.broken, watch.found)
         properties.extend(count_properties(result))
         if self.settings.is_worker:  # for the xdist controller, which gathers it as JSON
             setattr(report, RESULT_ATTRIBUTE, result.to_dict())
