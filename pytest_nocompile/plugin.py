@@ -6,18 +6,19 @@ the work.
   :mod:`.watching.watcher` watches each test one way;
 - :mod:`.watching.planning` works out each test's budget from markers, options and ini keys, once
   per shared plan;
-- :mod:`.watching.results` gathers each test's result and writes the table, JSON and baseline;
+- :mod:`.watching.results` gathers each test's result and writes the table;
 - :mod:`.watching.fixtures` holds the fixtures;
-- :mod:`.watching.registration` adds the options, ini keys and markers (the off switch's too);
+- :mod:`.watching.registration` adds the core's options, ini keys and markers (the off switch's
+  too), and each gate's kinds' as the gate registers;
 - :mod:`.hookspecs` declares the hooks through which the core calls the features (added by
-  ``pytest_addhooks``); ``pytest_configure`` registers the built-in features (:mod:`.features`),
-  each a plugin of its own.
+  ``pytest_addhooks``, where the gates' kinds start to be taken); ``pytest_addoption`` registers
+  the built-in features (:mod:`.features`), each a plugin of its own that adds its own options.
 
 :mod:`.off_switch`, an entry point of its own, keeps the markers, options and
 fixtures (checking nothing) where ``-p no:nocompile`` blocks this module.
 
-Every budget kind (recompiles, graph breaks, compiles) comes from the table in
-:mod:`.vocabulary.kinds`: its marker, option and ini key are made here by looping over it.
+Every budget kind comes from the table in :mod:`.vocabulary.kinds` (the core's, then the gates'):
+its marker, option and ini key are made by looping over it.
 """
 
 from __future__ import annotations
