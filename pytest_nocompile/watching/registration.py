@@ -16,11 +16,9 @@ from ..vocabulary.kinds import (
     CONTRACT_MARKER_HELP,
     GATES_VAR,
     KINDS,
-    USER_ONLY_INI,
-    USER_ONLY_OPTION,
     BudgetKind,
 )
-from .settings import SWITCHES, count_argument, option_group
+from .settings import GRAPH_BREAKS_USER_ONLY, STRICT, SWITCHES, count_argument, option_group
 
 # The kinds each run's gates added (pytest_nocompile_kinds), by plugin manager, and the parser
 # their options go to once it is there: a nested run's gates leave with it.
@@ -96,20 +94,8 @@ def add_options(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager
     for kind in KINDS:
         _add_kind_options(parser, kind)
     _PARSERS[pluginmanager] = parser
-    group.addoption("--nocompile-strict", action="store_true", default=None,
-                    help="raise at the recompiling call in tests with a recompile budget (dynamo's "
-                    "error_on_recompile), so the traceback points into your code "
-                    "(ini: nocompile_strict)")
-    parser.addini("nocompile_strict", type="bool", default=False,
-                  help="raise at the recompiling call in tests with a recompile budget "
-                  "(default: false) [pytest-nocompile]")
-    group.addoption(USER_ONLY_OPTION, action="store_true", default=None,
-                    help="graph-break budgets count only the graph breaks in your code, not "
-                    "those inside torch (a compiled optimizer step's); a marker's user_only= "
-                    f"overrides it (ini: {USER_ONLY_INI})")
-    parser.addini(USER_ONLY_INI, type="bool", default=False,
-                  help="graph-break budgets count only the graph breaks in your code, not those "
-                  "inside torch (default: false) [pytest-nocompile]")
+    STRICT.add_to(parser)
+    GRAPH_BREAKS_USER_ONLY.add_to(parser)
     group.addoption("--nocompile-report", action="store_true", default=None,
                     help="watch every test and show the nocompile summary table even when no test "
                     "is budgeted")

@@ -10,7 +10,7 @@ import pytest
 from ..judge.budget import BudgetUsageError, RecompileBudget, parse_option_count, resolve
 from ..judge.torch_support import installed_torch_lacks
 from ..output.summary import TABLE_CHOICES
-from ..vocabulary.kinds import KINDS, USER_ONLY_INI
+from ..vocabulary.kinds import KINDS, USER_ONLY_INI, USER_ONLY_OPTION
 from ..vocabulary.measures import COUNT, Amount, Measure
 
 
@@ -51,7 +51,7 @@ def _default_budget(config: pytest.Config) -> RecompileBudget:
 def _graph_breaks_user_only(config: pytest.Config) -> bool:
     """Whether graph-break budgets count only the user's breaks, not those inside torch: the
     option or the ini key (the option's dest is the ini key's name)."""
-    return bool(config.getoption(USER_ONLY_INI) or config.getini(USER_ONLY_INI))
+    return GRAPH_BREAKS_USER_ONLY.is_on(config)
 
 
 def _ini_source(config: pytest.Config, key: str) -> str:
@@ -112,6 +112,36 @@ class Switch:
                     and config.getini(self.ini))
 
 
+class Flag:
+    """A behaviour off by default: a store-true option or an ini key (bool, default false) turns
+    it on; the option's dest is the ini key's name."""
+
+    __slots__ = ("option", "ini", "option_help", "ini_help")
+
+    def __init__(self, option: str, ini: str, option_help: str, ini_help: str) -> None:
+        self.option, self.ini, self.option_help, self.ini_help = option, ini, option_help, ini_help
+
+    def add_to(self, parser: pytest.Parser) -> None:
+        """Its option, in the plugin's group, and its ini key."""
+        option_group(parser).addoption(self.option, dest=self.ini, action="store_true",
+                                       default=None, help=f"{self.option_help} (ini: {self.ini})")
+        parser.addini(self.ini, type="bool", default=False,
+                      help=f"{self.ini_help} (default: false) [pytest-nocompile]")
+
+    def is_on(self, config: pytest.Config) -> bool:
+        return bool(config.getoption(self.ini) or config.getini(self.ini))
+
+
+STRICT = Flag("--nocompile-strict", "nocompile_strict",
+              "raise at the recompiling call in tests with a recompile budget (dynamo's "
+              "error_on_recompile), so the traceback points into your code",
+              "raise at the recompiling call in tests with a recompile budget")
+GRAPH_BREAKS_USER_ONLY = Flag(USER_ONLY_OPTION, USER_ONLY_INI,
+                              "graph-break budgets count only the graph breaks in your code, not "
+                              "those inside torch (a compiled optimizer step's); a marker's "
+                              "user_only= overrides it",
+                              "graph-break budgets count only the graph breaks in your code, not "
+                              "those inside torch")
 ISOLATE = Switch("--nocompile-no-isolate", "nocompile_isolate",
                  "do not call torch._dynamo.reset() before each watched test; counts then depend "
                  "on which tests ran before",
@@ -128,8 +158,7 @@ class RunSettings:
         self.isolate_by_default = ISOLATE.is_on(config)
         # The option turns strict mode on for the run; so does the ini key (a marker's strict= still
         # wins).
-        self.strict_by_default = bool(config.getoption("nocompile_strict")
-                                      or config.getini("nocompile_strict"))
+        self.strict_by_default = STRICT.is_on(config)
         self.default_budget = _default_budget(config)
         self.report_requested = bool(config.getoption("nocompile_report"))
         self.table = _table_choice(config)

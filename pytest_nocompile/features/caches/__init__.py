@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 import pytest
 
 from ...vocabulary.kinds import BudgetKind
-from ...watching.settings import SETTINGS_KEY, option_group
+from ...watching.settings import SETTINGS_KEY, Flag
 from .kind import CACHE_MISSES
 
 if TYPE_CHECKING:
@@ -29,21 +29,18 @@ def pytest_nocompile_kinds() -> Sequence[BudgetKind]:
     return (CACHE_MISSES,)
 
 
+PRIVATE_CACHES = Flag("--nocompile-private-caches", "nocompile_private_caches",
+                      "give each process that runs tests (each xdist worker) its own torch "
+                      "compile caches, under pytest's base temp folder, for the session",
+                      "own torch compile caches for each xdist worker")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
-    option_group(parser).addoption(
-        "--nocompile-private-caches", action="store_true", default=None,
-        help="give each process that runs tests (each xdist worker) its own torch compile "
-        "caches, under pytest's base temp folder, for the session "
-        "(ini: nocompile_private_caches)")
-    parser.addini("nocompile_private_caches", type="bool", default=False,
-                  help="own torch compile caches for each xdist worker (default: false) "
-                  "[pytest-nocompile]")
+    PRIVATE_CACHES.add_to(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    private = bool(config.getoption("nocompile_private_caches")
-                   or config.getini("nocompile_private_caches"))
-    if private and not config.stash[SETTINGS_KEY].is_xdist_controller:
+    if PRIVATE_CACHES.is_on(config) and not config.stash[SETTINGS_KEY].is_xdist_controller:
         from . import private_caches
 
         config.pluginmanager.register(private_caches, "nocompile-private-caches")
