@@ -78,6 +78,15 @@ class ProcessReports(Protocol):
         """The test ended: read into ``record`` a last time, and undo what was set up for it."""
 
 
+class ProcessReporting(Protocol):
+    """Where every watched test's other processes report (a feature's, which
+    ``pytest_nocompile_process_reports`` gives the run): a method, not a hook, as it comes for
+    every watched test."""
+
+    def begin(self, nodeid: str) -> ProcessReports:
+        """A test's setup begins: where its processes report, from now on."""
+
+
 class RecompileRecord:
     """Everything recorded for one test, and the phase it is in.
 
