@@ -24,6 +24,7 @@ import pytest
 if TYPE_CHECKING:
     from .judge.result import TestResult
     from .judge.verdict import Contract
+    from .record.record import ProcessReporting
     from .vocabulary.kinds import BudgetKind
     from .watching.watch import Watch
 
@@ -52,6 +53,14 @@ def pytest_nocompile_kinds() -> Optional[Sequence[BudgetKind]]:
 def pytest_nocompile_watch_every_test(config: pytest.Config) -> Optional[bool]:
     """Whether the run must watch every test, budgeted or not: a feature that reports each test's
     counts (the JSON report, a baseline) says True. Asked once, as the run's settings are read."""
+
+
+@hookspec(firstresult=True)
+def pytest_nocompile_process_reports(config: pytest.Config) -> Optional[ProcessReporting]:
+    """Where the processes a watched test starts report to it: an object whose ``begin(nodeid)``
+    gives the test's :class:`~.record.record.ProcessReports` as its setup begins (the children
+    feature's folders); the test's record then tells them of its phases and end. Asked once, at
+    the run's first watched test; None: no feature watches them."""
 
 
 @hookspec

@@ -87,6 +87,7 @@ def test_the_hooks_are_declared_once_and_registered_by_the_plugin(
 
     declared = sorted(name for name in vars(hookspecs) if name.startswith("pytest_nocompile_"))
     assert declared == sorted([
+        "pytest_nocompile_process_reports",
         "pytest_nocompile_watch_opened", "pytest_nocompile_record_attached",
         "pytest_nocompile_call_started", "pytest_nocompile_call_ended",
         "pytest_nocompile_watch_closed", "pytest_nocompile_test_ended",

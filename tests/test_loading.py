@@ -182,7 +182,7 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
         "observe.arrival", "observe.capture", "observe.dynamo_state", "observe.log_taps",
         "observe.patches", "observe.sources", "observe.sources.counter_increments",
         "observe.sources.swallowed_errors", "observe.user_code", "observe.wanted_signals",
-        "off_switch", "output", "output.summary", "plugin", "record", "record.process_events",
+        "off_switch", "output", "output.summary", "plugin", "record",
         "record.record", "vocabulary",
         "vocabulary.kinds", "vocabulary.measures", "watching",
         "watching.fixtures", "watching.planning", "watching.registration",

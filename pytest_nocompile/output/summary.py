@@ -121,19 +121,28 @@ def _outside_the_call(results: dict[str, TestResult], listed: set[str]) -> list[
     """A line per test not in the table whose setup or teardown (its fixtures) recompiled or
     broke graphs: not counted."""
     lines = []
+    # By id of a result: what it says ("" for nothing). Tests that recorded nothing share one
+    # result, read once.
+    said_by_result: dict[int, str] = {}
     for nodeid, result in results.items():
         if nodeid in listed:
             continue
-        # A plain dict, not a Counter: this runs for every test of the run, and nearly
-        # every one has no such event.
-        found: dict[tuple[str, str], int] = {}  # (what, phase): how many
-        for what, key in (("recompile", "recompile_events"), ("graph break", "graph_break_events")):
-            for event in result.details[key]:
-                if event.get("phase") != "call":
-                    found[what, event["phase"]] = found.get((what, event["phase"]), 0) + 1
-        if found:
-            said = ", ".join(f"{plural(count, what)} in {phase}"
-                             for (what, phase), count in found.items())
+        said = said_by_result.get(id(result))
+        if said is None:
+            said = said_by_result[id(result)] = _said_outside_the_call(result)
+        if said:
             lines.append(f"{nodeid}: {said}, not counted (budgets count the call phase; a "
                          "fixture's compiles are outside it)")
     return lines
+
+
+def _said_outside_the_call(result: TestResult) -> str:
+    """How many recompiles and graph breaks the test had in each phase but its call (e.g.
+    ``1 recompile in setup``), or "" for none."""
+    # A plain dict, not a Counter: nearly every test has no such event.
+    found: dict[tuple[str, str], int] = {}  # (what, phase): how many
+    for what, key in (("recompile", "recompile_events"), ("graph break", "graph_break_events")):
+        for event in result.details[key]:
+            if event.get("phase") != "call":
+                found[what, event["phase"]] = found.get((what, event["phase"]), 0) + 1
+    return ", ".join(f"{plural(count, what)} in {phase}" for (what, phase), count in found.items())

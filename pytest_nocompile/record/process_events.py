@@ -27,7 +27,7 @@ class ProcessEvents:
     """One process's events in a test: the test's own (``info`` None) or a child's that reported."""
 
     __slots__ = ("info", "world", "recompiles", "limit_hits", "graph_breaks", "compiles", "health",
-                 "problems", "call_counts", "_pending", "_break_places", "_changes", "_counts")
+                 "problems", "call_counts", "_pending", "_break_places", "changes", "_counts")
 
     def __init__(self, info: Optional[ProcessInfo] = None) -> None:
         self.info = info
@@ -46,19 +46,20 @@ class ProcessEvents:
         self._break_places: Optional[set[tuple[str, str, int, str]]] = None
         # Events added so far, counted after each is in (a compiling thread may add one while
         # counts() runs), and counts() as of that many: the judge, the result and the
-        # properties read one dict.
-        self._changes = 0
+        # properties read one dict. Every add_* counts here: 0 is "nothing recorded" (the record's
+        # empty(), asked several times of every test).
+        self.changes = 0
         self._counts: Optional[tuple[int, dict[str, Amount]]] = None
 
     def add_recompile(self, event: RecompileEvent) -> None:
         self.recompiles.append(event)
         self._pending = event
-        self._changes += 1
+        self.changes += 1
 
     def add_compile(self, event: CompileEvent) -> None:
         self.compiles.append(event)
         self._pending = None
-        self._changes += 1
+        self.changes += 1
 
     def add_graph_break(self, event: GraphBreakEvent) -> None:
         """A graph break, unless the same one (phase, place in user code,
@@ -77,7 +78,7 @@ class ProcessEvents:
                 return
             places.add(place)
         self.graph_breaks.append(event)
-        self._changes += 1
+        self.changes += 1
 
     def add_limit_hit(self, hit: RecompileLimitHit, compile_id: Optional[str]) -> None:
         """A limit hit; the recompile dynamo logged just before it, for the same compile, was
@@ -89,7 +90,7 @@ class ProcessEvents:
             hit = replace(hit, refused=pending)
         self._pending = None
         self.limit_hits.append(hit)
-        self._changes += 1
+        self.changes += 1
 
     def add_health(self, event: HealthEvent) -> None:
         """A health event; one of amount 0 with a reason gives torch's reason for the
@@ -107,11 +108,11 @@ class ProcessEvents:
                 if earlier.what == event.what and earlier.thread == event.thread:
                     if earlier.reason is None and earlier.phase == event.phase:
                         self.health[index] = replace(earlier, reason=event.reason)
-                        self._changes += 1
+                        self.changes += 1
                         return
                     break
         self.health.append(event)
-        self._changes += 1
+        self.changes += 1
 
     def count(self, kind: BudgetKind, phase: Optional[Phase] = "call") -> Amount:
         """How many of this kind happened in one phase (None: in every phase)."""
@@ -136,7 +137,7 @@ class ProcessEvents:
         """Every counted kind's call-phase count (as fixed when the call ended, once it has)."""
         if self.call_counts is not None:
             return self.call_counts
-        changes, kept = self._changes, self._counts
+        changes, kept = self.changes, self._counts
         if kept is not None and kept[0] == changes:
             return kept[1]
         counts = self._call_counts()

@@ -22,13 +22,13 @@ ends).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Iterator, Optional, Protocol
 
 from ..vocabulary.kinds import BudgetKind
 from ..vocabulary.measures import Amount
-from .process_events import ProcessEvents
 
 if TYPE_CHECKING:
     import pytest
@@ -44,10 +44,14 @@ if TYPE_CHECKING:
     from ..vocabulary.graph_break_events import GraphBreakEvent
     from ..vocabulary.module_names import CompiledModule
     from .log import RecompileLog
+    from .process_events import ProcessEvents
     from .snapshot import TestSnapshot
 
-# The events and their parser (.events) load with the first event: a suite that
-# never compiles makes a record per watched test and never needs them.
+# The events and their parser (.events), and a process's events (.process_events), load with the
+# first event: a suite that never compiles makes a record per watched test and never needs them.
+
+# Two threads' first events of one record make one ProcessEvents.
+_MAKING_OWN = threading.Lock()
 
 
 class ProcessReports(Protocol):
@@ -74,6 +78,15 @@ class ProcessReports(Protocol):
         """The test ended: read into ``record`` a last time, and undo what was set up for it."""
 
 
+class ProcessReporting(Protocol):
+    """Where every watched test's other processes report (a feature's, which
+    ``pytest_nocompile_process_reports`` gives the run): a method, not a hook, as it comes for
+    every watched test."""
+
+    def begin(self, nodeid: str) -> ProcessReports:
+        """A test's setup begins: where its processes report, from now on."""
+
+
 class RecompileRecord:
     """Everything recorded for one test, and the phase it is in.
 
@@ -82,12 +95,12 @@ class RecompileRecord:
     """
 
     # Slots: a record is made for every watched test, nearly always to stay empty.
-    __slots__ = ("phase", "own", "_log", "call_started_at", "call_ended_at", "children", "_reports",
-                 "_skipped", "_folder_problems", "_problems_shown", "pid")
+    __slots__ = ("phase", "_own", "_log", "call_started_at", "call_ended_at", "children",
+                 "_reports", "_skipped", "_folder_problems", "_problems_shown", "pid")
 
     def __init__(self) -> None:
         self.phase: Phase = "setup"
-        self.own = ProcessEvents()
+        self._own: Optional[ProcessEvents] = None  # made when first asked for (see own)
         # made when asked for: it refers back to the record
         self._log: Optional[RecompileLog] = None
         # time.time(), to place children's events in a phase
@@ -102,6 +115,20 @@ class RecompileRecord:
         self._folder_problems: list[str] = []  # why the test's processes could not report at all
         self._problems_shown: set[str] = set()  # in the call's failure: no warning repeats them
         self.pid = os.getpid()
+
+    @property
+    def own(self) -> ProcessEvents:
+        """The test's own process's events: made when first asked for (its first event, or a
+        reader), as nearly every record stays empty."""
+        own = self._own
+        if own is None:
+            with _MAKING_OWN:
+                own = self._own
+                if own is None:
+                    from .process_events import ProcessEvents
+
+                    own = self._own = ProcessEvents()
+        return own
 
     @property
     def log(self) -> RecompileLog:
@@ -132,9 +159,10 @@ class RecompileRecord:
 
     def empty(self) -> bool:
         """Nothing was recorded in any process (the usual case for a test that never compiles)."""
-        own = self.own
-        return not (own.compiles or own.recompiles or own.limit_hits or own.graph_breaks
-                    or own.health or self.children or self._skipped or self._folder_problems)
+        # the own process's events, by its count of them (every add_* counts)
+        own = self._own
+        return not ((own is not None and own.changes) or self.children or self._skipped
+                    or self._folder_problems)
 
     def read_children_from(self, reports: ProcessReports) -> None:
         """Take child processes' events from this directory, at each phase's end and
@@ -223,7 +251,9 @@ class RecompileRecord:
 
     def any_health(self) -> bool:
         """Whether any process of the test recorded a health event (most tests: none)."""
-        return bool(self.own.health) or any(child.health for child in self.children.values())
+        own = self._own
+        return (own is not None and bool(own.health)) or any(
+            child.health for child in self.children.values())
 
     def sizes_by_child(self) -> dict[str, int]:
         """How many recompiles each child has reported so far, by its key."""

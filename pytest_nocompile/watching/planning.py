@@ -21,7 +21,6 @@ from ..judge.budget import (
     budget_from_marker,
     with_markers,
 )
-from ..judge.torch_support import installed_torch_lacks
 from ..vocabulary.kinds import (
     CONTRACT_MARKERS,
     KINDS,
@@ -106,6 +105,9 @@ def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
                 contracts.append(contract)
     budget, watched = settings.default_budget, settings.watch_by_default
     if closest:
+        # here: only a budget marker is checked against the installed torch
+        from ..judge.torch_support import installed_torch_lacks
+
         read: dict[str, MarkerBudget] = {}
         marked_on: dict[str, str] = {}
         for name, (marker, where) in closest.items():

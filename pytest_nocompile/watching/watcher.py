@@ -48,6 +48,7 @@ from .watch import (
 )
 
 if TYPE_CHECKING:
+    from ..record.record import ProcessReporting
     from .results import Results
     from .settings import RunSettings
 
@@ -91,6 +92,10 @@ class Watcher:
         self.hook = config.hook  # the features' hooks (..hookspecs)
         # The per-test hooks of ..hookspecs some plugin implements: the others are not called.
         self._implemented: frozenset[str] = frozenset()
+        # Where the tests' other processes report (a feature's: the children's), asked at the
+        # first watched test.
+        self._process_reporting: Optional[ProcessReporting] = None
+        self._asked_process_reporting = False
 
     # Historic: called for each plugin registered before this one, then for each registered after.
     def pytest_plugin_registered(self) -> None:
@@ -145,6 +150,12 @@ class Watcher:
         opened(watch)
         record = watch.record
         assert record is not None  # a watch without a usage error has one
+        if not self._asked_process_reporting:
+            self._process_reporting = self.hook.pytest_nocompile_process_reports(
+                config=self.config)
+            self._asked_process_reporting = True
+        if self._process_reporting is not None:  # a method, not a hook: it comes for every test
+            record.read_children_from(self._process_reporting.begin(nodeid))
         self._features("pytest_nocompile_watch_opened", watch=watch)
         dynamo_here = arrival.dynamo_imported()
         # A torch that is imported but unusable (too old) fails a budget that cannot be checked.
@@ -355,6 +366,8 @@ class Watcher:
     def _features_report(self, watch: Watch, report: pytest.TestReport,
                          result: Optional[TestResult]) -> Optional[TestResult]:
         """The features saw the report: the result (the teardown's) with the fields they set."""
+        if "pytest_nocompile_test_reported" not in self._implemented:  # most runs: no feature
+            return result
         fields: dict[str, Any] = {}
         for answer in self._features("pytest_nocompile_test_reported", watch=watch,
                                      report=report, result=result):
@@ -468,9 +481,17 @@ def _settle(record: RecompileRecord) -> None:
         capture.settle(record)
 
 
+# Where _dynamo_state finds the module once loaded: an import statement in a function runs
+# importlib's _handle_fromlist (Python code) on every call, and it is asked at every test's setup.
+_DYNAMO_STATE = __package__.rpartition(".")[0] + ".observe.dynamo_state"
+
+
 def _dynamo_state() -> ModuleType:
     """dynamo's state as the plugin reads and resets it (:mod:`..observe.dynamo_state`), loaded once
     torch is there."""
+    loaded = sys.modules.get(_DYNAMO_STATE)
+    if loaded is not None:
+        return loaded
     from ..observe import dynamo_state
 
     return dynamo_state

@@ -26,7 +26,8 @@ from ...judge.torch_support import refuse_where_torch_lacks
 from ...judge.verdict import over_budget
 from ...output.report import explain, lower_bound
 from ...record.log import RecompileLog
-from ...record.record import ProcessEvents, RecompileRecord
+from ...record.process_events import ProcessEvents
+from ...record.record import RecompileRecord
 from ...vocabulary.events import ProcessInfo
 from ...vocabulary.graph_break_events import GraphBreakEvent
 from ...vocabulary.kinds import (

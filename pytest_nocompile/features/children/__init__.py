@@ -9,9 +9,10 @@ summary table.
 Hooks: ``pytest_addoption`` (``--nocompile-no-subprocess`` and its ini key,
 ``--nocompile-check-hook``), ``pytest_cmdline_main`` (the hook check, which runs no tests),
 ``pytest_configure`` (registers the run's :class:`~.children.ChildReports`, which
-implements ``pytest_nocompile_watch_opened``, ``pytest_nocompile_run_finished`` and
-``pytest_unconfigure``). The test's record then tells its reports of the test's call, teardown
-and end (``record.ProcessReports``): methods, not hooks, at no hook's cost per test.
+implements ``pytest_nocompile_process_reports``, ``pytest_nocompile_run_finished`` and
+``pytest_unconfigure``). The watcher begins each test's reports, and the test's record then tells
+them of the test's call, teardown and end (``record.ProcessReporting``, ``record.ProcessReports``):
+methods, not hooks, at no hook's cost per test.
 """
 
 from __future__ import annotations

@@ -33,7 +33,6 @@ from ..child_startup.hook import ENV_VAR
 if TYPE_CHECKING:
     from ...record.record import RecompileRecord
     from ...vocabulary.events import Phase
-    from ...watching.watch import Watch
     from ..child_events.event_files import EventDirectory, Reading
     from .run_folders import RunFolder
 
@@ -257,11 +256,11 @@ class ChildReports:
                 key: len(child.recompiles) for key, child in record.children.items()}))
         self.end(reports, just_read=True, keep=keep)
 
-    # -- the hooks (..hookspecs): the record tells the test's reports of its phases and end ---
+    # -- the hooks (..hookspecs): the watcher begins each test's reports (begin), and the record
+    # tells them of its phases and end ---
 
-    def pytest_nocompile_watch_opened(self, watch: Watch) -> None:
-        assert watch.record is not None  # an open watch has one
-        watch.record.read_children_from(self.begin(watch.nodeid))
+    def pytest_nocompile_process_reports(self) -> ChildReports:
+        return self
 
     def pytest_nocompile_run_finished(self, results: Any) -> None:
         results.summary_notes += self._recompiled_after_their_test()

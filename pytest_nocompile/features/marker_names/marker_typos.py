@@ -49,7 +49,8 @@ class MarkerTypos:
         self._meant = dict.fromkeys(_registered_markers(self.config), ())
         # Each node's own marks once (nearly every test has none); each test's whole
         # chain of marks only in a run where some mark is a typo.
-        if not any(self._any_typo(node.own_markers) for node in each_node_once(session.items)):
+        if not any(node.own_markers and self._any_typo(node.own_markers)
+                   for node in each_node_once(session.items)):
             return
         for item in session.items:
             errors = []

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, ContextManager, Optional
 import pytest
 
 from ...vocabulary.kinds import RECOMPILES
+from ...watching.planning import each_node_once
 from ...watching.settings import SETTINGS_KEY
 
 if TYPE_CHECKING:
@@ -32,17 +33,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if config.pluginmanager.has_plugin(_STRICT_MODE):
         return
+    # Each test's, class's and module's own markers once: a test's iter_markers() would read its
+    # every parent again, for every test.
     if (config.stash[SETTINGS_KEY].strict_by_default
-            or any(_asks_for_strict(item) for item in session.items)):
+            or any(_asks_for_strict(node) for node in each_node_once(session.items))):
         config.pluginmanager.register(StrictMode(), _STRICT_MODE)
 
 
 _STRICT_MODE = "nocompile-strict-mode"
 
 
-def _asks_for_strict(item: pytest.Item) -> bool:
-    """Whether a recompile marker of the test (or of its class or module) says ``strict=True``."""
-    return any(marker.kwargs.get("strict") for marker in item.iter_markers(RECOMPILES.marker))
+def _asks_for_strict(node: pytest.Item | pytest.Collector) -> bool:
+    """Whether a recompile marker of the node itself (a test, class or module) says
+    ``strict=True``."""
+    return any(marker.name == RECOMPILES.marker and marker.kwargs.get("strict")
+               for marker in node.own_markers)
 
 
 class StrictMode:
