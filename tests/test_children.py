@@ -419,3 +419,25 @@ def test_the_start_up_hook_is_installed_and_imports_nothing_unless_asked(tmp_pat
     assert ("pytest_nocompile.features.child_startup.startup" in armed and "torch" not in armed
             and "logging" not in armed)
     assert not (tmp_path / "test").exists()  # nothing compiled: nothing written
+
+
+SKIPPED_THEN_PLAIN = '''
+import os
+import pytest
+
+@pytest.mark.skip(reason="needs CUDA")
+@pytest.mark.max_recompiles(0)
+def test_skipped():
+    pass
+
+def test_after():
+    assert "PYTEST_NOCOMPILE_EVENTS" not in os.environ, os.environ["PYTEST_NOCOMPILE_EVENTS"]
+'''
+
+
+def test_a_skipped_watched_test_leaves_no_folder_named_in_the_environment(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    # Its watch closes at its skipped setup: its teardown must not name a folder again.
+    pytester.makepyfile(test_skips=SKIPPED_THEN_PLAIN)
+    result = run("-p", "no:randomly")
+    result.assert_outcomes(passed=1, skipped=1)

@@ -283,7 +283,9 @@ class Watcher:
         self, item: pytest.Item, nextitem: Optional[pytest.Item],
     ) -> Generator[None, object, object]:
         watch = self._running(item)
-        if watch is not None and watch.record is not None:
+        # A watch closed already (its setup skipped or failed) has told its reports of their end:
+        # a teardown now would name a folder to the environment that no end takes back.
+        if watch is not None and watch.record is not None and not watch.closed:
             watch.record.start_teardown()
         failed = True  # until the teardown ends without raising
         try:
