@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ...record.record import RecompileRecord
     from ...vocabulary.events import Phase
     from .child_lines import ChildLine
-    from .event_files import Reading
+    from .readings import Reading
 
 # The phases whose processes (a fixture's) are never counted, whenever they compile.
 _FIXTURE_PHASES: dict[str, Phase] = {"setup": "setup", "teardown": "teardown"}

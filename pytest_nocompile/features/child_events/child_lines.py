@@ -19,7 +19,7 @@ from ..child_startup.event_writer import MAX_MESSAGE
 if TYPE_CHECKING:
     from ...vocabulary.events import CodeLocation
     from ...vocabulary.module_names import CompiledModule
-    from .event_files import Reading
+    from .readings import Reading
 
 EVENTS = ("compile", "recompile", "limit", "graph_break", "problem", "health")
 _WITH_MESSAGE = ("recompile", "limit", "graph_break", "problem")

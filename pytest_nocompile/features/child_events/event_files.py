@@ -16,6 +16,7 @@ import os
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..child_startup.event_writer import SUFFIX, UNREPORTED
+from .readings import FileLines, Reading
 
 if TYPE_CHECKING:  # typing as usual: unlike the writer, no child process imports the reader
     import pytest
@@ -25,33 +26,6 @@ if TYPE_CHECKING:  # typing as usual: unlike the writer, no child process import
 # bytes: a line of this version is far shorter (its message is capped); a longer one is skipped
 MAX_LINE = 1 << 20
 _CHUNK = 1 << 16
-
-
-class FileLines:
-    """What one process's file held that was new since the last read: its
-    entries, and what was skipped."""
-
-    __slots__ = ("path", "token", "entries", "skipped", "started_in")
-
-    def __init__(self, path: str, token: str) -> None:
-        self.path = path
-        self.token = token  # the file's name without its suffix: the writer's token
-        # the test's phase that started the process, where its folder says
-        self.started_in: Optional[str] = None
-        self.entries: list[tuple[int, dict[str, Any]]] = []  # (line number, entry)
-        self.skipped: list[tuple[int, str]] = []  # (line number, or 0 for the whole file; why)
-
-
-class Reading:
-    """One read of a test's directory: each file's new lines, processes that could not report,
-    and the folder's state."""
-
-    __slots__ = ("files", "unreported", "problem")
-
-    def __init__(self) -> None:
-        self.files: list[FileLines] = []
-        self.unreported: list[tuple[str, str]] = []  # (token, errno name) from markers, each once
-        self.problem: Optional[str] = None  # why the test's processes could not report there at all
 
 
 class _FileState:
