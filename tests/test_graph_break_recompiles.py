@@ -24,6 +24,8 @@ from nocompile_testing import (
     recorded_messages,
 )
 from pytest_nocompile.judge.budget import RecompileBudget
+from pytest_nocompile.observe.user_code import is_torch_file
+from pytest_nocompile.vocabulary.graph_break_events import graph_break_event
 from pytest_nocompile.vocabulary.kinds import GRAPH_BREAKS
 
 TRAINLIB = '''
@@ -149,16 +151,17 @@ def test_a_graph_break_is_counted_once_per_place_and_reason_in_each_phase() -> N
     message = recorded_messages("torch-2.13-graph_breaks.txt")[1]
     other_place = recorded_messages("torch-2.13-graph_breaks.txt")[0]
     record = BudgetedRecord(RecompileBudget.of({GRAPH_BREAKS.key: 1}))
-    record.add_graph_break(message)  # setup's: not counted, and no reason to hide the call's
+    # setup's: not counted, and no reason to hide the call's
+    record.add(graph_break_event(message, is_torch_file))
     record.end_setup()
     record.start_call()
     for _ in range(3):  # a first compile and two recompiles trace it
-        record.add_graph_break(message)
+        record.add(graph_break_event(message, is_torch_file))
     assert record.count(GRAPH_BREAKS) == 1
-    record.add_graph_break(other_place)
+    record.add(graph_break_event(other_place, is_torch_file))
     # no place to tell it by: each counts
-    record.add_graph_break("a graph break message no torch writes")
-    record.add_graph_break("a graph break message no torch writes")
+    record.add(graph_break_event("a graph break message no torch writes", is_torch_file))
+    record.add(graph_break_event("a graph break message no torch writes", is_torch_file))
     assert record.count(GRAPH_BREAKS) == 4
     assert [event.phase for event in record.graph_breaks] == ["setup", "call", "call",
                                                               "call", "call"]

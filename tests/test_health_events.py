@@ -17,6 +17,7 @@ from test_child_lines import entry, watched, write
 
 from nocompile_testing import BudgetedRecord, judge_record
 from pytest_nocompile.observe.sources.counter_increments import CounterIncrements
+from pytest_nocompile.vocabulary.events import HealthEvent
 from pytest_nocompile.vocabulary.kinds import BudgetKind
 
 torch = pytest.importorskip("torch")
@@ -165,7 +166,7 @@ def test_a_results_json_holds_each_health_event_and_xdist_carries_it_back_unchan
 
     record = BudgetedRecord()
     record.start_call()
-    record.add_health("inductor.fxgraph_cache_miss", 1, "cold", "0/0", None, None)
+    record.add(HealthEvent("inductor.fxgraph_cache_miss", 1, "cold", "0/0"))
     record.end_call()
     data = judge_record(record).to_dict()
     assert data["health_events"] == [{"what": "inductor.fxgraph_cache_miss", "amount": 1,

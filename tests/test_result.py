@@ -17,6 +17,14 @@ from nocompile_testing import (
 from pytest_nocompile.judge.budget import RecompileBudget
 from pytest_nocompile.judge.result import TestResult, Verdict, count_properties, idle_result
 from pytest_nocompile.judge.verdict import over_budget
+from pytest_nocompile.observe.user_code import is_torch_file
+from pytest_nocompile.vocabulary.events import (
+    CompileEvent,
+    HealthEvent,
+    parse_limit_warning,
+    recompile_event,
+)
+from pytest_nocompile.vocabulary.graph_break_events import graph_break_event
 from pytest_nocompile.vocabulary.kinds import COMPILES, GRAPH_BREAKS, RECOMPILES
 
 RECOMPILE = recorded_messages("torch-2.13-recompiles.txt")[0]  # f recompiled: n == 2
@@ -33,22 +41,22 @@ def recorded(budget: RecompileBudget, setup: int = 0, call: int = 0, teardown: i
     teardown one too)."""
     record = BudgetedRecord(budget)
     for _ in range(setup):
-        record.add_recompile(RECOMPILE, "0/1", None, None)
-        record.add_compile("0/1", None, None)
+        record.add(recompile_event(RECOMPILE, compile_id="0/1"))
+        record.add(CompileEvent("0/1"))
     record.end_setup()
     record.start_call()
     for _ in range(call):
-        record.add_recompile(RECOMPILE, "0/1", None, None)
+        record.add(recompile_event(RECOMPILE, compile_id="0/1"))
     for line in range(breaks):
-        record.add_graph_break(GRAPH_BREAK.format(line=5 + line))
+        record.add(graph_break_event(GRAPH_BREAK.format(line=5 + line), is_torch_file))
     if limit:
-        record.add_limit_warning(LIMIT)
+        record.add(parse_limit_warning(LIMIT))
     for _ in range(graphs):
-        record.add_compile("1/0", None, None)
+        record.add(CompileEvent("1/0"))
     record.end_call()
     for _ in range(teardown):
-        record.add_recompile(RECOMPILE, "0/1", None, None)
-        record.add_compile("0/1", None, None)
+        record.add(recompile_event(RECOMPILE, compile_id="0/1"))
+        record.add(CompileEvent("0/1"))
     return record
 
 
@@ -70,18 +78,18 @@ def test_counts_read_during_the_call_follow_every_later_event() -> None:
     record = BudgetedRecord(RecompileBudget.of({"recompiles": 0}))
     record.start_call()
     assert record.counts()[COMPILES.key] == 0
-    record.add_compile("0/0", None, None)
+    record.add(CompileEvent("0/0"))
     assert record.counts()[COMPILES.key] == 1
-    record.add_recompile(RECOMPILE, "0/1", None, None)
-    record.add_graph_break(GRAPH_BREAK.format(line=5))
-    record.add_health("inductor.fxgraph_cache_miss", 1, None, "0/1", None, None)
+    record.add(recompile_event(RECOMPILE, compile_id="0/1"))
+    record.add(graph_break_event(GRAPH_BREAK.format(line=5), is_torch_file))
+    record.add(HealthEvent("inductor.fxgraph_cache_miss", 1, None, "0/1"))
     assert (record.counts()[RECOMPILES.key], record.counts()[GRAPH_BREAKS.key],
             record.counts()["cache_misses"]) == (1, 1, 1)
     # the attempt just logged was refused: a limit hit, not a recompile
-    record.add_limit_warning(LIMIT, "0/1")
+    record.add(parse_limit_warning(LIMIT, compile_id="0/1"))
     assert record.counts()[RECOMPILES.key] == 0
     record.end_call()
-    record.add_compile("1/0", None, None)  # teardown's: the call's counts stay
+    record.add(CompileEvent("1/0"))  # teardown's: the call's counts stay
     assert record.counts()[COMPILES.key] == 1
 
 
@@ -97,7 +105,7 @@ def test_an_event_added_while_the_counts_are_worked_out_is_in_the_next_counts(
     def with_a_compile_meanwhile(process):
         counts = work_out(process)
         monkeypatch.undo()
-        record.add_compile("1/0", None, None)  # the other thread's, after the lists were read
+        record.add(CompileEvent("1/0"))  # the other thread's, after the lists were read
         return counts
 
     monkeypatch.setattr(type(record.own), "_call_counts", with_a_compile_meanwhile)
@@ -107,9 +115,9 @@ def test_an_event_added_while_the_counts_are_worked_out_is_in_the_next_counts(
 
 def test_a_test_whose_setup_failed_counts_nothing() -> None:
     record = BudgetedRecord(RecompileBudget.of({"recompiles": 0}))
-    record.add_recompile(RECOMPILE, None, None, None)
+    record.add(recompile_event(RECOMPILE))
     record.end_setup()
-    record.add_recompile(RECOMPILE, None, None, None)
+    record.add(recompile_event(RECOMPILE))
     assert [event.phase for event in record.events] == ["setup", "teardown"]
     assert record.count(RECOMPILES) == 0 and judge_record(record).verdict is Verdict.WITHIN
 
@@ -190,12 +198,12 @@ def test_an_attempt_refused_at_the_recompile_limit_is_a_limit_hit_not_a_recompil
     # limit warning under the same compile id, and no graph.
     record = BudgetedRecord(RecompileBudget.of({"recompiles": 3}))
     record.start_call()
-    record.add_compile("0/0", None, None)
+    record.add(CompileEvent("0/0"))
     for attempt in (1, 2, 3):
-        record.add_recompile(RECOMPILE, f"0/{attempt}", None, None)
-        record.add_compile(f"0/{attempt}", None, None)
-    record.add_recompile(RECOMPILE, "0/4", None, None)
-    record.add_limit_warning(LIMIT, "0/4", None)
+        record.add(recompile_event(RECOMPILE, compile_id=f"0/{attempt}"))
+        record.add(CompileEvent(f"0/{attempt}"))
+    record.add(recompile_event(RECOMPILE, compile_id="0/4"))
+    record.add(parse_limit_warning(LIMIT, compile_id="0/4"))
     record.end_call()
     assert (record.count(COMPILES), record.count(RECOMPILES)) == (4, 3)
     (hit,) = record.limit_hits
@@ -216,10 +224,10 @@ def test_only_the_attempt_right_before_the_limit_warning_is_refused(
 ) -> None:
     record = BudgetedRecord()
     record.start_call()
-    record.add_recompile(RECOMPILE.replace("Recompiling function f ", "Recompiling function step "),
-                         recompile_id, None, None)
+    step = RECOMPILE.replace("Recompiling function f ", "Recompiling function step ")
+    record.add(recompile_event(step, compile_id=recompile_id))
     if graph_between:
-        record.add_compile(recompile_id, None, None)
-    record.add_limit_warning(LIMIT, limit_id, None)
+        record.add(CompileEvent(recompile_id))
+    record.add(parse_limit_warning(LIMIT, compile_id=limit_id))
     assert ((record.count(RECOMPILES), record.limit_hits[0].refused is not None)
             == (0 if refused else 1, refused))

@@ -15,6 +15,7 @@ from pytest_nocompile.vocabulary.events import (
     CodeLocation,
     RecompileLimitHit,
     event_from_message,
+    recompile_event,
     resumed_function,
 )
 from pytest_nocompile.vocabulary.kinds import RECOMPILES
@@ -82,7 +83,7 @@ def test_a_recompile_of_a_resume_function_names_the_function_and_its_graph_break
 def test_a_baseline_failure_names_a_resume_functions_user_function_too() -> None:
     record = BudgetedRecord()
     record.start_call()
-    record.add_recompile(RESUME_RECOMPILE, "1/1", None, None)
+    record.add(recompile_event(RESUME_RECOMPILE, compile_id="1/1"))
     record.end_call()
     assert explain_rise(judge_record(record), ["recompiles"]) == [
         "    recompiled train_step (resumed after the graph break at /work/lib/trainlib.py:22): "

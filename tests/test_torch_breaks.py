@@ -14,7 +14,7 @@ import pytest
 
 from nocompile_testing import PRINT_BREAK_REASON, RunPytest, expect_lines, recorded_messages
 from pytest_nocompile.observe.user_code import is_torch_file
-from pytest_nocompile.record.process_events import graph_break_event
+from pytest_nocompile.vocabulary.graph_break_events import graph_break_event
 
 # A file of a torch installed in another environment than this one (a child process may run it).
 OTHER_TORCHS_FILE = "/opt/env/lib/python3.11/site-packages/torch/optim/optimizer.py"
@@ -37,10 +37,10 @@ def test_a_graph_break_is_torchs_by_the_file_it_happened_in(version: str) -> Non
     # call there as "skip function graph_break in file .../torch/_dynamo/decorators.py": the
     # place is the user's, so the break is too.
     for message in recorded_messages(f"torch-{version}-graph_breaks.txt"):
-        event = graph_break_event(message, "call")
+        event = graph_break_event(message, is_torch_file)
         assert event.line and not event.inside_torch, message
         in_torch = message.replace(event.filename, OTHER_TORCHS_FILE)
-        assert graph_break_event(in_torch, "call").inside_torch
+        assert graph_break_event(in_torch, is_torch_file).inside_torch
 
 
 # The user's shape: a tiny model, Adam with a tensor LR (no recompiles), a scheduler, and

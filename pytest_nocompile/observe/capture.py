@@ -50,18 +50,19 @@ import functools
 import logging
 import sys
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Collection, Optional
 
 from ..vocabulary.kinds import KINDS, kind_sources, resolve
 from . import wanted_signals
 from .log_taps import Tap, WarningHandler, current_compile_id, logging_internals
 from .patches import Patches
-from .user_code import find_user_code
+from .user_code import find_user_code, is_torch_file
 
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from .sink import Sink
+    from .sink import Event, Sink
     from .sources.swallowed_errors import SwallowedErrors
 
     class Source(Protocol):
@@ -228,10 +229,11 @@ class DynamoLogs:
         """A source's signal, to every sink, with the user code and thread of the moment, and the
         compile id (``compile_id``: the source's, when it knows one the moment no longer does;
         ``of_this_moment=False``: none, for a signal heard late, a C++ sync)."""
-        sinks = self._sinks
-        if not sinks:
+        if not self._sinks:
             return
-        from .compiled_modules import compiling  # here: a run that never compiles never loads it
+        # here: a run that never compiles never loads them
+        from ..vocabulary.events import HealthEvent
+        from .compiled_modules import compiling
 
         frame = sys._getframe(1) if of_this_moment else None
         # a kind's source's own frames are not the user's (a gate's, outside the plugin)
@@ -241,9 +243,9 @@ class DynamoLogs:
             compile_id or (current_compile_id() if frame else None), find_user_code(frame),
             compiling(frame))
         name = threading.current_thread().name if of_this_moment else "MainThread"
-        thread = None if name == "MainThread" else name
-        for sink in sinks:
-            sink.add_health(what, amount, reason, compile_id, user_code, thread, code, module)
+        self._send(HealthEvent(what, amount, reason, compile_id, user_code,
+                               thread=None if name == "MainThread" else name, compiling=code,
+                               module=module))
 
     def attach(self, sink: Sink) -> None:
         """Send dynamo's records to ``sink`` too, from now on; arms the capture for the first sink
@@ -364,28 +366,32 @@ class DynamoLogs:
 
     # -- records, in whatever thread dynamo compiles -----------------------------
 
+    def _send(self, event: Event) -> None:
+        """One event, made once, to every sink."""
+        for sink in self._sinks:
+            sink.add(event)
+
     def _on_recompile(self, record: logging.LogRecord) -> None:
-        from ..vocabulary.events import resumed_function, typed_bool_ids
+        from ..vocabulary.events import recompile_event, resumed_function, typed_bool_ids
         from .compiled_modules import compiling
 
         # A bool's identity guard is typed here, where its number is True's or False's id.
         message = typed_bool_ids(record.getMessage(), _BOOL_IDS)
-        compile_id, thread, frame = current_compile_id(), _thread(record), sys._getframe(1)
+        frame = sys._getframe(1)
         # After a graph break, the user's line is the call that brought the new value in, not the
         # break.
-        user_code, module = find_user_code(frame, resumed_function(message)), compiling(frame)[1]
-        for sink in self._sinks:
-            sink.add_recompile(message, compile_id, user_code, thread, module)
+        self._send(recompile_event(message, compile_id=current_compile_id(),
+                                   user_code=find_user_code(frame, resumed_function(message)),
+                                   thread=_thread(record), module=compiling(frame)[1]))
 
     def _on_graph(self, record: logging.LogRecord) -> None:
+        from ..vocabulary.events import CompileEvent
         from .compiled_modules import compiling
 
         frame = sys._getframe(1)
-        compile_id, user_code, thread, (code, module) = (current_compile_id(),
-                                                         find_user_code(frame), _thread(record),
-                                                         compiling(frame))
-        for sink in self._sinks:
-            sink.add_compile(compile_id, user_code, thread, code, module)
+        code, module = compiling(frame)
+        self._send(CompileEvent(current_compile_id(), find_user_code(frame),
+                                thread=_thread(record), compiling=code, module=module))
 
     def _on_graph_break(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
@@ -394,11 +400,12 @@ class DynamoLogs:
         if (record.exc_info and record.exc_info[1] is not None
                 and "from user code at" in message.partition("\n")[0]):
             message = f"{message.rstrip()}\n{logging.Formatter().formatException(record.exc_info)}"
+        from ..vocabulary.graph_break_events import graph_break_event
         from .compiled_modules import compiling
 
+        event = graph_break_event(message, is_torch_file)
         module = compiling(sys._getframe(1))[1]
-        for sink in self._sinks:
-            sink.add_graph_break(message, module)
+        self._send(event if module is None else replace(event, module=module))
 
     def _on_convert_frame_warning(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
@@ -407,9 +414,11 @@ class DynamoLogs:
             # arming)
             self._swallowed.read(record, message)  # type: ignore[union-attr]
             return
-        compile_id, thread = current_compile_id(), _thread(record)
-        for sink in self._sinks:
-            sink.add_limit_warning(message, compile_id, thread)
+        from ..vocabulary.events import parse_limit_warning
+
+        hit = parse_limit_warning(message, compile_id=current_compile_id())
+        if hit is not None:
+            self._send(hit)
 
 
 DYNAMO_LOGS = DynamoLogs()

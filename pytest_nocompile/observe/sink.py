@@ -1,36 +1,28 @@
 """What the capture hands its sinks (a test's record, a block assertion's, a child's reporter): one
-call per record.
+event value per record dynamo logs, parsed once, for every sink.
 
 Typing only: the capture imports it under ``TYPE_CHECKING``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING, Protocol, Union
 
 if TYPE_CHECKING:
-    from ..vocabulary.events import CodeLocation
-    from ..vocabulary.module_names import CompiledModule
+    from ..vocabulary.events import CompileEvent, HealthEvent, RecompileEvent, RecompileLimitHit
+    from ..vocabulary.graph_break_events import GraphBreakEvent
+
+    Event = Union[RecompileEvent, CompileEvent, GraphBreakEvent, RecompileLimitHit, HealthEvent]
 
 
 class Sink(Protocol):
-    """What a sink takes: each method runs in the thread that compiled, once per record.
+    """What a sink takes: run in the thread that compiled, once per record.
 
+    The event is made as of the test's call phase (``phase="call"``) and of the
+    test's own process: each sink places it in its own phase and process. Its
     ``compiling`` is the function dynamo was compiling (its first line) and
     ``module`` the module whose method that is, where dynamo compiled one
     (:mod:`.compiled_modules`).
     """
 
-    def add_recompile(self, message: str, compile_id: Optional[str],
-                      user_code: Optional[CodeLocation], thread: Optional[str],
-                      module: Optional[CompiledModule] = None) -> None: ...
-    def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation],
-                    thread: Optional[str], compiling: Optional[CodeLocation] = None,
-                    module: Optional[CompiledModule] = None) -> None: ...
-    def add_limit_warning(self, message: str, compile_id: Optional[str],
-                          thread: Optional[str]) -> None: ...
-    def add_graph_break(self, message: str, module: Optional[CompiledModule] = None) -> None: ...
-    def add_health(self, what: str, amount: float, reason: Optional[str],
-                   compile_id: Optional[str], user_code: Optional[CodeLocation],
-                   thread: Optional[str], compiling: Optional[CodeLocation] = None,
-                   module: Optional[CompiledModule] = None) -> None: ...
+    def add(self, event: Event) -> None: ...

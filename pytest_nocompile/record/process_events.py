@@ -1,26 +1,19 @@
 """One process's events in a test: the test's own, or a child's that reported;
-counted per kind and phase."""
+counted per kind and phase. Loaded with a test's first event."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from ..vocabulary.events import CompileEvent, HealthEvent, RecompileEvent, RecompileLimitHit
+from ..vocabulary.graph_break_events import GraphBreakEvent
 from ..vocabulary.kinds import COUNTED_KINDS, BudgetKind
 from ..vocabulary.measures import Amount
 
 if TYPE_CHECKING:
-    from ..vocabulary.events import (
-        CodeLocation,
-        CompileEvent,
-        HealthEvent,
-        Phase,
-        ProcessInfo,
-        RecompileEvent,
-        RecompileLimitHit,
-    )
-    from ..vocabulary.graph_break_events import GraphBreakEvent
-    from ..vocabulary.module_names import CompiledModule
+    from ..observe.sink import Event
+    from ..vocabulary.events import Phase, ProcessInfo
 
 
 class ProcessEvents:
@@ -51,6 +44,10 @@ class ProcessEvents:
         self.changes = 0
         self._counts: Optional[tuple[int, dict[str, Amount]]] = None
 
+    def add(self, event: Event) -> None:
+        """An event of this process, by its type (a limit hit, a graph break: see each adder)."""
+        _ADDERS[type(event)](self, event)
+
     def add_recompile(self, event: RecompileEvent) -> None:
         self.recompiles.append(event)
         self._pending = event
@@ -80,12 +77,12 @@ class ProcessEvents:
         self.graph_breaks.append(event)
         self.changes += 1
 
-    def add_limit_hit(self, hit: RecompileLimitHit, compile_id: Optional[str]) -> None:
+    def add_limit_hit(self, hit: RecompileLimitHit) -> None:
         """A limit hit; the recompile dynamo logged just before it, for the same compile, was
         refused: it moves here."""
         pending = self._pending
         if (pending is not None and self.recompiles and self.recompiles[-1] is pending
-                and _same_attempt(pending, hit, compile_id)):
+                and _same_attempt(pending, hit)):
             self.recompiles.pop()
             hit = replace(hit, refused=pending)
         self._pending = None
@@ -164,39 +161,15 @@ class ProcessEvents:
         self.health[:] = [replace(event, process=info) for event in self.health]
 
 
-def _same_attempt(recompile: RecompileEvent, hit: RecompileLimitHit,
-                  compile_id: Optional[str]) -> bool:
-    if compile_id is not None and recompile.compile_id is not None:
-        return compile_id == recompile.compile_id
+def _same_attempt(recompile: RecompileEvent, hit: RecompileLimitHit) -> bool:
+    if hit.compile_id is not None and recompile.compile_id is not None:
+        return hit.compile_id == recompile.compile_id
     # No compile ids: the limit warning names the function as "'f' (file:line)".
     return hit.function.strip("'").startswith(recompile.function)
 
 
-def recompile_event(message: str, phase: Phase, compile_id: Optional[str],
-                    user_code: Optional[CodeLocation], thread: Optional[str],
-                    module: Optional[CompiledModule] = None) -> RecompileEvent:
-    """The recompile a message logs; one torch wrote in a form this parser does not
-    know is still a recompile."""
-    from ..vocabulary.events import RecompileEvent, UnrecognisedMessage, event_from_message
-
-    try:
-        return event_from_message(message, phase, compile_id, user_code, thread, module)
-    except UnrecognisedMessage:
-        return RecompileEvent("<unparsed>", "?", 0, (), message, phase, compile_id, user_code,
-                              thread, module=module)
-
-
-def graph_break_event(message: str, phase: Phase) -> GraphBreakEvent:
-    """The graph break a message logs, told whether its place is inside torch; one torch wrote in
-    a form this parser does not know is still a graph break (the user's: a budget of the user's
-    breaks only counts it too)."""
-    from ..observe.user_code import is_torch_file
-    from ..vocabulary.events import UnrecognisedMessage
-    from ..vocabulary.graph_break_events import GraphBreakEvent, parse_graph_break_message
-
-    try:
-        event = parse_graph_break_message(message, phase)
-    except UnrecognisedMessage:
-        return GraphBreakEvent("?", 0, message.splitlines()[0] if message else "<unparsed>", None,
-                               message, phase)
-    return replace(event, inside_torch=True) if is_torch_file(event.filename) else event
+# Each event's adder, by its type.
+_ADDERS: dict[type, Callable[[ProcessEvents, Any], None]] = {
+    RecompileEvent: ProcessEvents.add_recompile, CompileEvent: ProcessEvents.add_compile,
+    GraphBreakEvent: ProcessEvents.add_graph_break, RecompileLimitHit: ProcessEvents.add_limit_hit,
+    HealthEvent: ProcessEvents.add_health}

@@ -33,8 +33,8 @@ from ..vocabulary.measures import Amount
 if TYPE_CHECKING:
     import pytest
 
+    from ..observe.sink import Event
     from ..vocabulary.events import (
-        CodeLocation,
         CompileEvent,
         Phase,
         ProcessInfo,
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
         RecompileLimitHit,
     )
     from ..vocabulary.graph_break_events import GraphBreakEvent
-    from ..vocabulary.module_names import CompiledModule
     from .log import RecompileLog
     from .process_events import ProcessEvents
     from .snapshot import TestSnapshot
@@ -312,39 +311,6 @@ class RecompileRecord:
 
     # -- the sink: what capture hands over (in whatever thread compiled) --------
 
-    def add_recompile(self, message: str, compile_id: str | None, user_code: CodeLocation | None,
-                      thread: str | None, module: CompiledModule | None = None) -> None:
-        from .process_events import recompile_event
-
-        self.own.add_recompile(
-            recompile_event(message, self.phase, compile_id, user_code, thread, module))
-
-    def add_compile(self, compile_id: str | None, user_code: CodeLocation | None,
-                    thread: str | None, compiling: CodeLocation | None = None,
-                    module: CompiledModule | None = None) -> None:
-        from ..vocabulary.events import CompileEvent
-
-        self.own.add_compile(CompileEvent(compile_id, user_code, self.phase, thread,
-                                          compiling=compiling, module=module))
-
-    def add_limit_warning(self, message: str, compile_id: str | None = None,
-                          thread: str | None = None) -> None:
-        from ..vocabulary.events import parse_limit_warning
-
-        hit = parse_limit_warning(message, self.phase)
-        if hit is not None:
-            self.own.add_limit_hit(hit, compile_id)
-
-    def add_graph_break(self, message: str, module: CompiledModule | None = None) -> None:
-        from .process_events import graph_break_event
-
-        self.own.add_graph_break(replace(graph_break_event(message, self.phase), module=module))
-
-    def add_health(self, what: str, amount: float, reason: str | None, compile_id: str | None,
-                   user_code: CodeLocation | None, thread: str | None,
-                   compiling: CodeLocation | None = None,
-                   module: CompiledModule | None = None) -> None:
-        from ..vocabulary.events import HealthEvent
-
-        self.own.add_health(HealthEvent(what, amount, reason, compile_id, user_code, self.phase,
-                                        thread, compiling=compiling, module=module))
+    def add(self, event: Event) -> None:
+        """An event of the test's own process, placed in the test's phase now."""
+        self.own.add(event if event.phase == self.phase else replace(event, phase=self.phase))

@@ -259,6 +259,18 @@ def event_from_message(message: str, phase: Phase = "call", compile_id: str | No
                           thread, module=module)
 
 
+def recompile_event(message: str, phase: Phase = "call", compile_id: str | None = None,
+                    user_code: CodeLocation | None = None, thread: str | None = None,
+                    module: CompiledModule | None = None) -> RecompileEvent:
+    """:func:`event_from_message`, never raising: a message torch wrote in a form this parser does
+    not know is still a recompile."""
+    try:
+        return event_from_message(message, phase, compile_id, user_code, thread, module)
+    except UnrecognisedMessage:
+        return RecompileEvent("<unparsed>", "?", 0, (), message, phase, compile_id, user_code,
+                              thread, module=module)
+
+
 @dataclass(frozen=True)
 class RecompileLimitHit:
     """Dynamo reached ``recompile_limit`` for a frame and stopped compiling it.
@@ -277,6 +289,8 @@ class RecompileLimitHit:
     # refuses the compile. That attempt compiled nothing, so it is kept here,
     # not counted as a recompile.
     refused: RecompileEvent | None = None
+    # the id of the compile dynamo refused, where torch gives one: how the record finds the attempt
+    compile_id: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def function_name(self) -> str:
@@ -356,8 +370,10 @@ class HealthEvent:
                                                     self.module)
 
 
-def parse_limit_warning(message: str, phase: Phase = "call") -> RecompileLimitHit | None:
-    """Parse dynamo's "hit config.recompile_limit" warning; None for any other text."""
+def parse_limit_warning(message: str, phase: Phase = "call",
+                        compile_id: str | None = None) -> RecompileLimitHit | None:
+    """Parse dynamo's "hit config.recompile_limit" warning (``compile_id``: of the compile it
+    refused); None for any other text."""
     header = _LIMIT_HEADER.search(message)
     if header is None:
         return None
@@ -368,6 +384,7 @@ def parse_limit_warning(message: str, phase: Phase = "call") -> RecompileLimitHi
         function=function["function"].strip() if function else "?",
         message=message,
         phase=phase,
+        compile_id=compile_id,
     )
 
 

@@ -13,8 +13,8 @@ stack as "User code traceback"; from 2.10 the reason opens with
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable
 
 from .events import CodeLocation, Phase, ProcessInfo, UnrecognisedMessage, innermost_frame
 
@@ -90,6 +90,19 @@ def parse_graph_break_message(message: str, phase: Phase = "call") -> GraphBreak
     if _GRAPH_BREAK_STACK_HEADER.match(first):
         return _stack_graph_break(lines[1:], message, phase)
     raise UnrecognisedMessage(f"not a graph break message: {message[:80]!r}")
+
+
+def graph_break_event(message: str, is_torch_file: Callable[[str], bool],
+                      phase: Phase = "call") -> GraphBreakEvent:
+    """:func:`parse_graph_break_message`, never raising, told whether the break's place is inside
+    torch (``is_torch_file`` of its file): a message torch wrote in a form this parser does not know
+    is still a graph break (the user's: a budget of the user's breaks only counts it too)."""
+    try:
+        event = parse_graph_break_message(message, phase)
+    except UnrecognisedMessage:
+        return GraphBreakEvent("?", 0, message.splitlines()[0] if message else "<unparsed>", None,
+                               message, phase)
+    return replace(event, inside_torch=True) if is_torch_file(event.filename) else event
 
 
 def _located_graph_break(filename: str, line: int, body: list[str], message: str,

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ...record.process_events import ProcessEvents, graph_break_event, recompile_event
+from ...observe.user_code import is_torch_file
+from ...record.process_events import ProcessEvents
 
 if TYPE_CHECKING:
     from ...record.record import RecompileRecord
@@ -64,7 +65,8 @@ def _phase_at(record: RecompileRecord, moment: float) -> Phase:
 
 
 def _add_entry(record: RecompileRecord, line: ChildLine) -> None:
-    from ...vocabulary.events import CompileEvent, HealthEvent, parse_limit_warning
+    from ...vocabulary.events import CompileEvent, HealthEvent, parse_limit_warning, recompile_event
+    from ...vocabulary.graph_break_events import graph_break_event
 
     child = _child(record, line.key, line.pid)
     if line.world is not None:
@@ -87,12 +89,12 @@ def _add_entry(record: RecompileRecord, line: ChildLine) -> None:
         child.add_compile(CompileEvent(line.compile_id, line.user_code, phase, line.thread, info,
                                        line.compiling, line.module))
     elif what == "limit":
-        hit = parse_limit_warning(line.message, phase)
+        hit = parse_limit_warning(line.message, phase, line.compile_id)
         if hit is not None:
-            child.add_limit_hit(replace(hit, process=info), line.compile_id)
+            child.add_limit_hit(replace(hit, process=info))
     elif what == "graph_break":
-        child.add_graph_break(
-            replace(graph_break_event(line.message, phase), process=info, module=line.module))
+        child.add_graph_break(replace(graph_break_event(line.message, is_torch_file, phase),
+                                      process=info, module=line.module))
     elif what == "health":
         # The amount as it was sent: JSON keeps 2 as 2, but a count stays an int
         # through our own checks too.

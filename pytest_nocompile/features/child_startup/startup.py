@@ -42,6 +42,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Optional
 
+    from ...observe.sink import Event
     from ...vocabulary.events import CodeLocation
     from ...vocabulary.module_names import CompiledModule
 
@@ -177,33 +178,30 @@ class _Reporter:
         except Exception as error:  # a line lost: the test hears of it
             self.writer.unreported(type(error).__name__)
 
-    # The sink's methods (see sink.Sink).
-    def add_recompile(self, message: str, compile_id: Optional[str],
-                      user_code: Optional[CodeLocation], thread: Optional[str],
-                      module: Optional[CompiledModule] = None) -> None:
-        self._write("recompile", message=message, compile_id=compile_id,
-                    user_code=_where(user_code), thread=thread, **_module(module))
+    def add(self, event: Event) -> None:
+        """The sink's (:class:`~pytest_nocompile.observe.sink.Sink`): one line per event, with the
+        text torch logged (the test's process reads it again)."""
+        # loaded by the capture that made the event
+        from ...vocabulary.events import CompileEvent, RecompileEvent, RecompileLimitHit
+        from ...vocabulary.graph_break_events import GraphBreakEvent
 
-    def add_compile(self, compile_id: Optional[str], user_code: Optional[CodeLocation],
-                    thread: Optional[str], compiling: Optional[CodeLocation] = None,
-                    module: Optional[CompiledModule] = None) -> None:
-        self._write("compile", compile_id=compile_id, user_code=_where(user_code), thread=thread,
-                    compiling=_where(compiling), **_module(module))
-
-    def add_limit_warning(self, message: str, compile_id: Optional[str],
-                          thread: Optional[str]) -> None:
-        self._write("limit", message=message, compile_id=compile_id, thread=thread)
-
-    def add_graph_break(self, message: str, module: Optional[CompiledModule] = None) -> None:
-        self._write("graph_break", message=message, **_module(module))
-
-    def add_health(self, what: str, amount: float, reason: Optional[str], compile_id: Optional[str],
-                   user_code: Optional[CodeLocation], thread: Optional[str],
-                   compiling: Optional[CodeLocation] = None,
-                   module: Optional[CompiledModule] = None) -> None:
-        self._write("health", what=what, amount=amount, message=reason, compile_id=compile_id,
-                    user_code=_where(user_code), thread=thread, compiling=_where(compiling),
-                    **_module(module))
+        if isinstance(event, RecompileEvent):
+            self._write("recompile", message=event.message, compile_id=event.compile_id,
+                        user_code=_where(event.user_code), thread=event.thread,
+                        **_module(event.module))
+        elif isinstance(event, CompileEvent):
+            self._write("compile", compile_id=event.compile_id, user_code=_where(event.user_code),
+                        thread=event.thread, compiling=_where(event.compiling),
+                        **_module(event.module))
+        elif isinstance(event, RecompileLimitHit):
+            self._write("limit", message=event.message, compile_id=event.compile_id)
+        elif isinstance(event, GraphBreakEvent):
+            self._write("graph_break", message=event.message, **_module(event.module))
+        else:
+            self._write("health", what=event.what, amount=event.amount, message=event.reason,
+                        compile_id=event.compile_id, user_code=_where(event.user_code),
+                        thread=event.thread, compiling=_where(event.compiling),
+                        **_module(event.module))
 
 
 def _module(module: Optional[CompiledModule]) -> dict[str, Any]:
