@@ -14,8 +14,7 @@ from ...record.process_events import ProcessEvents
 if TYPE_CHECKING:
     from ...record.record import RecompileRecord
     from ...vocabulary.events import Phase
-    from .child_lines import ChildLine
-    from .readings import Reading
+    from .child_lines import ChildLine, Reading
 
 # The phases whose processes (a fixture's) are never counted, whenever they compile.
 _FIXTURE_PHASES: dict[str, Phase] = {"setup": "setup", "teardown": "teardown"}

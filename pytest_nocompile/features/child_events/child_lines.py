@@ -1,4 +1,5 @@
-"""A child process's line, checked field by field before anything is made of it.
+"""What one read of a test's report folders holds (:mod:`.event_files` reads), and each line of it
+checked field by field before anything is made of it (:mod:`.child_intake` takes it in).
 
 The variable that points children at a test's folder reaches every Python on
 ``PATH``, with whatever copy (whatever version) of the plugin it has: a line
@@ -19,13 +20,39 @@ from ..child_startup.event_writer import MAX_MESSAGE
 if TYPE_CHECKING:
     from ...vocabulary.events import CodeLocation
     from ...vocabulary.module_names import CompiledModule
-    from .readings import Reading
 
 EVENTS = ("compile", "recompile", "limit", "graph_break", "problem", "health")
 _WITH_MESSAGE = ("recompile", "limit", "graph_break", "problem")
 _MAX_ID = 200  # characters of a token, compile id or thread name
 _MAX_INT = 1 << 31  # pids and ranks are well below
 _SHOWN_REASONS = 5  # per file, in a warning
+
+
+class FileLines:
+    """What one process's file held that was new since the last read: its
+    entries, and what was skipped."""
+
+    __slots__ = ("path", "token", "entries", "skipped", "started_in")
+
+    def __init__(self, path: str, token: str) -> None:
+        self.path = path
+        self.token = token  # the file's name without its suffix: the writer's token
+        # the test's phase that started the process, where its folder says
+        self.started_in: Optional[str] = None
+        self.entries: list[tuple[int, dict[str, Any]]] = []  # (line number, entry)
+        self.skipped: list[tuple[int, str]] = []  # (line number, or 0 for the whole file; why)
+
+
+class Reading:
+    """One read of a test's directory: each file's new lines, processes that could not report,
+    and the folder's state."""
+
+    __slots__ = ("files", "unreported", "problem")
+
+    def __init__(self) -> None:
+        self.files: list[FileLines] = []
+        self.unreported: list[tuple[str, str]] = []  # (token, errno name) from markers, each once
+        self.problem: Optional[str] = None  # why the test's processes could not report there at all
 
 
 class ChildReportWarning(pytest.PytestWarning):

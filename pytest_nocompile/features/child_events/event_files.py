@@ -16,7 +16,7 @@ import os
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..child_startup.event_writer import SUFFIX, UNREPORTED
-from .readings import FileLines, Reading
+from .child_lines import FileLines, Reading
 
 if TYPE_CHECKING:  # typing as usual: unlike the writer, no child process imports the reader
     import pytest

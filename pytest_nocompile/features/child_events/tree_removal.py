@@ -16,7 +16,7 @@ import stat
 import time
 from typing import Iterator, Optional
 
-from ..child_startup.event_writer import user_id
+from ..children.owner import user_id
 
 _OPEN_DEPTH = 32  # folders held open at once while removing a tree; deeper ones are moved up first
 

@@ -43,13 +43,6 @@ MAX_MESSAGE = 20_000  # characters of a logged message a child writes (and a tes
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
-def user_id() -> int:
-    """This process's effective user id, or -1 where the platform has none: the owner of what it
-    writes, which the run's folders and their removal check before they touch anything."""
-    geteuid = getattr(os, "geteuid", None)
-    return geteuid() if geteuid is not None else -1
-
-
 class EventWriter:
     """A process's end of the transport: appends one JSON line per event to its own file.
 

@@ -33,8 +33,8 @@ from ..child_startup.hook import ENV_VAR
 if TYPE_CHECKING:
     from ...record.record import RecompileRecord
     from ...vocabulary.events import Phase
+    from ..child_events.child_lines import Reading
     from ..child_events.event_files import EventDirectory
-    from ..child_events.readings import Reading
     from .run_folders import RunFolder
 
 # The event files' reader (..child_events.event_files) loads when a test's process first wrote,
@@ -88,14 +88,14 @@ class TestReports:
                 if self._usable or os.access(self.run, os.W_OK | os.X_OK):
                     self._usable = True
                     return None
+                from ..child_events.child_lines import Reading
                 from ..child_events.event_files import unusable
-                from ..child_events.readings import Reading
 
                 reading = Reading()
                 reading.problem = unusable(self.run, self.path)
                 return reading
+        from ..child_events.child_lines import Reading
         from ..child_events.event_files import EventDirectory
-        from ..child_events.readings import Reading
 
         reading = Reading()
         current = self._phases[-1]

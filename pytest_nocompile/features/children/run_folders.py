@@ -36,7 +36,7 @@ import stat
 import time
 from typing import TYPE_CHECKING, Optional
 
-from ..child_startup.event_writer import user_id
+from .owner import user_id
 
 if TYPE_CHECKING:
     from ..child_events.tree_removal import Budget
