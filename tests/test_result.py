@@ -21,6 +21,7 @@ from pytest_nocompile.observe.user_code import is_torch_file
 from pytest_nocompile.vocabulary.events import (
     CompileEvent,
     HealthEvent,
+    RecompileLimitHit,
     parse_limit_warning,
     recompile_event,
 )
@@ -33,6 +34,13 @@ LIMIT = "torch._dynamo hit config.recompile_limit (8)\n   function: 'step' (adam
 # counted again).
 GRAPH_BREAK = ("Graph break in user code at /x/test_a.py:{line}\nGraph Break Reason: "
                "Failed to trace builtin operator")
+
+
+def limit_hit(message: str, compile_id: str | None = None) -> RecompileLimitHit:
+    """The limit hit dynamo's warning ``message`` names (a test's fixture: it must parse)."""
+    hit = parse_limit_warning(message, compile_id=compile_id)
+    assert hit is not None
+    return hit
 
 
 def recorded(budget: RecompileBudget, setup: int = 0, call: int = 0, teardown: int = 0,
@@ -50,7 +58,7 @@ def recorded(budget: RecompileBudget, setup: int = 0, call: int = 0, teardown: i
     for line in range(breaks):
         record.add(graph_break_event(GRAPH_BREAK.format(line=5 + line), is_torch_file))
     if limit:
-        record.add(parse_limit_warning(LIMIT))
+        record.add(limit_hit(LIMIT))
     for _ in range(graphs):
         record.add(CompileEvent("1/0"))
     record.end_call()
@@ -86,7 +94,7 @@ def test_counts_read_during_the_call_follow_every_later_event() -> None:
     assert (record.counts()[RECOMPILES.key], record.counts()[GRAPH_BREAKS.key],
             record.counts()["cache_misses"]) == (1, 1, 1)
     # the attempt just logged was refused: a limit hit, not a recompile
-    record.add(parse_limit_warning(LIMIT, compile_id="0/1"))
+    record.add(limit_hit(LIMIT, compile_id="0/1"))
     assert record.counts()[RECOMPILES.key] == 0
     record.end_call()
     record.add(CompileEvent("1/0"))  # teardown's: the call's counts stay
@@ -203,7 +211,7 @@ def test_an_attempt_refused_at_the_recompile_limit_is_a_limit_hit_not_a_recompil
         record.add(recompile_event(RECOMPILE, compile_id=f"0/{attempt}"))
         record.add(CompileEvent(f"0/{attempt}"))
     record.add(recompile_event(RECOMPILE, compile_id="0/4"))
-    record.add(parse_limit_warning(LIMIT, compile_id="0/4"))
+    record.add(limit_hit(LIMIT, compile_id="0/4"))
     record.end_call()
     assert (record.count(COMPILES), record.count(RECOMPILES)) == (4, 3)
     (hit,) = record.limit_hits
@@ -228,6 +236,6 @@ def test_only_the_attempt_right_before_the_limit_warning_is_refused(
     record.add(recompile_event(step, compile_id=recompile_id))
     if graph_between:
         record.add(CompileEvent(recompile_id))
-    record.add(parse_limit_warning(LIMIT, compile_id=limit_id))
+    record.add(limit_hit(LIMIT, compile_id=limit_id))
     assert ((record.count(RECOMPILES), record.limit_hits[0].refused is not None)
             == (0 if refused else 1, refused))
