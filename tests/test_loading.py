@@ -167,9 +167,9 @@ def test_a_run_that_never_compiles_loads_no_parsing_or_reporting_module(
     assert loaded == ["pytest_nocompile"] + [f"pytest_nocompile.{name}" for name in (
         "exceptions", "features", "features.baselines", "features.block_assertions",
         "features.caches", "features.caches.cache_bypass_reasons", "features.caches.kind",
-        "features.child_events", "features.child_events.owner",
-        "features.child_startup", "features.child_startup.hook", "features.children",
-        "features.children.children", "features.children.run_folders", "features.compile_cost",
+        "features.child_events", "features.child_startup", "features.child_startup.hook",
+        "features.children", "features.children.children", "features.children.owner",
+        "features.children.run_folders", "features.compile_cost",
         "features.compile_cost.compile_metrics", "features.compile_cost.instruction_counter",
         "features.compile_cost.kinds", "features.contracts", "features.cudagraphs",
         "features.cudagraphs.cudagraph_logs", "features.cudagraphs.kinds", "features.kernels",
