@@ -90,22 +90,24 @@ class Watcher:
         # By planning.plan_key: the plan its tests share (parents live as long as the run).
         self._plans: dict[Hashable, Plan] = {}
         self.hook = config.hook  # the features' hooks (..hookspecs)
-        # The per-test hooks of ..hookspecs some plugin implements: the others are not called.
+        # The per-test hooks of ..hookspecs some plugin implements: each call site asks here first
+        # (a hook call costs more than the check, on every test), and the others are not called.
+        # Worked out again when a test opens after a plugin was registered.
         self._implemented: frozenset[str] = frozenset()
+        self._implemented_stale = True
         # Where the tests' other processes report (a feature's: the children's), asked at the
         # first watched test.
         self._process_reporting: Optional[ProcessReporting] = None
         self._asked_process_reporting = False
 
-    # Historic: called for each plugin registered before this one, then for each registered after.
+    # Historic: called for each plugin registered before this one, then for each registered after
+    # (some thirty at start-up, where no test asks yet).
     def pytest_plugin_registered(self) -> None:
-        self._implemented = frozenset(name for name in PER_TEST_HOOKS
-                                      if getattr(self.hook, name).get_hookimpls())
+        self._implemented_stale = True
 
-    def _features(self, hook: str, **kwargs: Any) -> list[Any]:
-        """The features' answers to a per-test hook of :mod:`..hookspecs`, asked only where one
-        implements it (a hook call costs more than the check, on every test)."""
-        return getattr(self.hook, hook)(**kwargs) if hook in self._implemented else []
+    def _implemented_hooks(self) -> frozenset[str]:
+        return frozenset(name for name in PER_TEST_HOOKS
+                         if getattr(self.hook, name).get_hookimpls())
 
     # A wrapper: a test interrupted in its setup (KeyboardInterrupt, pytest.exit in a fixture)
     # never reaches its teardown; its watch closes here, leaving torch as the test found it.
@@ -138,6 +140,9 @@ class Watcher:
         """Open the test's watch, if the run watches it; its record."""
         if self.current is not None:  # an earlier attempt's that ended before its teardown
             self._close(self.current)
+        if self._implemented_stale:  # before any feature hears of this test
+            self._implemented = self._implemented_hooks()
+            self._implemented_stale = False
         watch = self._plan_watch(item)
         if watch is None:
             return None
@@ -156,7 +161,8 @@ class Watcher:
             self._asked_process_reporting = True
         if self._process_reporting is not None:  # a method, not a hook: it comes for every test
             record.read_children_from(self._process_reporting.begin(nodeid))
-        self._features("pytest_nocompile_watch_opened", watch=watch)
+        if "pytest_nocompile_watch_opened" in self._implemented:
+            self.hook.pytest_nocompile_watch_opened(watch=watch)
         dynamo_here = arrival.dynamo_imported()
         # A torch that is imported but unusable (too old) fails a budget that cannot be checked.
         # Without torch (not installed, or its import blocked) nothing can compile: true 0s.
@@ -196,7 +202,8 @@ class Watcher:
 
         DYNAMO_LOGS.attach(record)
         watch.attached = True
-        self._features("pytest_nocompile_record_attached", watch=watch)
+        if "pytest_nocompile_record_attached" in self._implemented:
+            self.hook.pytest_nocompile_record_attached(watch=watch)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -208,7 +215,8 @@ class Watcher:
         # kinds it does not read have no count.
         heard = watch.attached or _attached_early(watch.record)
         watch.reading = (wanted_signals.wanted_signals(), heard)
-        self._features("pytest_nocompile_call_started", watch=watch)
+        if "pytest_nocompile_call_started" in self._implemented:
+            self.hook.pytest_nocompile_call_started(watch=watch)
         try:
             result = yield
         except BaseException as error:
@@ -232,7 +240,8 @@ class Watcher:
         if _CAPTURE in sys.modules:
             _settle(watch.record)
         watch.record.end_call()
-        self._features("pytest_nocompile_call_ended", watch=watch, error=error)
+        if "pytest_nocompile_call_ended" in self._implemented:
+            self.hook.pytest_nocompile_call_ended(watch=watch, error=error)
         if watch.plan is not None and watch.plan.may_go_unmeasured:
             say_if_not_measured(item, watch.budget, watch.plan.may_go_unmeasured,
                                 self.said_not_measured)
@@ -296,9 +305,9 @@ class Watcher:
             if watch is not None:
                 self._close(watch)
                 warnings = end_warnings(watch.record) if watch.record is not None else []
-                for more in self._features("pytest_nocompile_test_ended", watch=watch,
-                                           failed=failed):
-                    warnings += more
+                if "pytest_nocompile_test_ended" in self._implemented:
+                    for more in self.hook.pytest_nocompile_test_ended(watch=watch, failed=failed):
+                        warnings += more
                 for warning in warnings:
                     # after the close: as an error (-W error), it finds everything cleaned up
                     item.warn(warning)
@@ -313,7 +322,8 @@ class Watcher:
         if watch.closed:
             return
         closed(watch)
-        self._features("pytest_nocompile_watch_closed", watch=watch)
+        if "pytest_nocompile_watch_closed" in self._implemented:
+            self.hook.pytest_nocompile_watch_closed(watch=watch)
         self.last_closed = watch
         if self.current is watch:
             self.current = None
@@ -358,7 +368,8 @@ class Watcher:
                              in self.hook.pytest_nocompile_shown_in_failure(error=error)
                              for event in events]
                     add_recompile_section(report, record.snapshot(), when, shown)
-            made_here = self._features_report(watch, report, made_here)
+            if "pytest_nocompile_test_reported" in self._implemented:  # most runs: no feature
+                made_here = self._features_report(watch, report, made_here)
         # A worker's controller gathers, from the reports it sends; a plain pass of setup or call
         # changes nothing there (Results.gather's first check, made here to spare the call).
         if self.gathers and (when == "teardown" or report.outcome != "passed"
@@ -368,11 +379,9 @@ class Watcher:
     def _features_report(self, watch: Watch, report: pytest.TestReport,
                          result: Optional[TestResult]) -> Optional[TestResult]:
         """The features saw the report: the result (the teardown's) with the fields they set."""
-        if "pytest_nocompile_test_reported" not in self._implemented:  # most runs: no feature
-            return result
         fields: dict[str, Any] = {}
-        for answer in self._features("pytest_nocompile_test_reported", watch=watch,
-                                     report=report, result=result):
+        for answer in self.hook.pytest_nocompile_test_reported(watch=watch, report=report,
+                                                               result=result):
             fields.update(answer)
         if result is None or not fields:
             return result
