@@ -78,6 +78,25 @@ def each_node_once(items: Iterable[pytest.Item]) -> Iterator[pytest.Item | pytes
             node = node.parent
 
 
+# The session's marked nodes, with the list of tests they were found in and its length then.
+_Nodes = list["pytest.Item | pytest.Collector"]
+_MARKED_NODES = pytest.StashKey[tuple[list[pytest.Item], int, _Nodes]]()
+
+
+def marked_nodes(items: list[pytest.Item]) -> list[pytest.Item | pytest.Collector]:
+    """The collected tests (``session.items``), with their classes, modules and packages, that
+    carry markers of their own, each once (nearly always none): found in one pass for every
+    feature that looks for a marker, again only where the tests changed."""
+    if not items:
+        return []
+    stash = items[0].session.stash
+    found = stash.get(_MARKED_NODES, None)
+    if found is None or found[0] is not items or found[1] != len(items):
+        found = stash[_MARKED_NODES] = (
+            items, len(items), [node for node in each_node_once(items) if node.own_markers])
+    return found[2]
+
+
 def _has_a_budget_marker(node: pytest.Item | pytest.Collector) -> bool:
     watching = KINDS.derived(watching_markers)
     return any(marker.name in watching for marker in node.own_markers)

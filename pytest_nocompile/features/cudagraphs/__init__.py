@@ -21,6 +21,7 @@ import pytest
 
 from ...judge.budget import BudgetUsageError, budget_from_marker
 from ...vocabulary.kinds import BudgetKind
+from ...watching.planning import marked_nodes
 from .kinds import CUDA_GRAPH_KINDS
 
 
@@ -29,6 +30,10 @@ def pytest_nocompile_kinds() -> Sequence[BudgetKind]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    markers = {kind.marker for kind in CUDA_GRAPH_KINDS}
+    # nearly every run: no test, class or module has a CUDA-graph marker, and no test is asked
+    if not any(mark.name in markers for node in marked_nodes(items) for mark in node.own_markers):
+        return
     budgeted = [(item, budget) for item in items
                 if (budget := _cuda_graph_budget(item)) is not None]
     if not budgeted:
@@ -45,7 +50,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _cuda_graph_budget(item: pytest.Item) -> Optional[str]:
     """The first CUDA-graph marker budgeting this test, as written (``max_cudagraph_skips(0)``);
     None if none does."""
-    for kind in CUDA_GRAPH_KINDS:  # asked of every collected test: the tuple made once
+    for kind in CUDA_GRAPH_KINDS:  # asked of every collected test of a run that has such a marker
         marker = item.get_closest_marker(kind.marker)
         if marker is None:
             continue

@@ -24,7 +24,7 @@ from ...vocabulary.kinds import (
     SAME_ACROSS_RANKS,
     BudgetKind,
 )
-from ...watching.planning import _marked_on, each_node_once
+from ...watching.planning import _marked_on, marked_nodes
 
 
 def _plugin_markers(kinds: Sequence[BudgetKind]) -> tuple[str, ...]:
@@ -49,8 +49,7 @@ class MarkerTypos:
         self._meant = dict.fromkeys(_registered_markers(self.config), ())
         # Each node's own marks once (nearly every test has none); each test's whole
         # chain of marks only in a run where some mark is a typo.
-        if not any(node.own_markers and self._any_typo(node.own_markers)
-                   for node in each_node_once(session.items)):
+        if not any(self._any_typo(node.own_markers) for node in marked_nodes(session.items)):
             return
         for item in session.items:
             errors = []

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ContextManager, Optional
 import pytest
 
 from ...vocabulary.kinds import RECOMPILES
-from ...watching.planning import each_node_once
+from ...watching.planning import marked_nodes
 from ...watching.settings import SETTINGS_KEY
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # Each test's, class's and module's own markers once: a test's iter_markers() would read its
     # every parent again, for every test.
     if (config.stash[SETTINGS_KEY].strict_by_default
-            or any(_asks_for_strict(node) for node in each_node_once(session.items))):
+            or any(_asks_for_strict(node) for node in marked_nodes(session.items))):
         config.pluginmanager.register(StrictMode(), _STRICT_MODE)
 
 
