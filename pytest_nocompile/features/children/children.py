@@ -68,10 +68,6 @@ class TestReports:
         """The folder of the phase now running (what the variable names)."""
         return f"{self.base}/{self._phases[-1]}"
 
-    def add_phase(self, phase: str) -> str:
-        """A phase begins: processes started from now on report to its folder (returned)."""
-        self._phases.append(phase)
-        return f"{self.base}/{phase}"
 
     def read(self, final: bool = False) -> Optional[Reading]:
         """What is new in every phase's folder, each file tagged with the phase
@@ -126,10 +122,18 @@ class TestReports:
         return report_warnings(skipped, problems)
 
     def enter(self, phase: Phase) -> None:
-        self._owner.enter(self, phase)
+        """A phase begins (setup, the call, teardown): processes started from now on report to
+        its folder."""
+        self._phases.append(phase)
+        os.environ[ENV_VAR] = f"{self.base}/{phase}"
+        self._owner.tell_the_phase()
 
     def close(self, record: RecompileRecord) -> None:
-        self._owner.close(self, record)
+        """The test ended: its reports read a last time, then the run's :meth:`ChildReports.end`."""
+        record.read_children(final=True)
+        # A fixture's process (a session server) may go on compiling after this test: read again
+        # at the run's end.
+        self._owner.end(self, record if self.fixtures_reported() else None)
 
     def fixtures_reported(self) -> bool:
         """Whether a process started in setup or teardown (a fixture's, which may outlive
@@ -185,15 +189,13 @@ class ChildReports:
         self._tests += 1
         run = self._run.path
         reports = TestReports(f"{run}/{self._tests}", run, self, nodeid)
-        self.enter(reports, "setup")
+        reports.enter("setup")
         return reports
 
-    def enter(self, reports: TestReports, phase: str) -> None:
-        """The test's call or teardown starts: processes started from now on report
-        to that phase's folder."""
-        os.environ[ENV_VAR] = reports.add_phase(phase)
-        # Whether the run reads each kind told to children (a budget, a block assertion or a
-        # report of syncs, seen so far).
+    def tell_the_phase(self) -> None:
+        """A phase of a test began (its folder named to the processes it starts): tell them which
+        kinds they read, as the run reads them now (a budget, a block assertion or a report of
+        syncs, seen so far)."""
         wanted = wanted_signals.wanted_signals()
         told = self._told if wanted is self._told_for else self._telling(wanted)
         # nearly every run: never, and the environment is not written
@@ -202,10 +204,14 @@ class ChildReports:
         if "multiprocessing.forkserver" in sys.modules:
             _restart_fork_server()
 
-    def end(self, reports: TestReports, just_read: bool = False, keep: bool = False) -> None:
-        """The test ended: the variable back as the test found it, and its folders
-        removed (``keep``: left for a fixture's process that may go on reporting;
-        the run's end removes them)."""
+    def end(self, reports: TestReports, read_again: Optional[RecompileRecord]) -> None:
+        """The test's reports were read a last time: the variable back as the test found it, and
+        its folders removed; unless ``read_again``: then its record is read again at the run's
+        end, and its folders are left for a fixture's process that may go on reporting (the run's
+        end removes them)."""
+        if read_again is not None:
+            self._after_their_test.append((reports.nodeid, read_again, {
+                key: len(child.recompiles) for key, child in read_again.children.items()}))
         if self._found is None:
             try:
                 del os.environ[ENV_VAR]
@@ -216,8 +222,8 @@ class ChildReports:
         found = self._told_when_found
         if self._told_now is not found and self._told_now != found:
             self._tell(found)
-        if not keep:
-            reports.remove(just_read)
+        if read_again is None:
+            reports.remove(just_read=True)
 
     def _telling(self, wanted: frozenset[str]) -> tuple[tuple[str, Optional[str]], ...]:
         """What the test's processes are to be told, by variable: ``"1"`` for each kind told to
@@ -247,17 +253,6 @@ class ChildReports:
             else:
                 os.environ.pop(name, None)  # the test may have removed it itself
         self._told_now = told
-
-    def close(self, reports: TestReports, record: RecompileRecord) -> None:
-        """The test ended: its reports read a last time, then :meth:`end`."""
-        record.read_children(final=True)
-        # A fixture's process (a session server) may go on compiling after this test: read again
-        # at the run's end.
-        keep = reports.fixtures_reported()
-        if keep:
-            self._after_their_test.append((reports.nodeid, record, {
-                key: len(child.recompiles) for key, child in record.children.items()}))
-        self.end(reports, just_read=True, keep=keep)
 
     # -- the hooks (..hookspecs): the watcher begins each test's reports (begin), and the record
     # tells them of its phases and end ---
