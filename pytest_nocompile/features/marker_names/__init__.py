@@ -2,20 +2,22 @@
 ``dyanmic_dims``) is an error of each test it marks, naming the test, where the mark is and the
 marker meant (:mod:`.marker_typos`); a name the user registered is left alone.
 
-Hooks: ``pytest_configure`` (registers the run's :class:`~.marker_typos.MarkerTypos`, which
-implements ``pytest_collection_finish`` and ``pytest_runtest_setup``), except on an xdist
-controller, which never collects.
+Hooks: ``pytest_collection_finish`` (the typos, found only where some collected test, class or
+module has a marker of its own; :class:`~.marker_typos.FailTypodTests`, which implements
+``pytest_runtest_setup``, registered only where one is a typo). An xdist controller collects
+nothing, and finds none.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from ...watching.settings import SETTINGS_KEY
+from ...watching.planning import marked_nodes
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    if not config.stash[SETTINGS_KEY].is_xdist_controller:
+def pytest_collection_finish(session: pytest.Session) -> None:
+    marked = marked_nodes(session.items)
+    if marked:  # else (nearly every run) nothing is loaded
         from .marker_typos import MarkerTypos
 
-        config.pluginmanager.register(MarkerTypos(config), "nocompile-marker-names")
+        MarkerTypos(session.config).find(session, marked)

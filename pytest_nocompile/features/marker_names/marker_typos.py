@@ -24,7 +24,7 @@ from ...vocabulary.kinds import (
     SAME_ACROSS_RANKS,
     BudgetKind,
 )
-from ...watching.planning import _marked_on, marked_nodes
+from ...watching.planning import _marked_on
 
 
 def _plugin_markers(kinds: Sequence[BudgetKind]) -> tuple[str, ...]:
@@ -37,19 +37,22 @@ TYPO_ERRORS = pytest.StashKey[list[str]]()
 
 
 class MarkerTypos:
-    """Registered in a run that collects: after collection, finds the tests a near miss marks."""
+    """Made after collection where some node has a marker of its own: finds the tests a near miss
+    marks."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        # By mark name: the plugin's markers it is a typo of (none: not a typo).
-        self._meant: dict[str, tuple[str, ...]] = {}
+        # By mark name: the plugin's markers it is a typo of (none: not a typo); a registered
+        # name is the user's, or pytest's, or another plugin's.
+        self._meant: dict[str, tuple[str, ...]] = dict.fromkeys(_registered_markers(config), ())
 
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.config.pluginmanager.unregister(self)
-        self._meant = dict.fromkeys(_registered_markers(self.config), ())
-        # Each node's own marks once (nearly every test has none); each test's whole
-        # chain of marks only in a run where some mark is a typo.
-        if not any(self._any_typo(node.own_markers) for node in marked_nodes(session.items)):
+    def find(self, session: pytest.Session,
+             marked: Sequence[pytest.Item | pytest.Collector]) -> None:
+        """Mark each test a near miss marks with its errors, given the nodes that carry markers of
+        their own (:func:`...watching.planning.marked_nodes`)."""
+        # Each node's own marks once; each test's whole chain of marks only in a run where some
+        # mark is a typo.
+        if not any(self._any_typo(node.own_markers) for node in marked):
             return
         for item in session.items:
             errors = []
