@@ -213,7 +213,7 @@ class Watcher:
         watch.record.start_call()
         # What its call reads (the signals wanted now, and whether the record hears now): the
         # kinds it does not read have no count.
-        heard = watch.attached or _attached_early(watch.record)
+        heard = watch.attached or (_CAPTURE in sys.modules and _attached_early(watch.record))
         watch.reading = (wanted_signals.wanted_signals(), heard)
         if "pytest_nocompile_call_started" in self._implemented:
             self.hook.pytest_nocompile_call_started(watch=watch)
@@ -329,10 +329,12 @@ class Watcher:
             self.current = None
         record = watch.record
         if record is not None:
-            capture = loaded_capture()  # None: nothing could be attached
-            # or attached early (a source that needs no dynamo)
-            if capture is not None and (watch.attached or capture.attached(record)):
-                capture.detach(record)
+            # Not loaded (nearly every test of a run that never compiles): nothing was attached.
+            if _CAPTURE in sys.modules:
+                capture = loaded_capture()
+                # or attached early (a source that needs no dynamo)
+                if capture is not None and (watch.attached or capture.attached(record)):
+                    capture.detach(record)
             record.end_test()
 
     def close_open_watch(self) -> None:
