@@ -68,7 +68,6 @@ class TestReports:
         """The folder of the phase now running (what the variable names)."""
         return f"{self.base}/{self._phases[-1]}"
 
-
     def read(self, final: bool = False) -> Optional[Reading]:
         """What is new in every phase's folder, each file tagged with the phase
         that started its process.
