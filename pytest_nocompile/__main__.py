@@ -24,7 +24,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        help="the merged file to write (it may be one of the inputs)")
     merge.add_argument("inputs", metavar="IN", nargs="+", help="a shard's baseline or report")
     arguments = parser.parse_args(argv)
-    from .features.baselines.merge import MergeError, write_merged
+    from .features.merge.merge import MergeError, write_merged
 
     try:
         print(write_merged(arguments.out, arguments.inputs))

@@ -9,8 +9,13 @@ from pathlib import Path
 import pytest
 
 from nocompile_testing import DATA, recorded_messages
+from pytest_nocompile.features.baselines.reasons import (
+    call_reasons,
+    code_name,
+    graph_break_kind,
+    stable_path,
+)
 from pytest_nocompile.judge.guard_classes import classify, plain_names
-from pytest_nocompile.judge.reasons import call_reasons, code_name, graph_break_kind, stable_path
 from pytest_nocompile.vocabulary.events import parse_recompile_message, typed_bool_ids
 from pytest_nocompile.vocabulary.graph_break_events import parse_graph_break_message
 

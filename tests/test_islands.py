@@ -71,9 +71,9 @@ def test_each_feature_is_a_folder_of_at_most_800_lines_that_says_its_hooks() -> 
     folders = sorted(path for path in FEATURES.iterdir()
                      if path.is_dir() and path.name != "__pycache__")
     assert folders, "no feature folder"
-    from pytest_nocompile.features import BUILT_IN
+    from pytest_nocompile.features import BUILT_IN, COMMANDS
 
-    assert sorted(BUILT_IN) == [folder.name for folder in folders]
+    assert sorted((*BUILT_IN, *COMMANDS)) == [folder.name for folder in folders]
     for folder in folders:
         lines = sum(len(path.read_text().splitlines()) for path in folder.rglob("*.py"))
         assert lines <= FEATURE_LINES, f"{folder.name}: {lines} lines"
@@ -100,9 +100,11 @@ def test_the_hooks_are_declared_once_and_registered_by_the_plugin(
     for name in declared:
         assert getattr(config.hook, name).spec is not None, name
     registered = {name for name, _ in config.pluginmanager.list_name_plugin()}
-    from pytest_nocompile.features import BUILT_IN
+    from pytest_nocompile.features import BUILT_IN, COMMANDS
 
     assert {f"nocompile-{name}" for name in BUILT_IN} <= registered
+    modules = {getattr(plugin, "__name__", None) for plugin in config.pluginmanager.get_plugins()}
+    assert not modules & {f"pytest_nocompile.features.{command}" for command in COMMANDS}
 
 
 # A conftest of the user's: each hook it implements is called, in the order of a test's life.

@@ -12,6 +12,8 @@ BUILT_IN = ("strict", "reports", "baselines", "traces", "caches", "contracts", "
             "child_startup", "child_events", "children")
 # The names they are registered under.
 FEATURE_NAMES = tuple(f"nocompile-{name}" for name in BUILT_IN)
+# The islands that are commands of `python -m pytest_nocompile`, not plugins: no run registers them.
+COMMANDS = ("merge",)
 
 
 def built_in_features() -> list[types.ModuleType]:

@@ -7,7 +7,7 @@ up to 2.6, ``n == 2`` later; ``tensor 'x' size mismatch at index 0`` or
 Python float's value, an object's identity, global state, ...) and its
 *subject* (the local, attribute or dim it guards), never by the values in its
 text: a new float, a new size or a moved line leaves a guard's class and
-subject as they were. Baselines compare those (see :mod:`.reasons`).
+subject as they were. Baselines compare those (see ``features/baselines/reasons.py``).
 
 Each row of :data:`GUARD_CLASSES` holds the patterns that recognise its class
 and, where the remedy is well known, the fix a failure names on a line of its

@@ -1,8 +1,8 @@
 """Baselines: ``--nocompile-save=PATH`` writes each test's gated counts and their reasons, per torch
 version (:mod:`.baseline`); ``--nocompile-compare=PATH`` fails the run where a count rose or a
-reason is new against it, saying which test, what rose and why; ``python -m pytest_nocompile
-merge`` merges the baselines or JSON reports of shards (:mod:`.merge`). Files are written with
-the JSON report's writer (:mod:`..reports.json_report`).
+reason is new against it, saying which test, what rose and why (the reasons: :mod:`.reasons`).
+Files are written with the JSON report's writer (:mod:`..reports.json_report`); ``python -m
+pytest_nocompile merge`` merges shards' baselines (:mod:`..merge`).
 
 Hooks: ``pytest_addoption`` (``--nocompile-save``, ``--nocompile-save-replace``,
 ``--nocompile-save-failed``, ``--nocompile-compare``), ``pytest_nocompile_watch_every_test`` (a

@@ -2,7 +2,7 @@
 
 A baseline (format 2) holds, per torch ``major.minor``, each test's gated
 counts (which kinds, from the budget kinds' table) and the reasons behind
-them (:mod:`~pytest_nocompile.judge.reasons`: what recompiled and which class of guard failed,
+them (:mod:`.reasons`: what recompiled and which class of guard failed,
 each graph break's kind). A run compares with its own torch's entries, else
 the nearest older torch's (else the nearest newer), and says which. Saving
 writes the entries of the tests that ran, for the torch that ran: it keeps
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Optional, Sequence
 
 from ...judge.installed_versions import major_minor
-from ...judge.reasons import call_reasons, reasons_with_events
 from ...vocabulary.kinds import KINDS, KINDS_BY_KEY, BudgetKind, Selection
 from ...vocabulary.measures import plural
+from .reasons import call_reasons, reasons_with_events
 
 if TYPE_CHECKING:
     from ...judge.result import TestResult

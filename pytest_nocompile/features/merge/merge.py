@@ -14,8 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..reports.json_report import JSON_FORMAT
-from .baseline import (
+from ..baselines.baseline import (
     BASELINE_FORMAT,
     COUNTS_ONLY_FORMAT,
     GATED,
@@ -25,6 +24,7 @@ from .baseline import (
     baseline_from_document,
     document_of,
 )
+from ..reports.json_report import JSON_FORMAT
 
 
 class MergeError(ValueError):

@@ -10,7 +10,7 @@ A reason is one line of text that a baseline keeps and compares, e.g.::
 
 It names the code (its qualified name and file, not its line: a line moved in
 the file leaves the reason as it was) and the class and subject of the guard
-that failed (:mod:`.guard_classes`: not the value in the guard's text), or a
+that failed (:mod:`...judge.guard_classes`: not the value in the guard's text), or a
 graph break's kind (torch's graph-break id where the torch gives one, from
 2.9; else its first reason line, paths and addresses taken out). Reasons are
 worked out from a result's details (JSON-able events), so a run's controller
@@ -25,10 +25,10 @@ import re
 from functools import lru_cache
 from typing import Any, Iterable, Iterator, Mapping, Optional
 
-from ..vocabulary.events import display_path
-from ..vocabulary.module_names import module_from_dict
-from ..vocabulary.resume_names import resume_point
-from .guard_classes import classify
+from ...judge.guard_classes import classify
+from ...vocabulary.events import display_path
+from ...vocabulary.module_names import module_from_dict
+from ...vocabulary.resume_names import resume_point
 
 _PACKAGES = re.compile(r"^.*?[/\\](?:site|dist)-packages[/\\]")
 # a CodeLocation as text
