@@ -14,8 +14,8 @@ the work.
   ``pytest_addhooks``, where the gates' kinds start to be taken); ``pytest_addoption`` registers
   the built-in features (:mod:`.features`), each a plugin of its own that adds its own options.
 
-:mod:`.off_switch`, an entry point of its own, keeps the markers, options and
-fixtures (checking nothing) where ``-p no:nocompile`` blocks this module.
+:mod:`.features.off_switch`, an entry point of its own, keeps the markers, options
+and fixtures (checking nothing) where ``-p no:nocompile`` blocks this module.
 
 Every budget kind comes from the table in :mod:`.vocabulary.kinds` (the core's, then the gates'):
 its marker, option and ini key are made by looping over it.
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import pytest
 
-from . import hookspecs, off_switch
-from .features import FEATURE_NAMES, built_in_features
+from . import hookspecs
+from .features import FEATURE_NAMES, built_in_features, off_switch
 from .watching import fixtures, run_notices
 from .watching.registration import (
     add_options,

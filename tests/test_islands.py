@@ -23,7 +23,6 @@ FEATURES = PACKAGE / "features"
 # and the command line's, which runs a feature's command (`python -m pytest_nocompile merge`).
 REGISTRARS = {PACKAGE / "plugin.py", PACKAGE / "__init__.py", PACKAGE / "__main__.py",
               PACKAGE / "assertions.py",  # the block assertions' first import path, re-exported
-              PACKAGE / "off_switch.py",  # an entry point: the features' options, the plugin off
               # the path the start-up files an environment installed name (the child start-up's)
               PACKAGE / "processes" / "hook.py"}
 FEATURE_LINES = 800
@@ -71,9 +70,9 @@ def test_each_feature_is_a_folder_of_at_most_800_lines_that_says_its_hooks() -> 
     folders = sorted(path for path in FEATURES.iterdir()
                      if path.is_dir() and path.name != "__pycache__")
     assert folders, "no feature folder"
-    from pytest_nocompile.features import BUILT_IN, COMMANDS
+    from pytest_nocompile.features import BUILT_IN, COMMANDS, ENTRY_POINTS
 
-    assert sorted((*BUILT_IN, *COMMANDS)) == [folder.name for folder in folders]
+    assert sorted((*BUILT_IN, *COMMANDS, *ENTRY_POINTS)) == [folder.name for folder in folders]
     for folder in folders:
         lines = sum(len(path.read_text().splitlines()) for path in folder.rglob("*.py"))
         assert lines <= FEATURE_LINES, f"{folder.name}: {lines} lines"

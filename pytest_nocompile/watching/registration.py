@@ -1,6 +1,6 @@
 """The plugin's options, ini keys and markers, registered by :mod:`..plugin` and, where
-``-p no:nocompile`` blocks it, by :mod:`..off_switch`, so that a suite written for the plugin
-still parses and collects."""
+``-p no:nocompile`` blocks it, by the off switch (``features/off_switch/``), so that a suite
+written for the plugin still parses and collects."""
 
 from __future__ import annotations
 

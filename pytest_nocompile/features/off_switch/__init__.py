@@ -1,12 +1,18 @@
 """pytest-nocompile's off switch: what stays of the plugin when ``-p no:nocompile`` blocks it.
 
-``-p no:nocompile`` blocks the entry point of :mod:`.plugin`, so pytest never
-imports it, and a suite written for the plugin would stop: its markers unknown
-under ``--strict-markers``, its options and ini keys unknown, its fixtures
-missing. This module, an entry point of its own (and registered by
-:mod:`.plugin` where autoloading is off), keeps them all, checking nothing,
-and says once, in the summary, that the plugin is off. With the plugin on, it
-does nothing. It imports nothing of the plugin until the plugin is blocked.
+``-p no:nocompile`` blocks the entry point of :mod:`pytest_nocompile.plugin`,
+so pytest never imports it, and a suite written for the plugin would stop: its
+markers unknown under ``--strict-markers``, its options and ini keys unknown,
+its fixtures missing. This island, an entry point of its own (and registered
+by :mod:`pytest_nocompile.plugin` where autoloading is off), keeps them all,
+checking nothing (:mod:`.switched_off`), and says once, in the summary, that
+the plugin is off. With the plugin on, it does nothing. It imports nothing of
+the plugin until the plugin is blocked.
+
+Hooks: ``pytest_addoption`` (the core's and every island's options, where the plugin is
+blocked), ``pytest_cmdline_main`` (first: unregisters the islands a later ``-p no:nocompile``
+blocked), ``pytest_configure`` (the markers; registers :mod:`.switched_off`, whose fixtures and
+``pytest_terminal_summary`` say the plugin is off).
 """
 
 from __future__ import annotations
@@ -19,8 +25,8 @@ OFF_SWITCH = "nocompile-off-switch"  # this module's entry point's name
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     if pluginmanager.is_blocked(PLUGIN):  # an addopts or ini key of the plugin's still parses
-        from .features import built_in_features
-        from .watching.registration import add_options
+        from ...watching.registration import add_options
+        from .. import built_in_features
 
         add_options(parser, pluginmanager)
         for feature in built_in_features():  # their options, not their hooks
@@ -33,7 +39,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     if config.pluginmanager.is_blocked(PLUGIN):
-        from .features import FEATURE_NAMES
+        from .. import FEATURE_NAMES
 
         for name in FEATURE_NAMES:
             feature = config.pluginmanager.get_plugin(name)
@@ -43,8 +49,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.is_blocked(PLUGIN):
-        from .watching import switched_off
-        from .watching.registration import register_markers
+        from ...watching.registration import register_markers
+        from . import switched_off
 
         register_markers(config)
         config.pluginmanager.register(switched_off, "nocompile-switched-off")

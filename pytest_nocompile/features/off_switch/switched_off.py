@@ -1,8 +1,9 @@
 """The fixtures with the plugin off (``-p no:nocompile``): used the same way, checking nothing.
 
-Registered by :mod:`..off_switch` only where the plugin is blocked; each
-fixture has the shape of its namesake in :mod:`.fixtures`. The run's summary
-says once that the plugin is off.
+Registered by the off switch (this island's ``__init__``) only where the
+plugin is blocked; each fixture has the shape of its namesake in
+:mod:`pytest_nocompile.watching.fixtures`. The run's summary says once that
+the plugin is off.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
-from ..vocabulary.kinds import KINDS, BudgetKind
+from ...vocabulary.kinds import KINDS, BudgetKind
 
 OFF = "pytest-nocompile is off (-p no:nocompile)"
 OFF_NOTE = "nocompile: off (-p no:nocompile): its markers, options and fixtures check nothing"
