@@ -17,11 +17,12 @@ state for that test under its own name.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 import pytest
 
 if TYPE_CHECKING:
+    from .judge.budget import KeywordReader
     from .judge.result import TestResult
     from .judge.verdict import Contract
     from .record.record import ProcessReporting
@@ -146,6 +147,16 @@ def pytest_nocompile_regression_check(
 ) -> Optional[Callable[[str, TestResult], bool]]:
     """Whether a test's result fails the run against a baseline, where the run compares with one:
     a function of the node id and the result; None where the run compares with none."""
+
+
+@hookspec
+def pytest_nocompile_marker_keywords() -> Optional[Mapping[str, KeywordReader]]:
+    """Keywords a feature adds to every budget marker, by name (the built-in ``torch=``: a budget
+    per torch version). Each is a function of the keyword's value, the marker's kind and the
+    marker as written, called after the core checked the marker. It returns the count in force and
+    a note said after where the marker sits (``torch <2.8``), or None where the marker's N stays.
+    It raises :class:`~.judge.budget.BudgetUsageError`, naming what was wrong and the accepted
+    form, for a value it does not accept. Asked once a run, when the first marker is read."""
 
 
 @hookspec(firstresult=True)

@@ -93,6 +93,7 @@ def test_the_hooks_are_declared_once_and_registered_by_the_plugin(
         "pytest_nocompile_test_reported", "pytest_nocompile_terminal_summary",
         "pytest_nocompile_run_finished", "pytest_nocompile_regression_check",
         "pytest_nocompile_read_contract", "pytest_nocompile_shown_in_failure",
+        "pytest_nocompile_marker_keywords",
         "pytest_nocompile_kinds", "pytest_nocompile_watch_every_test",
     ])
     config = pytester.parseconfigure("-p", "nocompile")

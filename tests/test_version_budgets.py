@@ -15,10 +15,15 @@ import pytest
 
 from nocompile_testing import RECOMPILE_ONCE, TORCH, RunPytest, expect_lines
 from pytest_nocompile.features.compile_cost.kinds import COMPILE_SECONDS_KIND
+from pytest_nocompile.features.version_budgets.version_budgets import (
+    entry_in_force,
+    parse_spec,
+    read_torch_entries,
+    torch_form,
+)
 from pytest_nocompile.judge import installed_versions
 from pytest_nocompile.judge.budget import BudgetUsageError, budget_from_marker
 from pytest_nocompile.judge.installed_versions import major_minor
-from pytest_nocompile.judge.version_budgets import entry_in_force, parse_spec, torch_form
 from pytest_nocompile.vocabulary.kinds import GRAPH_BREAKS, RECOMPILES
 from pytest_nocompile.vocabulary.measures import COUNT
 from pytest_nocompile.watching.planning import plan_key
@@ -201,6 +206,10 @@ def test_the_first_matching_entry_is_in_force_and_every_entry_is_checked() -> No
         entry_in_force({">=2.0": 1, "<1.0": -1}, COUNT, (2, 8))  # after the match: still checked
 
 
+# The island's keyword, as the run's planning passes it (pytest_nocompile_marker_keywords).
+TORCH_KEY = {"torch": read_torch_entries}
+
+
 @pytest.fixture
 def installed_torch(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
     """Make the plugin read another torch version from the metadata (torch itself is never imported
@@ -218,20 +227,20 @@ def test_a_marker_reads_the_entry_for_the_installed_torch(
     installed_torch: Callable[[str], None]
 ) -> None:
     installed_torch("2.7.1+cu124")
-    read = budget_from_marker((0,), {"torch": {"<2.8": 1}, "isolate": False})
-    assert (read.count, read.torch_spec, read.isolate) == (1, "<2.8", False)
-    read = budget_from_marker((None,), {"torch": {" == 2.7 ": 2}}, GRAPH_BREAKS)
-    assert (read.count, read.torch_spec) == (2, "==2.7")
-    read = budget_from_marker((1.5,), {"torch": {">=2.7": None}}, COMPILE_SECONDS_KIND)
-    assert (read.count, read.torch_spec) == (None, ">=2.7")
+    read = budget_from_marker((0,), {"torch": {"<2.8": 1}, "isolate": False}, RECOMPILES, TORCH_KEY)
+    assert (read.count, read.note, read.isolate) == (1, "torch <2.8", False)
+    read = budget_from_marker((None,), {"torch": {" == 2.7 ": 2}}, GRAPH_BREAKS, TORCH_KEY)
+    assert (read.count, read.note) == (2, "torch ==2.7")
+    read = budget_from_marker((1.5,), {"torch": {">=2.7": None}}, COMPILE_SECONDS_KIND, TORCH_KEY)
+    assert (read.count, read.note) == (None, "torch >=2.7")
     installed_torch("2.8.0")
-    read = budget_from_marker((0,), {"torch": {"<2.8": 1}})
-    assert (read.count, read.torch_spec) == (0, None)
+    read = budget_from_marker((0,), {"torch": {"<2.8": 1}}, RECOMPILES, TORCH_KEY)
+    assert (read.count, read.note) == (0, None)
 
 
 def test_a_bad_torch_argument_names_the_marker_and_the_torch_form() -> None:
     with pytest.raises(BudgetUsageError) as raised:
-        budget_from_marker((0,), {"torch": {"2.8": 1}}, RECOMPILES)
+        budget_from_marker((0,), {"torch": {"2.8": 1}}, RECOMPILES, TORCH_KEY)
     assert str(raised.value) == ("max_recompiles(0, torch={'2.8': 1}): torch key '2.8' is not a "
                                  f"version spec; {TORCH_ACCEPTED}")
     assert torch_form(COMPILE_SECONDS_KIND).startswith(
@@ -239,7 +248,7 @@ def test_a_bad_torch_argument_names_the_marker_and_the_torch_form() -> None:
     with pytest.raises(BudgetUsageError,
                        match=r"^max_recompiles\(0, torch=\{\}, limit=1\): unknown keyword limit; "
                              r"use @pytest.mark.max_recompiles\(N\)"):
-        budget_from_marker((0,), {"torch": {}, "limit": 1}, RECOMPILES)
+        budget_from_marker((0,), {"torch": {}, "limit": 1}, RECOMPILES, TORCH_KEY)
 
 
 def marked(*marks: pytest.MarkDecorator, parent: object = None) -> pytest.Item:
@@ -268,3 +277,59 @@ def test_equal_torch_entries_share_a_plan_and_others_do_not() -> None:
     # unhashable: planned each time
     assert (plan_key(marked(pytest.mark.max_recompiles(0, torch={"<2.8": [1]}), parent=parent))
             is None)
+
+
+# A keyword of the user's own, through the same hook as torch=: the budget in CI.
+CI_KEYWORD_CONFTEST = """
+    import os
+
+    def pytest_nocompile_marker_keywords():
+        def in_ci(value, kind, shown):
+            if not isinstance(value, int):
+                from pytest_nocompile.judge.budget import BudgetUsageError
+
+                raise BudgetUsageError(f"{shown}: ci must be an int; use {kind.marker}(N, ci=N)")
+            return (value, "in CI") if os.environ.get("ON_CI") else None
+
+        return {"ci": in_ci}
+"""
+
+CI_KEYWORD_TESTS = RECOMPILE_ONCE + '''
+@pytest.mark.max_recompiles(5, ci=0)
+def test_ci_budget():
+    recompile_once()
+
+@pytest.mark.max_recompiles(5, ci="0")
+def test_bad_ci_budget():
+    pass
+'''
+
+
+def test_a_feature_adds_a_keyword_to_every_budget_marker_through_the_hook(
+    pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeconftest(CI_KEYWORD_CONFTEST)
+    pytester.makepyfile(test_ci=CI_KEYWORD_TESTS)
+    run().assert_outcomes(passed=1, errors=1)
+    monkeypatch.setenv("ON_CI", "1")
+    result = run()
+    result.assert_outcomes(failed=1, errors=1)
+    expect_lines(result, ["*_ test_ci_budget _*",
+                          "1 recompile > max_recompiles(0) (marker on the test, in CI)"])
+    expect_lines(result, ["*ERROR at setup of test_bad_ci_budget*",
+                          "invalid max_recompiles marker on test_ci.py::test_bad_ci_budget: "
+                          "max_recompiles(5, ci='0'): ci must be an int; "
+                          "use max_recompiles(N, ci=N)"])
+
+
+def test_torch_is_no_keyword_of_the_core_where_its_island_is_blocked(
+    pytester: pytest.Pytester, run: RunPytest
+) -> None:
+    pytester.makepyfile(test_versions=VERSION_BUDGETS)
+    result = run("-p", "no:nocompile-version_budgets", "-k", "test_matching_entry_applies")
+    result.assert_outcomes(errors=1, deselected=8)
+    expect_lines(result, ["*ERROR at setup of test_matching_entry_applies*",
+                          "invalid max_recompiles marker on "
+                          "test_versions.py::test_matching_entry_applies: "
+                          f"max_recompiles(0, torch={{'=={THIS}': 1}}): unknown keyword torch; "
+                          "use @pytest.mark.max_recompiles(N*"])

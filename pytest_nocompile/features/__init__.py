@@ -7,9 +7,9 @@ import importlib
 import types
 
 # Registered in this order, each under the name "nocompile-<name>".
-BUILT_IN = ("strict", "reports", "baselines", "traces", "caches", "contracts", "compile_cost",
-            "syncs", "sync_relay", "kernels", "block_assertions", "cudagraphs", "marker_names",
-            "child_startup", "child_events", "children")
+BUILT_IN = ("strict", "reports", "baselines", "traces", "caches", "contracts", "version_budgets",
+            "compile_cost", "syncs", "sync_relay", "kernels", "block_assertions", "cudagraphs",
+            "marker_names", "child_startup", "child_events", "children")
 # The names they are registered under.
 FEATURE_NAMES = tuple(f"nocompile-{name}" for name in BUILT_IN)
 # The islands that are commands of `python -m pytest_nocompile`, not plugins: no run registers them.

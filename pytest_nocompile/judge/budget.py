@@ -6,14 +6,15 @@ with a message that says what was given and what is accepted; the plugin turns
 it into an error of the test (markers) or a usage error of the run (options).
 
 Precedence, lowest first: ini key < command-line option < marker. A marker
-with ``None`` takes the test out of that kind's budget. A marker's ``torch=``
-entries give another N on some torch versions (:mod:`.version_budgets`).
+with ``None`` takes the test out of that kind's budget. The keywords the
+features add to every marker (``pytest_nocompile_marker_keywords``: the
+built-in ``torch=``, a budget per torch version) may give another N.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..vocabulary.kinds import (
     GRAPH_BREAKS,
@@ -33,15 +34,15 @@ class BudgetUsageError(ValueError):
 
 class MarkerBudget:
     """What one marker says: a count (None opts out), its keyword options (None: not given),
-    and the ``torch=`` spec that gave the count.
+    and where a feature's keyword gave the count.
 
-    ``torch_spec`` is None where the count is the marker's N, else the spec
-    of the ``torch=`` entry in force (``<2.8``). A plain class, not a
-    NamedTuple: making a NamedTuple class costs about 0.4 ms at import,
-    which every pytest run that loads the plugin would pay.
+    ``note`` is None where the count is the marker's N, else what a feature's
+    keyword says of it (``torch <2.8``), said after where the marker sits. A
+    plain class, not a NamedTuple: making a NamedTuple class costs about
+    0.4 ms at import, which every pytest run that loads the plugin would pay.
     """
 
-    __slots__ = ("count", "isolate", "strict", "user_only", "torch_spec")
+    __slots__ = ("count", "isolate", "strict", "user_only", "note")
 
     def __init__(self, count: Optional[Amount], isolate: Optional[bool] = None,
                  strict: Optional[bool] = None, user_only: Optional[bool] = None) -> None:
@@ -49,7 +50,14 @@ class MarkerBudget:
         self.isolate = isolate
         self.strict = strict
         self.user_only = user_only  # max_graph_breaks's: count only the graph breaks outside torch
-        self.torch_spec: Optional[str] = None
+        self.note: Optional[str] = None
+
+
+# A keyword a feature adds to every budget marker (pytest_nocompile_marker_keywords): a function
+# of its value, the marker's kind and the marker as written, giving the count in force and a note
+# on it, or None where the marker's N stays.
+KeywordReader = Callable[[object, BudgetKind, str], Optional[tuple[Optional[Amount], str]]]
+_NO_KEYWORDS: Mapping[str, KeywordReader] = {}
 
 
 @dataclass(frozen=True)
@@ -154,9 +162,10 @@ def parse_option_count(text: str, option: str, measure: Measure = COUNT) -> Amou
 
 
 def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any],
-                       kind: BudgetKind = RECOMPILES) -> MarkerBudget:
-    """Read a budget marker's arguments, e.g.
-    ``max_recompiles(N, isolate=..., strict=..., torch={"<2.8": N})``."""
+                       kind: BudgetKind = RECOMPILES,
+                       keywords: Mapping[str, KeywordReader] = _NO_KEYWORDS) -> MarkerBudget:
+    """Read a budget marker's arguments, e.g. ``max_recompiles(N, isolate=..., strict=...)``, and
+    the features' ``keywords`` among them (``torch={"<2.8": N}``), each read last."""
     if len(args) == 1 and not kwargs.keys() - kind.keywords and all(
         value is None or isinstance(value, bool) for value in kwargs.values()
     ) and (args[0] is None or kind.measure.takes(args[0])):  # the usual case, checked cheaply
@@ -164,7 +173,7 @@ def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any],
                             kwargs.get(USER_ONLY))
     shown = render_call(kind.marker, args, kwargs)
     form = kind.marker_form
-    unknown = sorted(set(kwargs) - set(kind.keywords) - {"torch"})
+    unknown = sorted(set(kwargs) - set(kind.keywords) - set(keywords))
     if unknown:
         raise BudgetUsageError(f"{shown}: unknown keyword {', '.join(unknown)}; use {form}")
     if len(args) != 1:
@@ -177,23 +186,12 @@ def budget_from_marker(args: Sequence[Any], kwargs: Mapping[str, Any],
                                    f"{value!r}; use {form}")
     count = None if args[0] is None else validate_count(args[0], shown, form, kind.measure)
     read = MarkerBudget(count, kwargs.get("isolate"), kwargs.get("strict"), kwargs.get(USER_ONLY))
-    if "torch" in kwargs:
-        _apply_torch_entries(read, kwargs["torch"], shown, kind)
+    for name, value in kwargs.items():
+        reader = keywords.get(name)
+        answer = None if reader is None else reader(value, kind, shown)
+        if answer is not None:
+            read.count, read.note = answer
     return read
-
-
-def _apply_torch_entries(read: MarkerBudget, entries: object, shown: str, kind: BudgetKind) -> None:
-    """Where one of the marker's ``torch=`` entries matches the installed torch, its N
-    replaces the marker's."""
-    from .version_budgets import entry_in_force, installed_torch, torch_form
-
-    try:
-        entry = entry_in_force(entries, kind.measure, installed_torch())
-    except ValueError as error:
-        raise BudgetUsageError(f"{shown}: {error}; use {torch_form(kind)}") from None
-    if entry is not None:
-        spec, read.count = entry
-        read.torch_spec = str(spec)
 
 
 def resolve(ini: Optional[Amount], cli: Optional[Amount],

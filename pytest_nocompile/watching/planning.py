@@ -10,7 +10,7 @@ plan up instead of reading every marker again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Hashable, Iterable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Hashable, Iterable, Iterator, Mapping, Optional, Sequence
 
 import pytest
 
@@ -31,6 +31,7 @@ from ..vocabulary.kinds import (
 )
 
 if TYPE_CHECKING:
+    from ..judge.budget import KeywordReader
     from ..judge.result import TestResult
     from ..judge.verdict import Contract
     from .settings import RunSettings
@@ -102,6 +103,23 @@ def _has_a_budget_marker(node: pytest.Item | pytest.Collector) -> bool:
     return any(marker.name in watching for marker in node.own_markers)
 
 
+_MARKER_KEYWORDS = pytest.StashKey["Mapping[str, KeywordReader]"]()
+
+
+def marker_keywords(config: pytest.Config) -> Mapping[str, KeywordReader]:
+    """The keywords the features add to every budget marker (``pytest_nocompile_marker_keywords``),
+    by name: asked once a run, when the first marker is read (a name two features add: the
+    answer pluggy gives first)."""
+    found = config.stash.get(_MARKER_KEYWORDS, None)
+    if found is None:
+        found = {}
+        for answer in config.hook.pytest_nocompile_marker_keywords():
+            for name, reader in answer.items():
+                found.setdefault(name, reader)
+        config.stash[_MARKER_KEYWORDS] = found
+    return found
+
+
 def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
     """The test's budget and contracts and whether the run watches it, or why its marker is
     unusable."""
@@ -132,14 +150,15 @@ def plan_test(item: pytest.Item, settings: RunSettings) -> Plan | str:
         for name, (marker, where) in closest.items():
             kind = KINDS_BY_MARKER[name]
             try:
-                read[kind.key] = budget_from_marker(marker.args, marker.kwargs, kind)
+                read[kind.key] = budget_from_marker(marker.args, marker.kwargs, kind,
+                                                    marker_keywords(item.config))
             except BudgetUsageError as error:
                 return f"invalid {name} marker on {item.nodeid}: {error}"
             lacking = installed_torch_lacks(kind) if read[kind.key].count is not None else None
             if lacking is not None:
                 return f"unusable {name} marker on {item.nodeid}: {lacking}"
-            spec = read[kind.key].torch_spec
-            marked_on[kind.key] = where if spec is None else f"{where}, torch {spec}"
+            note = read[kind.key].note
+            marked_on[kind.key] = where if note is None else f"{where}, {note}"
         budget = with_markers(budget, read, marked_on)
         watched = budget.budgeted or settings.watch_every_test
     return Plan(budget, watched or bool(contracts), settings, tuple(contracts))
@@ -196,8 +215,8 @@ def plan_key(item: pytest.Item) -> Optional[Hashable]:
     parametrized test's cases, tests each marked ``max_recompiles(0)``) share
     a plan. Each argument's type is part of the key: ``max_recompiles(False)``
     is a usage error that ``max_recompiles(0)``'s plan must not hide. A
-    ``torch=`` dict is keyed by its entries in order (the first match wins),
-    each value's type with it.
+    keyword's dict (``torch=``) is keyed by its entries in order (the first
+    match wins), each value's type with it.
     """
     parent = id(item.parent)
     if not item.own_markers:

@@ -21,7 +21,7 @@ import pytest
 
 from ...judge.budget import BudgetUsageError, budget_from_marker
 from ...vocabulary.kinds import BudgetKind
-from ...watching.planning import marked_nodes
+from ...watching.planning import marked_nodes, marker_keywords
 from .kinds import CUDA_GRAPH_KINDS
 
 
@@ -55,7 +55,8 @@ def _cuda_graph_budget(item: pytest.Item) -> Optional[str]:
         if marker is None:
             continue
         try:
-            count = budget_from_marker(marker.args, marker.kwargs, kind).count
+            count = budget_from_marker(marker.args, marker.kwargs, kind,
+                                       marker_keywords(item.config)).count
         except BudgetUsageError:
             continue  # reported as the test's usage error
         if count is not None:

@@ -16,12 +16,13 @@ import operator
 import re
 from typing import TYPE_CHECKING, Callable, Optional
 
-from . import installed_versions
-from .installed_versions import major_minor
+from ...judge import installed_versions
+from ...judge.budget import BudgetUsageError
+from ...judge.installed_versions import major_minor
 
 if TYPE_CHECKING:
-    from ..vocabulary.kinds import BudgetKind
-    from ..vocabulary.measures import Amount, Measure
+    from ...vocabulary.kinds import BudgetKind
+    from ...vocabulary.measures import Amount, Measure
 
 _COMPARISONS: dict[str, Callable[[tuple[int, int], tuple[int, int]], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
@@ -88,3 +89,18 @@ def torch_form(kind: BudgetKind) -> str:
     return (f'@pytest.mark.{kind.marker}({symbol}, torch={{"<X.Y": {symbol}, ...}}), each key '
             "<X.Y, <=X.Y, >X.Y, >=X.Y or ==X.Y (torch's major.minor; the first that matches "
             f"applies), each {symbol} {kind.measure.accepts} or None")
+
+
+def read_torch_entries(entries: object, kind: BudgetKind,
+                       shown: str) -> Optional[tuple[Optional[Amount], str]]:
+    """A budget marker's ``torch=`` (``shown``: the marker as written): the N of the entry that
+    matches the installed torch, and ``torch <spec>`` for where the budget came from; None where
+    none matches (the marker's N stays). A bad entry is a usage error on every torch."""
+    try:
+        entry = entry_in_force(entries, kind.measure, installed_torch())
+    except ValueError as error:
+        raise BudgetUsageError(f"{shown}: {error}; use {torch_form(kind)}") from None
+    if entry is None:
+        return None
+    spec, count = entry
+    return count, f"torch {spec}"
