@@ -29,10 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
-
-if TYPE_CHECKING:
-    from ...vocabulary.events import CodeLocation
+from typing import Optional
 
 RERECORD = "cudagraph_rerecord"  # the health signals this module's events are counted by
 SKIP = "cudagraph_skip"
@@ -54,8 +51,6 @@ _NEW_TREE = re.compile(r"^(?:\[[^\]]*\] )?[Rr]ecording cudagraph tree for "
 _INPUT = re.compile(r"input name: (?P<name>[^\s.]+)\. data pointer changed from \S+ to \S+\. "
                     r"input stack trace: (?P<trace>.*?)(?=\ninput name: |\Z)",
                     re.DOTALL)
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)\n'
-                    r'(?P<code>[^\n]*)')
 
 
 def parse_skip(message: str) -> Optional[str]:
@@ -72,22 +67,11 @@ def parse_skip(message: str) -> Optional[str]:
 
 
 def _with_place(reason: str, stack: str) -> str:
-    place = last_frame(stack)
-    return f"{reason}\nat {place}" if place else reason
-
-
-def last_frame(stack: str) -> Optional[CodeLocation]:
-    """The innermost ``File "x", line N, in f`` frame of a stack torch quotes, with its code
-    line."""
-    frames = list(_FRAME.finditer(stack or ""))
-    if not frames:
-        return None
     # the events' module loads with the first event, as elsewhere
-    from ...vocabulary.events import CodeLocation
+    from ...vocabulary.events import innermost_frame
 
-    frame = frames[-1]
-    return CodeLocation(frame["file"], int(frame["line"]), frame["function"],
-                        frame["code"].strip() or None)
+    place = innermost_frame(stack.splitlines())
+    return f"{reason}\nat {place}" if place else reason
 
 
 def rerecord_reason(reason: str) -> str:
