@@ -200,13 +200,15 @@ def closed(watch: Watch) -> None:
         _OPEN.remove(watch)
 
 
-_CAPTURE = __package__.rpartition(".")[0] + ".observe.capture"
+# This process's capture (..observe.capture), loaded only once dynamo arrived or a source that
+# needs none was read: nearly every test of a run that never compiles has nothing to settle.
+CAPTURE = __package__.rpartition(".")[0] + ".observe.capture"
 
 
 def loaded_capture() -> Optional[DynamoLogs]:
     """This process's capture, if something loaded it (dynamo arrived, or a source that needs none
     was read); else None: nothing can be attached."""
-    module = sys.modules.get(_CAPTURE)
+    module = sys.modules.get(CAPTURE)
     return None if module is None else module.DYNAMO_LOGS
 
 

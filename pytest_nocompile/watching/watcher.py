@@ -34,6 +34,7 @@ from ..record.record import RecompileRecord
 from ..vocabulary.kinds import COUNTED_KINDS
 from .planning import Plan, plan_key, plan_test, uses_a_nocompile_fixture
 from .watch import (
+    CAPTURE,
     WATCHES_KEY,
     CaptureLostWarning,
     Watch,
@@ -51,10 +52,6 @@ if TYPE_CHECKING:
     from ..record.record import ProcessReporting
     from .results import Results
     from .settings import RunSettings
-
-# This process's capture (..observe.capture), loaded only once dynamo arrived or a source that
-# needs none was read: nearly every test of a run that never compiles has nothing to settle.
-_CAPTURE = __package__.rpartition(".")[0] + ".observe.capture"
 
 # The hooks of ..hookspecs the watcher calls for each watched test.
 PER_TEST_HOOKS = ("pytest_nocompile_watch_opened", "pytest_nocompile_record_attached",
@@ -124,7 +121,7 @@ class Watcher:
             raise
         finally:
             if record is not None:
-                if _CAPTURE in sys.modules:
+                if CAPTURE in sys.modules:
                     _settle(record)
                 record.end_setup()
 
@@ -213,7 +210,7 @@ class Watcher:
         watch.record.start_call()
         # What its call reads (the signals wanted now, and whether the record hears now): the
         # kinds it does not read have no count.
-        heard = watch.attached or (_CAPTURE in sys.modules and _attached_early(watch.record))
+        heard = watch.attached or (CAPTURE in sys.modules and _attached_early(watch.record))
         watch.reading = (wanted_signals.wanted_signals(), heard)
         if "pytest_nocompile_call_started" in self._implemented:
             self.hook.pytest_nocompile_call_started(watch=watch)
@@ -237,7 +234,7 @@ class Watcher:
         """The call ended (its own error, if any, still on its way): fix the counts, undo what the
         call changed."""
         assert watch.record is not None
-        if _CAPTURE in sys.modules:
+        if CAPTURE in sys.modules:
             _settle(watch.record)
         watch.record.end_call()
         if "pytest_nocompile_call_ended" in self._implemented:
@@ -330,7 +327,7 @@ class Watcher:
         record = watch.record
         if record is not None:
             # Not loaded (nearly every test of a run that never compiles): nothing was attached.
-            if _CAPTURE in sys.modules:
+            if CAPTURE in sys.modules:
                 capture = loaded_capture()
                 # or attached early (a source that needs no dynamo)
                 if capture is not None and (watch.attached or capture.attached(record)):
