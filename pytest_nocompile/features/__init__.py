@@ -13,7 +13,7 @@ BUILT_IN = ("strict", "reports", "baselines", "traces", "caches", "contracts", "
 # The names they are registered under.
 FEATURE_NAMES = tuple(f"nocompile-{name}" for name in BUILT_IN)
 # The islands that are commands of `python -m pytest_nocompile`, not plugins: no run registers them.
-COMMANDS = ("merge",)
+COMMANDS = ("merge", "doctor")
 # The islands that are pytest entry points of their own (pyproject.toml), registered by pytest and
 # not by the plugin's loop: the off switch, what stays where -p no:nocompile blocks the plugin.
 ENTRY_POINTS = ("off_switch",)

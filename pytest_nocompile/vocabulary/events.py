@@ -259,6 +259,11 @@ def event_from_message(message: str, phase: Phase = "call", compile_id: str | No
                           thread, module=module)
 
 
+# What an event read from a text the parser does not know holds for its function and file.
+UNPARSED = "<unparsed>"
+UNKNOWN_FILE = "?"
+
+
 def recompile_event(message: str, phase: Phase = "call", compile_id: str | None = None,
                     user_code: CodeLocation | None = None, thread: str | None = None,
                     module: CompiledModule | None = None) -> RecompileEvent:
@@ -267,7 +272,7 @@ def recompile_event(message: str, phase: Phase = "call", compile_id: str | None 
     try:
         return event_from_message(message, phase, compile_id, user_code, thread, module)
     except UnrecognisedMessage:
-        return RecompileEvent("<unparsed>", "?", 0, (), message, phase, compile_id, user_code,
+        return RecompileEvent(UNPARSED, UNKNOWN_FILE, 0, (), message, phase, compile_id, user_code,
                               thread, module=module)
 
 

@@ -16,7 +16,15 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
-from .events import CodeLocation, Phase, ProcessInfo, UnrecognisedMessage, innermost_frame
+from .events import (
+    UNKNOWN_FILE,
+    UNPARSED,
+    CodeLocation,
+    Phase,
+    ProcessInfo,
+    UnrecognisedMessage,
+    innermost_frame,
+)
 
 if TYPE_CHECKING:
     from .module_names import CompiledModule
@@ -100,8 +108,8 @@ def graph_break_event(message: str, is_torch_file: Callable[[str], bool],
     try:
         event = parse_graph_break_message(message, phase)
     except UnrecognisedMessage:
-        return GraphBreakEvent("?", 0, message.splitlines()[0] if message else "<unparsed>", None,
-                               message, phase)
+        reason = message.splitlines()[0] if message else UNPARSED
+        return GraphBreakEvent(UNKNOWN_FILE, 0, reason, None, message, phase)
     return replace(event, inside_torch=True) if is_torch_file(event.filename) else event
 
 

@@ -1,0 +1,181 @@
+"""``python -m pytest_nocompile doctor``: what it says of the torch installed here, and of a torch
+that moved what the plugin reads, simulated on the installed one (a logger renamed, a message
+reworded, a function removed, the compilation metrics moved)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytest_nocompile.judge.installed_versions import major_minor
+
+TORCH = torch.__version__
+# what the probes show on every torch from 2.4 to 2.15, each witness with its state
+EAGER_ROWS = [
+    ("compile", "graph handed to the backend (graph_code log)", "seen"),
+    ("compile", "compile id", "read"),
+    ("compile", "compilation-metrics entry, its time fields", "read"),
+    ("recompile", "recompile log record, its guard and reason", "read"),
+    ("recompile", "compile id's attempt number (0/1)", "seen"),
+    ("graph break", "graph-break log record, its place and reason", "read"),
+    ("graph break", "resume function compiled after it", "seen"),
+    ("recompile limit", "limit warning ({limit})", "read"),
+    ("recompile limit", "refused attempt compiled no graph", "seen"),
+    ("swallowed compile error", "WON'T CONVERT warning", "read"),
+]
+ALL_SEEN = f"every signal torch {TORCH} has was seen"
+
+
+def _limit_name() -> str:
+    import torch._dynamo.config as config
+
+    return "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+
+
+def _doctor(tmp_path: Path, *arguments: str, before: str = "") -> subprocess.CompletedProcess[str]:
+    """The doctor run in a Python of its own, after ``before`` (a simulation of a future torch)."""
+    script = tmp_path / "run_doctor.py"
+    script.write_text(textwrap.dedent(before) + textwrap.dedent(f"""
+        import sys
+        from pytest_nocompile.__main__ import main
+        sys.exit(main(["doctor", *{list(arguments)!r}]))
+    """))
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+
+
+def _rows(stdout: str) -> dict[tuple[str, str], tuple[str, str]]:
+    """The table's rows: (signal, witness) -> (state, the detail line below it, or "")."""
+    lines = stdout.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("signal ")))
+    rows: dict[tuple[str, str], tuple[str, str]] = {}
+    last = None
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        if line.startswith(" "):
+            assert last is not None
+            rows[last] = (rows[last][0], line.strip())
+            continue
+        signal, witness, state = re.split(r" {2,}", line)
+        last = (signal, witness)
+        rows[last] = (state, "")
+    return rows
+
+
+def _eager_rows() -> list[tuple[str, str, str]]:
+    return [(signal, witness.format(limit=_limit_name()), state)
+            for signal, witness, state in EAGER_ROWS]
+
+
+def test_every_signal_this_torch_has_is_seen_and_read(tmp_path: Path) -> None:
+    done = _doctor(tmp_path)
+    assert (done.returncode, done.stderr) == (0, ""), done.stdout
+    lines = done.stdout.splitlines()
+    cuda = "CUDA" if torch.cuda.is_available() else "no CUDA"
+    assert lines[0] == (f"pytest-nocompile doctor: torch {TORCH}, Python "
+                        f"{sys.version.split()[0]}, {cuda}")
+    assert lines[-1] == ALL_SEEN
+    rows = _rows(done.stdout)
+    for signal, witness, state in _eager_rows():
+        assert rows.pop((signal, witness)) == (state, ""), (signal, witness)
+    # what inductor gives: the cache counters from torch 2.5
+    new_enough = (major_minor(TORCH) or (0, 0)) >= (2, 5)
+    state, detail = rows.pop(("cache misses", "inductor's FX graph cache counters"))
+    assert (state, bool(detail)) == (("seen", False) if new_enough else ("not on this torch", True))
+    assert rows.pop(("kernels", "inductor's kernel metrics")) == ("seen", "")
+    # what this machine may lack: a hardware instruction counter, CUDA
+    state, detail = rows.pop(("compile instructions", "torch's instruction counter"))
+    assert state in {"seen", "not here", "not on this torch"}
+    assert bool(detail) == (state != "seen"), detail
+    state, detail = rows.pop(("syncs", "CUDA sync debug mode"))
+    if torch.cuda.is_available():
+        assert (state, detail) == ("seen", "")
+    else:
+        assert state == "not here" and detail.startswith("syncs were not observed: "), detail
+    assert rows == {}
+
+
+def test_a_renamed_recompiles_logger_is_dark_and_fails_while_the_attempt_number_still_sees_it(
+    tmp_path: Path,
+) -> None:
+    done = _doctor(tmp_path, "--eager-only", before="""
+        import logging
+        import torch._dynamo.guards as guards
+        renamed = logging.getLogger("torch._dynamo.guard_failures.__recompiles")
+        renamed.setLevel(logging.DEBUG)
+        renamed.propagate = False
+        guards.recompiles_log = renamed
+    """)
+    assert (done.returncode, done.stderr) == (1, ""), done.stdout
+    rows = _rows(done.stdout)
+    assert rows[("recompile", "recompile log record, its guard and reason")] == ("dark", "")
+    assert rows[("recompile", "compile id's attempt number (0/1)")] == ("seen", "")
+    assert done.stdout.splitlines()[-1] == (
+        f"1 witness dark on torch {TORCH} (recompile): a gate that counts through one sees less "
+        "than happened")
+
+
+def test_a_reworded_recompile_message_is_seen_and_shown_raw(tmp_path: Path) -> None:
+    done = _doctor(tmp_path, "--eager-only", before="""
+        import logging
+        made = logging.getLogRecordFactory()
+        def reworded(*args, **kwargs):
+            record = made(*args, **kwargs)
+            if record.name.endswith("__recompiles"):
+                text = record.getMessage().replace("\\n", " | ")
+                record.msg, record.args = f"Frame recompiled. {text}", ()
+            return record
+        logging.setLogRecordFactory(reworded)
+    """)
+    assert (done.returncode, done.stderr) == (0, ""), done.stdout
+    state, raw = _rows(done.stdout)[("recompile", "recompile log record, its guard and reason")]
+    assert state == "seen, text not read"
+    assert raw.startswith("Frame recompiled. Recompiling function <lambda> in "), raw
+    assert done.stdout.splitlines()[-1] == f"{ALL_SEEN}; 1 of their texts not read"
+
+
+def test_a_removed_function_is_one_dark_row_naming_it_and_the_other_probes_go_on(
+    tmp_path: Path,
+) -> None:
+    done = _doctor(tmp_path, "--eager-only", before="""
+        import torch._dynamo
+        del torch._dynamo.graph_break
+    """)
+    assert (done.returncode, done.stderr) == (1, ""), done.stdout
+    rows = _rows(done.stdout)
+    state, detail = rows.pop(("graph breaks", "the probe itself"))
+    assert state == "dark"
+    assert detail.startswith("AttributeError: ") and "graph_break" in detail, detail
+    assert rows[("recompile", "recompile log record, its guard and reason")] == ("read", "")
+    assert rows[("swallowed compile error", "WON'T CONVERT warning")] == ("read", "")
+
+
+def test_compilation_metrics_torch_no_longer_keeps_are_dark_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    done = _doctor(tmp_path, "--eager-only", before="""
+        import torch._dynamo.utils as utils
+        utils._compilation_metrics = list(utils._compilation_metrics)
+    """)
+    assert done.returncode == 1, done.stdout
+    state, detail = _rows(done.stdout)[("compile", "compilation-metrics entry, its time fields")]
+    assert state == "dark"
+    assert detail.startswith(f"torch {TORCH} keeps no torch._dynamo.utils._compilation_metrics"), \
+        detail
+
+
+@pytest.mark.parametrize("arguments", [("--help",), ("doctor", "--help")])
+def test_the_doctor_is_a_command_of_the_package(arguments: tuple[str, ...]) -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest_nocompile", *arguments],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "doctor" in done.stdout
+    if arguments[0] == "doctor":
+        assert "--eager-only" in done.stdout
