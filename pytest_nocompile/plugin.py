@@ -96,8 +96,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     gates_left(config.pluginmanager)
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    from .judge.installed_versions import distribution_version  # here: a quiet run shows no header
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    # here: a quiet run shows no header
+    from .judge.installed_versions import distribution_version, newer_than_tested
 
-    return (f"nocompile: pytest-nocompile {distribution_version('pytest-nocompile')}, "
-            f"torch {distribution_version('torch')}")
+    torch_version = distribution_version("torch")
+    newer = newer_than_tested(torch_version)
+    return [f"nocompile: pytest-nocompile {distribution_version('pytest-nocompile')}, "
+            f"torch {torch_version}", *([newer] if newer else [])]

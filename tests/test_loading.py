@@ -39,6 +39,39 @@ def test_header_versions_are_the_installed_distributions(name: str) -> None:
     assert distribution_version(name) == importlib.metadata.version(name)
     assert distribution_version("no-such-distribution-nocompile") == "not installed"
 
+@pytest.mark.parametrize("torch_version, said", [
+    ("2.16.0", ["nocompile: torch 2.16.0 is newer than the newest pytest-nocompile was tested on "
+                "(2.15): run `python -m pytest_nocompile doctor` to see what it can read"]),
+    ("3.0.0a0+git1234", ["nocompile: torch 3.0.0a0+git1234 is newer than the newest "
+                         "pytest-nocompile was tested on (2.15): run `python -m pytest_nocompile "
+                         "doctor` to see what it can read"]),
+    ("2.15.0", []),
+    ("2.4.1", []),
+])
+def test_a_torch_newer_than_the_newest_tested_says_so_once_in_the_header(
+    pytester: pytest.Pytester, run: RunPytest, torch_version: str, said: list[str]
+) -> None:
+    pytester.makeconftest(f"""
+        import pytest_nocompile.judge.installed_versions as versions
+
+        installed = versions.distribution_version
+
+        def pytest_configure():
+            versions.distribution_version = (
+                lambda name: {torch_version!r} if name == "torch" else installed(name))
+
+        def pytest_unconfigure():
+            versions.distribution_version = installed
+    """)
+    pytester.makepyfile(SIMPLE)
+    result = run()
+    result.assert_outcomes(passed=2)
+    lines = result.stdout.lines
+    header = lines.index(f"nocompile: pytest-nocompile 0.1.0, torch {torch_version}")
+    assert [line for line in lines if "newer than the newest" in line] == said
+    assert lines[header + 1:header + 1 + len(said)] == said
+
+
 def test_without_torch_every_test_runs_and_the_report_counts_nothing_compiled(
     pytester: pytest.Pytester, run: RunPytest
 ) -> None:

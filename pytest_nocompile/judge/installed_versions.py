@@ -8,6 +8,9 @@ from functools import cache
 from importlib.metadata import PackageNotFoundError, distribution
 from typing import Optional
 
+# The newest torch release the plugin's suite has run on: a newer one may have moved what it reads.
+NEWEST_TESTED_TORCH = (2, 15)
+
 
 @cache  # the header, the JSON report and the torch checks all ask
 def distribution_version(name: str) -> str:
@@ -33,3 +36,14 @@ def major_minor(version: str) -> Optional[tuple[int, int]]:
     ``(2, 7)``); None if it has none."""
     found = re.match(r"(\d+)\.(\d+)", version)
     return (int(found[1]), int(found[2])) if found else None
+
+
+def newer_than_tested(torch_version: str) -> Optional[str]:
+    """What the report header says of a torch newer than :data:`NEWEST_TESTED_TORCH`, or None."""
+    release = major_minor(torch_version)
+    if release is None or release <= NEWEST_TESTED_TORCH:
+        return None
+    newest = ".".join(map(str, NEWEST_TESTED_TORCH))
+    return (f"nocompile: torch {torch_version} is newer than the newest pytest-nocompile was "
+            f"tested on ({newest}): run `python -m pytest_nocompile doctor` to see what it can "
+            "read")
