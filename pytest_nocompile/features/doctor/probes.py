@@ -223,6 +223,7 @@ def run_probes(with_inductor: bool = True) -> list[Finding]:
         try:
             findings += probe()
         except Exception as error:  # a torch that moved what a probe calls: said, not raised
+            said = str(error).strip().splitlines()  # torch's own advice follows the first line
             findings.append(Finding(probe.__name__.replace("_", " "), "the probe itself", DARK,
-                                    f"{type(error).__name__}: {error}"))
+                                    f"{type(error).__name__}: {said[0] if said else ''}"))
     return findings
