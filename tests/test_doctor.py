@@ -172,6 +172,27 @@ def test_compilation_metrics_torch_no_longer_keeps_are_dark_with_the_reason(
         detail
 
 
+def test_a_removed_method_the_capture_calls_darkens_its_logs_and_says_which(
+    tmp_path: Path,
+) -> None:
+    done = _doctor(tmp_path, "--eager-only", before="""
+        import torch._logging._internal as torch_logging
+        del torch_logging.LogState.enable_artifact
+    """)
+    assert (done.returncode, done.stderr) == (1, ""), done.stdout
+    rows = _rows(done.stdout)
+    for signal, witness, log in [
+        ("recompile", "recompile log record, its guard and reason", "recompiles"),
+        ("graph break", "graph-break log record, its place and reason", "graph_breaks"),
+    ]:
+        assert rows[(signal, witness)] == (
+            "dark", f"torch {TORCH} moved what pytest-nocompile calls to read its {log} log "
+            "(AttributeError: 'LogState' object has no attribute 'enable_artifact')")
+    # the witnesses that need no log switched on still see them
+    assert rows[("recompile", "compile id's attempt number (0/1)")] == ("seen", "")
+    assert rows[("graph break", "resume function compiled after it")] == ("seen", "")
+
+
 @pytest.mark.parametrize("arguments", [("--help",), ("doctor", "--help")])
 def test_the_doctor_is_a_command_of_the_package(arguments: tuple[str, ...]) -> None:
     done = subprocess.run([sys.executable, "-m", "pytest_nocompile", *arguments],

@@ -277,6 +277,17 @@ class DynamoLogs:
     def attached(self, sink: Sink) -> bool:
         return sink in self._sinks
 
+    def why_not_read(self, artifact: str) -> Optional[str]:
+        """Why this torch would not let the capture read the ``artifact`` log (``recompiles``,
+        ``graph_breaks``, ``graph_code``): torch moved what it calls. None where it reads it, or
+        has not tried yet."""
+        for tap in self._taps:
+            if tap.artifact == artifact and tap.broken is not None:
+                torch = sys.modules.get("torch")
+                return (f"torch {getattr(torch, '__version__', '?')} moved what pytest-nocompile "
+                        f"calls to read its {artifact} log ({tap.broken})")
+        return None
+
     def check(self) -> bool:
         """Whether capture still works; if not (torch's log state swapped behind our back), re-arm
         and say False."""
@@ -303,7 +314,7 @@ class DynamoLogs:
         self._parts()
         internals = logging_internals()
         for tap in self._taps:
-            tap.arm(internals)
+            tap.arm_or_say_why(internals)
         if self._limit_logger is None:
             self._limit_logger = logging.getLogger(LIMIT_LOGGER)
         # made by _parts
@@ -329,7 +340,8 @@ class DynamoLogs:
         if self.armed:
             internals = logging_internals()
             for tap in self._taps:
-                tap.arm(internals, after_reinit=True)
+                if tap.broken is None:
+                    tap.arm_or_say_why(internals, after_reinit=True)
 
     def _before_set_logs(self) -> None:
         if self.armed:

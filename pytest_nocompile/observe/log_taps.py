@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from functools import cache
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from .dynamo_state import torch_import_warnings_silenced
 
@@ -102,6 +102,22 @@ class Tap:
         # what to put back: (level, propagate)
         self._saved: dict[logging.Logger, tuple[int, bool]] = {}
         self._ours: list[Any] = []  # the log states we enabled the artifact in
+        # Why torch would not let it arm (a torch that moved what it calls), or None: the kinds it
+        # reads are then not measured, and nothing checks or re-arms it.
+        self.broken: Optional[str] = None
+
+    @property
+    def artifact(self) -> str:
+        """The artifact it switches on, by torch's name (``recompiles``)."""
+        return self._artifacts[0]
+
+    def arm_or_say_why(self, internals: Any, after_reinit: bool = False) -> None:
+        """:meth:`arm`; where torch moved what it calls, remember why (:attr:`broken`) instead of
+        raising into the test that attached."""
+        try:
+            self.arm(internals, after_reinit)
+        except Exception as error:
+            self.broken = f"{type(error).__name__}: {error}"
 
     def arm(self, internals: Any, after_reinit: bool = False) -> None:
         if not self._loggers:
@@ -158,6 +174,8 @@ class Tap:
 
     def capturing(self, internals: Any) -> bool:
         """Whether torch still builds and routes these records to us."""
+        if self.broken is not None:  # said as its kinds' reason for not measuring, not lost
+            return True
         # Plain loops, not all() over generators: asked at every watched call's end.
         ours = self.filter
         for logger in self._loggers:

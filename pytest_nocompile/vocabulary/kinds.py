@@ -214,6 +214,10 @@ USER_ONLY = "user_only"
 USER_ONLY_OPTION = "--nocompile-graph-breaks-user-only"
 USER_ONLY_INI = "nocompile_graph_breaks_user_only"
 
+# Where the core kinds ask why this process could not read their log (a torch that moved what the
+# capture calls): then they are not measured, as a gate on a torch too old for it.
+_LOG_NOT_READ = __package__.rpartition(".")[0] + ".watching.watch:{}_not_read"
+
 RECOMPILES = BudgetKind(
     key="recompiles",
     marker="max_recompiles",
@@ -228,6 +232,8 @@ RECOMPILES = BudgetKind(
     limit_hit_fails=True,
     explained_by=("recompiles",),
     exceeded=RecompileBudgetExceeded,
+    why_not_measured=_LOG_NOT_READ.format("recompiles"),
+    unmeasured_shown_without_compiles=True,
 )
 GRAPH_BREAKS = BudgetKind(
     key="graph_breaks",
@@ -242,6 +248,8 @@ GRAPH_BREAKS = BudgetKind(
     "torch (a compiled optimizer step's).",
     explained_by=("graph_breaks",),
     exceeded=GraphBreakBudgetExceeded,
+    why_not_measured=_LOG_NOT_READ.format("graph_breaks"),
+    unmeasured_shown_without_compiles=True,
 )
 COMPILES = BudgetKind(
     key="compiles",
@@ -254,6 +262,8 @@ COMPILES = BudgetKind(
     short="compiles",
     explained_by=("recompiles", "graph_breaks"),  # the graphs beyond one per compiled frame
     exceeded=CompileBudgetExceeded,
+    why_not_measured=_LOG_NOT_READ.format("compiles"),
+    unmeasured_shown_without_compiles=True,
 )
 
 # A lower bound: the test for "this really ran compiled" (a compile=True test that ran eager passes
@@ -274,6 +284,8 @@ MIN_COMPILES = BudgetKind(
     bound="min",
     same_count_as="compiles",
     compile_error_fails=True,
+    why_not_measured=_LOG_NOT_READ.format("compiles"),
+    unmeasured_shown_without_compiles=True,
 )
 
 

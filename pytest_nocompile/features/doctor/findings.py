@@ -38,10 +38,12 @@ def seen_if(signal: str, witness: str, seen: bool, detail: str = "") -> Finding:
     return Finding(signal, witness, SEEN if seen else DARK, "" if seen else detail)
 
 
-def read_if(signal: str, witness: str, seen: bool, read: bool, raw: str = "") -> Finding:
-    """A witness with a text to read: read, seen but not read (showing the raw text), or dark."""
+def read_if(signal: str, witness: str, seen: bool, read: bool, raw: str = "",
+            why_dark: str = "") -> Finding:
+    """A witness with a text to read: read, seen but not read (showing the raw text), or dark
+    (saying why, where the plugin knows)."""
     if not seen:
-        return Finding(signal, witness, DARK)
+        return Finding(signal, witness, DARK, why_dark)
     if read:
         return Finding(signal, witness, READ)
     return Finding(signal, witness, UNREAD, raw.strip().splitlines()[0] if raw.strip() else "")

@@ -52,6 +52,13 @@ def _captured(signals: tuple[str, ...] = ()) -> Iterator[ProcessEvents]:
         torch._dynamo.reset()
 
 
+def _why_not_read(artifact: str) -> str:
+    """Why the capture could not read dynamo's ``artifact`` log here, or ""."""
+    from ...observe.capture import DYNAMO_LOGS
+
+    return DYNAMO_LOGS.why_not_read(artifact) or ""
+
+
 def _health(events: ProcessEvents, *signals: str) -> list[Any]:
     return events.signals(signals, None)
 
@@ -74,13 +81,14 @@ def compiles_and_recompiles() -> list[Finding]:
     attempts = [int(found[2]) for found in map(_ATTEMPT.search, ids) if found]
     recompile = events.recompiles[0] if events.recompiles else None
     findings = [
-        seen_if("compile", "graph handed to the backend (graph_code log)", bool(events.compiles)),
+        seen_if("compile", "graph handed to the backend (graph_code log)", bool(events.compiles),
+                _why_not_read("graph_code")),
         read_if("compile", "compile id", bool(ids), bool(attempts), ", ".join(ids)),
         *_compile_cost(events),
         read_if("recompile", "recompile log record, its guard and reason", recompile is not None,
                 recompile is not None and recompile.function != UNPARSED
                 and bool(recompile.reasons),
-                recompile.message if recompile is not None else ""),
+                recompile.message if recompile is not None else "", _why_not_read("recompiles")),
         seen_if("recompile", "compile id's attempt number (0/1)", any(attempts),
                 f"compile ids seen: {', '.join(ids) or 'none'}"),
     ]
@@ -122,7 +130,7 @@ def graph_breaks() -> list[Finding]:
     return [
         read_if("graph break", "graph-break log record, its place and reason", event is not None,
                 event is not None and event.filename != UNKNOWN_FILE and bool(event.reason),
-                event.message if event is not None else ""),
+                event.message if event is not None else "", _why_not_read("graph_breaks")),
         seen_if("graph break", "resume function compiled after it", bool(resumed)),
     ]
 
