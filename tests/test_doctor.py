@@ -50,6 +50,14 @@ def _doctor(tmp_path: Path, *arguments: str, before: str = "") -> subprocess.Com
                           cwd=tmp_path, timeout=300)
 
 
+def _dark(tmp_path: Path, before: str) -> tuple[dict[tuple[str, str], tuple[str, str]], str]:
+    """The eager probes after ``before``, which darkens some witness: the run exits 1, quietly; its
+    rows, and its last line."""
+    done = _doctor(tmp_path, "--eager-only", before=before)
+    assert (done.returncode, done.stderr) == (1, ""), done.stdout
+    return _rows(done.stdout), done.stdout.splitlines()[-1]
+
+
 def _rows(stdout: str) -> dict[tuple[str, str], tuple[str, str]]:
     """The table's rows: (signal, witness) -> (state, the detail line below it, or "")."""
     lines = stdout.splitlines()
@@ -105,7 +113,7 @@ def test_every_signal_this_torch_has_is_seen_and_read(tmp_path: Path) -> None:
 def test_a_renamed_recompiles_logger_is_dark_and_fails_while_the_attempt_number_still_sees_it(
     tmp_path: Path,
 ) -> None:
-    done = _doctor(tmp_path, "--eager-only", before="""
+    rows, last = _dark(tmp_path, """
         import logging
         import torch._dynamo.guards as guards
         renamed = logging.getLogger("torch._dynamo.guard_failures.__recompiles")
@@ -113,11 +121,9 @@ def test_a_renamed_recompiles_logger_is_dark_and_fails_while_the_attempt_number_
         renamed.propagate = False
         guards.recompiles_log = renamed
     """)
-    assert (done.returncode, done.stderr) == (1, ""), done.stdout
-    rows = _rows(done.stdout)
     assert rows[("recompile", "recompile log record, its guard and reason")] == ("dark", "")
     assert rows[("recompile", "compile id's attempt number (0/1)")] == ("seen", "")
-    assert done.stdout.splitlines()[-1] == (
+    assert last == (
         f"1 witness dark on torch {TORCH} (recompile): a gate that counts through one sees less "
         "than happened")
 
@@ -144,12 +150,10 @@ def test_a_reworded_recompile_message_is_seen_and_shown_raw(tmp_path: Path) -> N
 def test_a_removed_function_is_one_dark_row_naming_it_and_the_other_probes_go_on(
     tmp_path: Path,
 ) -> None:
-    done = _doctor(tmp_path, "--eager-only", before="""
+    rows, _ = _dark(tmp_path, """
         import torch._dynamo
         del torch._dynamo.graph_break
     """)
-    assert (done.returncode, done.stderr) == (1, ""), done.stdout
-    rows = _rows(done.stdout)
     state, detail = rows.pop(("graph breaks", "the probe itself"))
     assert state == "dark"
     # the error as torch passes it on (2.4 wraps it in an InternalTorchDynamoError)
@@ -161,12 +165,11 @@ def test_a_removed_function_is_one_dark_row_naming_it_and_the_other_probes_go_on
 def test_compilation_metrics_torch_no_longer_keeps_are_dark_with_the_reason(
     tmp_path: Path,
 ) -> None:
-    done = _doctor(tmp_path, "--eager-only", before="""
+    rows, _ = _dark(tmp_path, """
         import torch._dynamo.utils as utils
         utils._compilation_metrics = list(utils._compilation_metrics)
     """)
-    assert done.returncode == 1, done.stdout
-    state, detail = _rows(done.stdout)[("compile", "compilation-metrics entry, its time fields")]
+    state, detail = rows[("compile", "compilation-metrics entry, its time fields")]
     assert state == "dark"
     assert detail.startswith(f"torch {TORCH} keeps no torch._dynamo.utils._compilation_metrics"), \
         detail
@@ -175,12 +178,10 @@ def test_compilation_metrics_torch_no_longer_keeps_are_dark_with_the_reason(
 def test_a_removed_method_the_capture_calls_darkens_its_logs_and_says_which(
     tmp_path: Path,
 ) -> None:
-    done = _doctor(tmp_path, "--eager-only", before="""
+    rows, _ = _dark(tmp_path, """
         import torch._logging._internal as torch_logging
         del torch_logging.LogState.enable_artifact
     """)
-    assert (done.returncode, done.stderr) == (1, ""), done.stdout
-    rows = _rows(done.stdout)
     for signal, witness, log in [
         ("recompile", "recompile log record, its guard and reason", "recompiles"),
         ("graph break", "graph-break log record, its place and reason", "graph_breaks"),
