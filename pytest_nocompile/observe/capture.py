@@ -53,7 +53,7 @@ import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Collection, Optional
 
-from ..vocabulary.kinds import KINDS, kind_sources, resolve
+from ..vocabulary.kinds import KINDS, LOGS_NOT_READ, kind_sources, resolve
 from . import wanted_signals
 from .log_taps import Tap, WarningHandler, current_compile_id, logging_internals
 from .patches import Patches
@@ -281,12 +281,7 @@ class DynamoLogs:
         """Why this torch would not let the capture read the ``artifact`` log (``recompiles``,
         ``graph_breaks``, ``graph_code``): torch moved what it calls. None where it reads it, or
         has not tried yet."""
-        for tap in self._taps:
-            if tap.artifact == artifact and tap.broken is not None:
-                torch = sys.modules.get("torch")
-                return (f"torch {getattr(torch, '__version__', '?')} moved what pytest-nocompile "
-                        f"calls to read its {artifact} log ({tap.broken})")
-        return None
+        return LOGS_NOT_READ.get(artifact)
 
     def check(self) -> bool:
         """Whether capture still works; if not (torch's log state swapped behind our back), re-arm

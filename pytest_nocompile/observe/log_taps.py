@@ -14,9 +14,11 @@ its own.
 from __future__ import annotations
 
 import logging
+import sys
 from functools import cache
 from typing import Any, Callable, Optional
 
+from ..vocabulary.kinds import LOGS_NOT_READ
 from .dynamo_state import torch_import_warnings_silenced
 
 
@@ -118,6 +120,10 @@ class Tap:
             self.arm(internals, after_reinit)
         except Exception as error:
             self.broken = f"{type(error).__name__}: {error}"
+            torch = sys.modules.get("torch")
+            LOGS_NOT_READ[self.artifact] = (
+                f"torch {getattr(torch, '__version__', '?')} moved what pytest-nocompile calls to "
+                f"read its {self.artifact} log ({self.broken})")
 
     def arm(self, internals: Any, after_reinit: bool = False) -> None:
         if not self._loggers:

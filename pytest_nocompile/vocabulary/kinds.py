@@ -214,9 +214,30 @@ USER_ONLY = "user_only"
 USER_ONLY_OPTION = "--nocompile-graph-breaks-user-only"
 USER_ONLY_INI = "nocompile_graph_breaks_user_only"
 
-# Where the core kinds ask why this process could not read their log (a torch that moved what the
-# capture calls): then they are not measured, as a gate on a torch too old for it.
-_LOG_NOT_READ = __package__.rpartition(".")[0] + ".watching.watch:{}_not_read"
+# The logs of dynamo this process's capture could not switch on, by artifact (``recompiles``,
+# ``graph_breaks``, ``graph_code``): why (a torch that moved what it calls). Written by the capture;
+# empty nearly always, and only then do the core kinds below go unmeasured, as a gate does on a
+# torch too old for it.
+LOGS_NOT_READ: dict[str, str] = {}
+_LOG_NOT_READ = __name__ + ":{}_not_read"  # each core kind's BudgetKind.why_not_measured
+
+
+def _log_not_read(artifact: str) -> Optional[str]:
+    why = LOGS_NOT_READ.get(artifact)
+    return None if why is None else f"{why}; run `python -m pytest_nocompile doctor`"
+
+
+def recompiles_not_read() -> Optional[str]:
+    return _log_not_read("recompiles")
+
+
+def graph_breaks_not_read() -> Optional[str]:
+    return _log_not_read("graph_breaks")
+
+
+def compiles_not_read() -> Optional[str]:
+    return _log_not_read("graph_code")
+
 
 RECOMPILES = BudgetKind(
     key="recompiles",
@@ -469,7 +490,9 @@ def _counted(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
     return tuple(kind for kind in kinds if not kind.same_count_as)
 
 
-KINDS = KindTable((COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES))
+# The core's own kinds, counted from dynamo's logs: unmeasured only where LOGS_NOT_READ says so.
+LOG_KINDS = (COMPILES, RECOMPILES, GRAPH_BREAKS, MIN_COMPILES)
+KINDS = KindTable(LOG_KINDS)
 KINDS_BY_MARKER: Mapping[str, BudgetKind] = _Index(KINDS, _by_marker)
 KINDS_BY_KEY: Mapping[str, BudgetKind] = _Index(KINDS, _by_key)
 # The kinds with a count of their own: the table's columns, the JSON report's counts, junit

@@ -25,6 +25,8 @@ from ..vocabulary.kinds import (
     CONTRACT_MARKERS,
     KINDS,
     KINDS_BY_MARKER,
+    LOG_KINDS,
+    LOGS_NOT_READ,
     RECOMPILES,
     BudgetKind,
     ContractUsageError,
@@ -168,7 +170,7 @@ class Plan:
     """How a test is watched, worked out once for the tests that share it (see :func:`plan_key`)."""
 
     __slots__ = ("budget", "watched", "strict", "isolate", "idle", "health_signals",
-                 "may_go_unmeasured", "unmeasured_shown", "contracts")
+                 "_may_go_unmeasured", "_unmeasured_shown", "contracts")
 
     def __init__(self, budget: RecompileBudget, watched: bool, settings: RunSettings,
                  contracts: tuple[Contract, ...] = ()) -> None:
@@ -186,15 +188,31 @@ class Plan:
         # (observe.wanted_signals.want).
         self.health_signals = frozenset(signal for kind in KINDS if budget.allowed(kind) is not None
                                         for signal in kind.health_signals)
-        # Its budgets that some machines cannot check (compile time, instructions, syncs without
-        # CUDA): said once per run.
-        self.may_go_unmeasured = tuple(kind for kind in KINDS.derived(measured_where_possible)
-                                       if budget.allowed(kind) is not None)
-        # The kinds its result says were not measured though it compiled nothing, where so: those
-        # it budgets, or every one in a run that reports all.
-        self.unmeasured_shown = tuple(
-            kind for kind in KINDS.derived(_unmeasured_shown_without_compiles)
-            if settings.watch_every_test or budget.allowed(kind) is not None)
+        # Each as (without the core's kinds, with them): see the properties.
+        budgeted = tuple(kind for kind in KINDS.derived(measured_where_possible)
+                         if budget.allowed(kind) is not None)
+        self._may_go_unmeasured = (_without_log_kinds(budgeted), budgeted)
+        shown = tuple(kind for kind in KINDS.derived(_unmeasured_shown_without_compiles)
+                      if settings.watch_every_test or budget.allowed(kind) is not None)
+        self._unmeasured_shown = (_without_log_kinds(shown), shown)
+
+    # Properties, asked at every watched test: the core's kinds only where this process could not
+    # switch on one of dynamo's logs (nearly never, and asking them costs each test some calls).
+    @property
+    def may_go_unmeasured(self) -> tuple[BudgetKind, ...]:
+        """Its budgets that some machines cannot check (compile time, instructions, syncs without
+        CUDA; a core kind whose log torch would not let the capture read): said once per run."""
+        return self._may_go_unmeasured[1 if LOGS_NOT_READ else 0]
+
+    @property
+    def unmeasured_shown(self) -> tuple[BudgetKind, ...]:
+        """The kinds its result says were not measured though it compiled nothing, where so: those
+        it budgets, or every one in a run that reports all."""
+        return self._unmeasured_shown[1 if LOGS_NOT_READ else 0]
+
+
+def _without_log_kinds(kinds: tuple[BudgetKind, ...]) -> tuple[BudgetKind, ...]:
+    return tuple(kind for kind in kinds if kind not in LOG_KINDS)
 
 
 def measured_where_possible(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:

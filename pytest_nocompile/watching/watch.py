@@ -82,28 +82,6 @@ class Watch:
         self.feature_state: dict[str, Any] = {}
 
 
-def _log_not_read(artifact: str) -> Optional[str]:
-    """Why the capture could not read dynamo's ``artifact`` log in this process, and what to run
-    to see the rest; None where it could (or never armed: nothing compiled)."""
-    capture = sys.modules.get(CAPTURE)
-    why = None if capture is None else capture.DYNAMO_LOGS.why_not_read(artifact)
-    return None if why is None else f"{why}; run `python -m pytest_nocompile doctor`"
-
-
-# The core kinds' reasons for not measuring (BudgetKind.why_not_measured): a tap torch would not
-# let arm.
-def recompiles_not_read() -> Optional[str]:
-    return _log_not_read("recompiles")
-
-
-def graph_breaks_not_read() -> Optional[str]:
-    return _log_not_read("graph_breaks")
-
-
-def compiles_not_read() -> Optional[str]:
-    return _log_not_read("graph_code")
-
-
 def not_measured(kinds: Sequence[BudgetKind]) -> Mapping[str, str]:
     """Why each of ``kinds`` could not be measured here, by key (only those that could not)."""
     return {kind.key: why for kind in kinds if (why := why_not_measured(kind)) is not None}
