@@ -53,7 +53,7 @@ import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Collection, Optional
 
-from ..vocabulary.kinds import KINDS, LOGS_NOT_READ, kind_sources, resolve
+from ..vocabulary.kinds import KINDS, kind_sources, resolve
 from . import wanted_signals
 from .log_taps import Tap, WarningHandler, current_compile_id, logging_internals
 from .patches import Patches
@@ -276,12 +276,6 @@ class DynamoLogs:
 
     def attached(self, sink: Sink) -> bool:
         return sink in self._sinks
-
-    def why_not_read(self, artifact: str) -> Optional[str]:
-        """Why this torch would not let the capture read the ``artifact`` log (``recompiles``,
-        ``graph_breaks``, ``graph_code``): torch moved what it calls. None where it reads it, or
-        has not tried yet."""
-        return LOGS_NOT_READ.get(artifact)
 
     def check(self) -> bool:
         """Whether capture still works; if not (torch's log state swapped behind our back), re-arm

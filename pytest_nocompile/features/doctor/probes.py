@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ...observe.sources.swallowed_errors import COMPILE_ERROR
 from ...vocabulary.events import UNKNOWN_FILE, UNPARSED
-from ...vocabulary.kinds import KINDS_BY_KEY, why_not_measured
+from ...vocabulary.kinds import KINDS_BY_KEY, LOGS_NOT_READ, why_not_measured
 from ...vocabulary.resume_names import RESUME_PREFIX
 from .findings import DARK, NOT_HERE, NOT_ON_THIS_TORCH, Finding, read_if, seen_if
 
@@ -53,10 +53,8 @@ def _captured(signals: tuple[str, ...] = ()) -> Iterator[ProcessEvents]:
 
 
 def _why_not_read(artifact: str) -> str:
-    """Why the capture could not read dynamo's ``artifact`` log here, or ""."""
-    from ...observe.capture import DYNAMO_LOGS
-
-    return DYNAMO_LOGS.why_not_read(artifact) or ""
+    """Why the capture could not switch dynamo's ``artifact`` log on here, or ""."""
+    return LOGS_NOT_READ.get(artifact, "")
 
 
 def _health(events: ProcessEvents, *signals: str) -> list[Any]:
