@@ -156,6 +156,14 @@ def recompile_once():
 """
 
 
+# RECOMPILE_ONCE in a user's test under max_recompiles(0): what a simulated future torch runs.
+RECOMPILE_ONCE_TEST = RECOMPILE_ONCE + """
+@pytest.mark.max_recompiles(0)
+def test_x():
+    recompile_once()
+"""
+
+
 def docs_snippet(page: str, file_name: str) -> str:
     """The python block of ``docs/<page>`` whose first line is ``# <file_name>``: an example run as
     users would run it."""

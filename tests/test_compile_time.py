@@ -381,6 +381,45 @@ def test_second():
     ])
 
 
+# A future torch that renamed the fields of its metrics entries: the class has none of the names
+# the plugin reads a frame's time from, and its entries hold no time under them.
+TIME_FIELDS_RENAMED = """
+import torch._dynamo.utils as dynamo_utils
+
+RENAMED = ("entire_frame_compile_time_s", "duration_us", "dynamo_time_before_restart_s")
+entry_class = dynamo_utils.CompilationMetrics
+for name in RENAMED:
+    entry_class.__dataclass_fields__.pop(name, None)
+made = entry_class.__init__
+
+def without_them(self, *args, **kwargs):
+    made(self, *args, **kwargs)
+    for name in RENAMED:
+        object.__setattr__(self, name, None)
+
+entry_class.__init__ = without_them
+"""
+
+
+def test_metrics_whose_time_fields_were_renamed_leave_compile_time_not_measured(
+        pytester: pytest.Pytester, run: RunPytest) -> None:
+    pytester.makeconftest(TIME_FIELDS_RENAMED)
+    pytester.makepyfile(test_renamed=COMPILE_ONCE + '''
+@pytest.mark.max_compile_seconds(0)
+def test_timed():
+    compile_once()
+''')
+    result = run("--nocompile-json=report.json")
+    result.assert_outcomes(passed=1, warnings=1)  # never 0 seconds within the budget: not measured
+    result.stdout.fnmatch_lines([
+        "*CompileTimeWarning: test_renamed.py::test_timed: max_compile_seconds(0) (marker on the "
+        "test) is not checked: torch *'s torch._dynamo.utils.CompilationMetrics has none of the "
+        "fields entire_frame_compile_time_s, duration_us, dynamo_time_before_restart_s, where the "
+        "plugin reads each compile's time (a field renamed)*"])
+    (entry,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert entry["compile_seconds"] is None and entry["compiles"] == 1
+
+
 def test_a_real_inductor_compile_shows_inductor_in_the_breakdown(
         pytester: pytest.Pytester, run: RunPytest, monkeypatch: pytest.MonkeyPatch) -> None:
     # The one test that pays for inductor (seconds, cold): a private cache folder, so nothing is a

@@ -349,9 +349,10 @@ def test_ranks_compare_a_modules_compiles_and_recompiles_under_one_name() -> Non
     wrapper = CodeLocation("/site-packages/torch/_dynamo/external_utils.py", 67, "inner")
     process = ProcessEvents(None)
     process.add_compile(CompileEvent("0/0", compiling=wrapper, module=compiled))
-    process.add_compile(CompileEvent("0/1", compiling=wrapper, module=compiled))
+    # dynamo logs the recompile as it starts the attempt, then the graph it compiles
     process.add_recompile(RecompileEvent("inner", wrapper.filename, 67, (), "", compile_id="0/1",
                                          module=compiled))
+    process.add_compile(CompileEvent("0/1", compiling=wrapper, module=compiled))
     # graphs, recompiles, and frames compiled to no graph
     assert summary(ProcessSnapshot(process, "")) == {
         "Sequential.forward (compiled at /t/train.py:18)": (2, 1, 0)}

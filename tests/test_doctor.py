@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from nocompile_testing import HAS_COMPILE_IDS
 from pytest_nocompile.judge.installed_versions import major_minor
 
 TORCH = torch.__version__
@@ -145,6 +146,26 @@ def test_a_reworded_recompile_message_is_seen_and_shown_raw(tmp_path: Path) -> N
     assert state == "seen, text not read"
     assert raw.startswith("Frame recompiled. Recompiling function <lambda> in "), raw
     assert done.stdout.splitlines()[-1] == f"{ALL_SEEN}; 1 of their texts not read"
+
+
+@pytest.mark.skipif(not HAS_COMPILE_IDS, reason="a refusal is known by its compile id (2.5 on)")
+def test_a_reworded_limit_warning_is_still_a_limit_hit_and_shown_raw(tmp_path: Path) -> None:
+    done = _doctor(tmp_path, "--eager-only", before="""
+        import logging
+        made = logging.getLogRecordFactory()
+        def reworded(*args, **kwargs):
+            record = made(*args, **kwargs)
+            text = record.getMessage()
+            if record.name == "torch._dynamo.convert_frame" and "hit config." in text:
+                record.msg, record.args = "Dynamo will compile this frame no more", ()
+            return record
+        logging.setLogRecordFactory(reworded)
+    """)
+    assert (done.returncode, done.stderr) == (0, ""), done.stdout
+    rows = _rows(done.stdout)
+    assert rows[("recompile limit", f"limit warning ({_limit_name()})")] == (
+        "seen, text not read", "Dynamo will compile this frame no more")
+    assert rows[("recompile limit", "refused attempt compiled no graph")] == ("seen", "")
 
 
 def test_a_removed_function_is_one_dark_row_naming_it_and_the_other_probes_go_on(

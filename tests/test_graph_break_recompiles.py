@@ -24,7 +24,7 @@ from nocompile_testing import (
     recorded_messages,
 )
 from pytest_nocompile.judge.budget import RecompileBudget
-from pytest_nocompile.observe.user_code import is_torch_file
+from pytest_nocompile.vocabulary.display_paths import is_torch_file
 from pytest_nocompile.vocabulary.graph_break_events import graph_break_event
 from pytest_nocompile.vocabulary.kinds import GRAPH_BREAKS
 

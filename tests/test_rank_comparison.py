@@ -34,7 +34,7 @@ def rank(number: Optional[int], *compiled: CodeLocation, recompiled: tuple[CodeL
                                              (GuardFailure("n == 1", "0/0"),), "",
                                              user_code=CodeLocation("/w/train.py", 33, "main",
                                                                     "step(batch, 2)"),
-                                             process=process.info))
+                                             process=process.info, compile_id="0/1"))
         process.add_compile(CompileEvent("0/1", compiling=code, process=process.info))
     return process
 

@@ -17,7 +17,7 @@ from nocompile_testing import (
 from pytest_nocompile.judge.budget import RecompileBudget
 from pytest_nocompile.judge.result import TestResult, Verdict, count_properties, idle_result
 from pytest_nocompile.judge.verdict import over_budget
-from pytest_nocompile.observe.user_code import is_torch_file
+from pytest_nocompile.vocabulary.display_paths import is_torch_file
 from pytest_nocompile.vocabulary.events import (
     CompileEvent,
     HealthEvent,
@@ -189,7 +189,8 @@ def test_results_travel_as_json_and_come_back_equal() -> None:
     assert [event["phase"] for event in carried["recompile_events"]] == ["setup", "call", "call"]
     assert carried["recompile_limit_hits"] == [{"limit_name": "recompile_limit", "limit": 8,
                                                 "function": "'step' (adam.py:214)", "phase": "call",
-                                             "process": None, "refused_attempt": None}]
+                                             "process": None, "refused_attempt": None,
+                                             "unread_text": None}]
     assert count_properties(result) == list(with_health_counts(
         {"compiles": 3, "recompiles": 2, "graph_breaks": 1}, "nocompile_").items())
 

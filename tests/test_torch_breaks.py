@@ -13,7 +13,7 @@ import json
 import pytest
 
 from nocompile_testing import PRINT_BREAK_REASON, RunPytest, expect_lines, recorded_messages
-from pytest_nocompile.observe.user_code import is_torch_file
+from pytest_nocompile.vocabulary.display_paths import is_torch_file
 from pytest_nocompile.vocabulary.graph_break_events import graph_break_event
 
 # A file of a torch installed in another environment than this one (a child process may run it).

@@ -65,8 +65,6 @@ def why_too_few(processes: Iterable[Process], compiled: int,
     ``processes``: the test's (their call-phase events are read), ``compiled``: the floor's count,
     ``stance``: torch.compiler's stance when the call ended, when not the default.
     """
-    from ..vocabulary.events import display_path
-
     lines: list[str] = []
     for process in processes:
         where = f"{process.info}: " if process.info is not None else ""
@@ -77,12 +75,10 @@ def why_too_few(processes: Iterable[Process], compiled: int,
                 lines.append(f"        called from: {event.user_code}")
         for hit in process.limit_hits:
             if hit.phase == "call":
-                lines.append(f"    {where}dynamo hit config.{hit.limit_name} ({hit.limit}) for "
-                             f"{hit.function_name}: later calls run uncompiled")
+                lines.append(f"    {where}{hit.headline}: later calls run uncompiled")
         for graph_break in process.graph_breaks:
             if graph_break.phase == "call":
-                lines.append(f"    {where}graph break at "
-                             f"{display_path(graph_break.filename)}:{graph_break.line}: "
+                lines.append(f"    {where}graph break at {graph_break.place}: "
                              f"{graph_break.reason}")
     if stance:
         lines.append(f'    torch.compiler.set_stance("{stance}") was in force when the call ended')

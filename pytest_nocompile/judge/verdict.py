@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol, Sequence
 
 from ..vocabulary.kinds import COUNTED_KINDS, KINDS, KINDS_BY_KEY, BudgetKind
-from ..vocabulary.measures import Amount
+from ..vocabulary.measures import Amount, plural
 from .floors import floor_cause, floors_missed
 from .guard_classes import classify
 from .result import MEASURED, NO_DETAILS, TestResult, Verdict
@@ -151,9 +151,7 @@ def judge(snapshot: TestSnapshot, budget: RecompileBudget, over: Optional[tuple[
                for key, totals in snapshot.shown.items()},
         unmeasured=unmeasured or MEASURED,
         user_only=budget.user_only,
-        lower_bounds=(_lower_bounds(snapshot)
-                      if (KINDS.derived(_with_lower_bounds)
-                          and any(process.health for process in snapshot.processes)) else MEASURED),
+        lower_bounds=_lower_bounds(snapshot),
     )
 
 
@@ -161,17 +159,50 @@ def _with_lower_bounds(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
     return tuple(kind for kind in kinds if kind.lower_bound_signal)
 
 
-def _lower_bounds(snapshot: TestSnapshot) -> dict[str, str]:
-    """Why a kind's count is a lower bound, by key, where some process of the test said so
-    (the first one's reason)."""
+def _lower_bounds(snapshot: TestSnapshot) -> Mapping[str, str]:
+    """Why a kind's count is a lower bound, by key: where a second witness saw what the log did
+    not, or some process of the test said so (the first one's reason); MEASURED where none is."""
+    found = unlogged_counts(snapshot)
+    if KINDS.derived(_with_lower_bounds) and any(process.health for process in snapshot.processes):
+        for kind in KINDS.derived(_with_lower_bounds):
+            for process in snapshot.processes:
+                said = process.signals((kind.lower_bound_signal,), None)
+                if said:
+                    found[kind.key] = (("" if process.info is None else f"{process.label}: ")
+                                       + (said[0].reason or kind.lower_bound_signal))
+                    break
+    return found or MEASURED
+
+
+def unlogged_counts(snapshot: TestSnapshot) -> dict[str, str]:
+    """The call phase's compiles, recompiles and graph breaks that a second witness (compilation
+    metrics, a compile id, a resume function) saw and no log record did, by kind key: why that
+    count is a lower bound (the first process's reason, naming a child)."""
     found: dict[str, str] = {}
-    for kind in KINDS.derived(_with_lower_bounds):
-        for process in snapshot.processes:
-            said = process.signals((kind.lower_bound_signal,), None)
-            if said:
-                found[kind.key] = (("" if process.info is None else f"{process.label}: ")
-                                   + (said[0].reason or kind.lower_bound_signal))
-                break
+    for process in snapshot.processes:
+        for key, reason in unlogged_in(process).items():
+            found.setdefault(key, reason if process.info is None else f"{process.label}: {reason}")
+    return found
+
+
+def unlogged_in(process: ProcessSnapshot) -> dict[str, str]:
+    """:func:`unlogged_counts` of one process, by kind key."""
+    if not process.compiles:  # most tests: nothing compiled, so no witness saw anything
+        return {}
+    found = {}
+    compiles = sum(1 for event in process.compiles if event.witness and event.phase == "call")
+    if compiles:
+        found["compiles"] = (f"{plural(compiles, 'graph')} with no record in torch's graph_code "
+                             "log, counted from compilation metrics")
+    recompiles = sum(1 for event in process.call_recompiles if event.witness is not None)
+    if recompiles:
+        found["recompiles"] = (f"{plural(recompiles, 'recompile')} with no record in torch's "
+                               "recompiles log, counted from compile ids")
+    breaks = sum(1 for event in process.call_graph_breaks if event.witness is not None)
+    if breaks:
+        found["graph_breaks"] = (f"{plural(breaks, 'graph break')} with no record in torch's "
+                                 "graph-break log, counted from the resume functions compiled "
+                                 "after them")
     return found
 
 
@@ -261,13 +292,16 @@ def _details(snapshot: TestSnapshot) -> dict[str, list[dict[str, Any]]]:
                 "user_code": _where(event.user_code),
                 "reasons": [_reason(reason) for reason in event.reasons],
                 "module": _module(event.module),
+                "unread_text": event.unread,
+                "witness": event.witness,
             }
             for process in snapshot.processes for event in process.recompiles
         ],
         "recompile_limit_hits": [
             {"limit_name": hit.limit_name, "limit": hit.limit, "function": hit.function,
              "phase": hit.phase, "process": _process(hit.process),
-             "refused_attempt": _refused(hit.refused)}
+             "refused_attempt": _refused(hit.refused),
+             "unread_text": None if hit.read else hit.message}
             for process in snapshot.processes for hit in process.limit_hits
         ],
         "graph_break_events": [
@@ -282,6 +316,8 @@ def _details(snapshot: TestSnapshot) -> dict[str, list[dict[str, Any]]]:
                 "process": _process(event.process),
                 "module": _module(event.module),
                 "inside_torch": event.inside_torch,
+                "unread_text": event.unread,
+                "witness": event.witness,
             }
             for process in snapshot.processes for event in process.graph_breaks
         ],

@@ -18,7 +18,8 @@ What it listens to, one logging artifact each:
   how compiles are counted: from dynamo itself, never from
   ``torch._dynamo.utils.counters``, which user code and torch's own
   ``TestCase`` clear. Its message (the graph's code) is never formatted;
-- the ``torch._dynamo.convert_frame`` warning that a frame hit the recompile limit.
+- the ``torch._dynamo.convert_frame`` warning that a frame hit the recompile limit (a warning
+  there in a form not read is kept as one where it refused a recompile that compiled no graph).
 
 Compile-health signals (cache misses, CUDA-graph re-records, compile times)
 come from *sources*, armed and disarmed with the capture where some signal of
@@ -57,7 +58,7 @@ from ..vocabulary.kinds import KINDS, kind_sources, resolve
 from . import wanted_signals
 from .log_taps import Tap, WarningHandler, current_compile_id, logging_internals
 from .patches import Patches
-from .user_code import find_user_code, is_torch_file
+from .user_code import find_user_code
 
 if TYPE_CHECKING:
     from typing import Protocol
@@ -401,6 +402,7 @@ class DynamoLogs:
         if (record.exc_info and record.exc_info[1] is not None
                 and "from user code at" in message.partition("\n")[0]):
             message = f"{message.rstrip()}\n{logging.Formatter().formatException(record.exc_info)}"
+        from ..vocabulary.display_paths import is_torch_file
         from ..vocabulary.graph_break_events import graph_break_event
         from .compiled_modules import compiling
 
@@ -410,14 +412,15 @@ class DynamoLogs:
 
     def _on_convert_frame_warning(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
-        if "hit config." not in message:
-            # a swallowed compile error, or another warning of convert_frame (made by _parts, before
-            # arming)
-            self._swallowed.read(record, message)  # type: ignore[union-attr]
-            return
-        from ..vocabulary.events import parse_limit_warning
+        swallowed = self._swallowed  # made by _parts, before arming
+        assert swallowed is not None
+        if "hit config." not in message and swallowed.read(record, message):
+            return  # a swallowed compile error
+        from ..vocabulary.events import limit_hit_from_warning
 
-        hit = parse_limit_warning(message, compile_id=current_compile_id())
+        # a limit warning, or one in a form not read, which the record keeps where it refused a
+        # recompile that then compiled no graph
+        hit = limit_hit_from_warning(message, compile_id=current_compile_id())
         if hit is not None:
             self._send(hit)
 

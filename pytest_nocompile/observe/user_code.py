@@ -9,7 +9,6 @@ cache miss) came from.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from functools import cache
 from types import CodeType
@@ -105,31 +104,6 @@ def _classify(filename: str, roots: _Roots) -> bool:
     if filename.startswith(stdlib):
         return filename.startswith(sites)
     return True
-
-
-# An installed torch's package folder, in any environment: a child process may run another torch.
-_INSTALLED_TORCH = re.compile(r"[/\\](?:site|dist)-packages[/\\]torch[/\\]")
-_TORCH_FILES: dict[str, bool] = {}
-
-
-def is_torch_file(filename: str) -> bool:
-    """Whether a file is torch's own code: in the package folder of the torch imported here, or
-    of any installed torch.
-
-    A graph break in such a file (inside ``optimizer.step()``, say) is torch's,
-    not something the user's code can change.
-    """
-    known = _TORCH_FILES.get(filename)
-    if known is None:
-        known = filename.startswith(_torch_folder()) or bool(_INSTALLED_TORCH.search(filename))
-        _TORCH_FILES[filename] = known
-    return known
-
-
-def _torch_folder() -> tuple[str, ...]:
-    """The imported torch's package folder (none before torch is imported: none of it ran)."""
-    torch_file = getattr(sys.modules.get("torch"), "__file__", None)
-    return (os.path.join(os.path.dirname(os.path.abspath(torch_file)), ""),) if torch_file else ()
 
 
 def find_user_code(frame,  # type: ignore[no-untyped-def]

@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 from ..judge.guard_classes import classify
+from ..judge.installed_versions import distribution_version
 from ..vocabulary.events import (
+    UNKNOWN_FILE,
+    UNPARSED,
     GuardFailure,
     HealthEvent,
     RecompileEvent,
     RecompileLimitHit,
-    display_path,
 )
-from ..vocabulary.graph_break_events import GraphBreakEvent
+from ..vocabulary.graph_break_events import GraphBreakEvent, broke_at
 from ..vocabulary.kinds import KINDS, USER_ONLY, USER_ONLY_INI, USER_ONLY_OPTION, BudgetKind
 from ..vocabulary.measures import COUNT, Measure, plural, sum_by_signal
 from ..vocabulary.resume_names import resume_point
@@ -53,7 +55,15 @@ def format_event(index: int, total: int, event: RecompileEvent,
             lines.append(f"      usual fix: {fix}")
     if repeated:
         lines.append(f"    failed again: {_repeated(repeated)} (shown above)")
-    if not event.reasons:
+    unread = event.unread
+    if event.witness is not None:
+        attempt = (event.compile_id or "").partition("/")[2]
+        lines.append(f"    no recompile record: counted from its compile id {event.compile_id} "
+                     f"(dynamo's attempt {attempt} at this frame); {_log_not_read('recompiles')}")
+    elif unread is not None:
+        lines += unread_lines("this recompile" if event.function == UNPARSED else "its reasons",
+                              unread)
+    elif not event.reasons:
         lines.append("    guard failed: (torch gave no reason)")
     renamed = _torch_names(event)
     if renamed:
@@ -129,14 +139,35 @@ def format_events(events: Sequence[RecompileEvent], with_phase: bool = False) ->
 def format_limit_hits(hits: Iterable[RecompileLimitHit]) -> list[str]:
     lines = []
     for hit in hits:
-        lines.append(f"dynamo hit config.{hit.limit_name} ({hit.limit}) for "
-                     f"{hit.function_name}: later calls run uncompiled and log no recompiles, "
+        lines.append(f"{hit.headline}: later calls run uncompiled and log no recompiles, "
                      "so the count above is a lower bound")
         refused = hit.refused
         if refused is not None:  # dynamo logged the attempt, then refused it: not a recompile
-            reason = (str(refused.reasons[0]).splitlines()[0] if refused.reasons
-                      else "(torch gave no reason)")
-            lines.append(f"    refused attempt, not counted as a recompile: guard failed: {reason}")
+            lines.append("    refused attempt, not counted as a recompile: guard failed: "
+                         f"{refused.first_reason}")
+        if not hit.read:
+            lines += unread_lines("its limit warning", hit.message)
+    return lines
+
+
+def _log_not_read(log: str) -> str:
+    """Why a count is a lower bound where its second witness saw more than its log."""
+    return (f"torch {distribution_version('torch')} logged none in its {log} log, so the count "
+            "is a lower bound")
+
+
+_RAW_LINES_SHOWN = 12  # of torch's text not read: enough to recognise it, not a page
+
+
+def unread_lines(what: str, text: str) -> list[str]:
+    """torch's text that the parser could not read, raw, under a line that says so and names the
+    torch: nothing torch wrote is passed over as "no reason"."""
+    raw = text.splitlines() or [""]
+    lines = [f"    not read: torch {distribution_version('torch')} wrote {what} in a form "
+             "pytest-nocompile does not know; torch's text:",
+             *(f"      | {line.rstrip()}" for line in raw[:_RAW_LINES_SHOWN])]
+    if len(raw) > _RAW_LINES_SHOWN:
+        lines.append(f"      | ... ({plural(len(raw) - _RAW_LINES_SHOWN, 'more line')})")
     return lines
 
 
@@ -168,8 +199,15 @@ def _graph_break_entries(events: Sequence[GraphBreakEvent], first: int, total: i
     advised: dict[tuple[tuple[str, ...], Optional[str]], str] = {}  # advice shown, by its entry
     for index, event in enumerate(events, start=first):
         entry = f"[{index}/{total}]"
-        lines.append(f"{entry} graph break at {display_path(event.filename)}:{event.line}")
-        lines.append(f"    reason: {event.reason}")
+        lines.append(f"{entry} graph break at {event.place}")
+        if event.witness is not None:
+            lines.append("    no graph-break record: counted from the function dynamo compiled to "
+                         f"resume after it; {_log_not_read('graph-break')}")
+        elif event.filename != UNKNOWN_FILE:  # a message not read has no reason but its text
+            lines.append(f"    reason: {event.reason}")
+        if event.unread is not None:
+            lines += unread_lines("this graph break" if event.filename == UNKNOWN_FILE
+                                  else "its reason", event.unread)
         if event.explanation:
             lines.append(f"    explanation: {event.explanation}")
         if event.module is not None:
@@ -186,20 +224,12 @@ def graph_breaks_resumed_after(recompiles: Sequence[RecompileEvent],
     broke the graph and torch's advice, beside the recompiles that the break's split brought."""
     places = {(event.filename, point.line)
               for event in recompiles if (point := resume_point(event.function)) is not None}
-    led = [event for event in graph_breaks if any(_broke_at(event, *place) for place in places)]
+    led = [event for event in graph_breaks if any(broke_at(event, *place) for place in places)]
     if not led:
         return []
     heading = "the graph break" if len(led) == 1 else "the graph breaks"
     return [f"recompiled after {heading} (dynamo compiles the code after a graph break "
             "as a function of its own):", *format_graph_breaks(led)]
-
-
-def _broke_at(event: GraphBreakEvent, filename: str, line: int) -> bool:
-    """Whether a graph break is the one that a resume function of ``filename`` resumes after at
-    ``line``: its own place, or a call on its stack there (a break in a function it called)."""
-    if (event.filename, event.line) == (filename, line):
-        return True
-    return f'File "{filename}", line {line},' in event.message
 
 
 def _torch_advice(event: GraphBreakEvent, entry: str,
@@ -252,13 +282,17 @@ def explain(kind: BudgetKind, headline: str, recompiles: Sequence[RecompileEvent
             limit_hits: Sequence[RecompileLimitHit], graph_breaks: Sequence[GraphBreakEvent],
             not_counted: Sequence[RecompileEvent] = (),
             health: Sequence[HealthEvent] = (), health_not_counted: Sequence[HealthEvent] = (),
-            budget_source: Optional[str] = None, user_only: bool = False) -> str:
+            budget_source: Optional[str] = None, user_only: bool = False,
+            unlogged: Optional[str] = None) -> str:
     """A kind's failure: its headline, then the events its table entry says explain it
     (``health``: the events of its signals, listed, and of its shown signals, summed up in one
     line; ``health_not_counted``: its signals' events outside the call phase, listed after them
     by a kind with lines of its own; ``budget_source``: where a graph-break budget was set, to
-    say how it would leave out the breaks inside torch; ``user_only``: it leaves them out)."""
+    say how it would leave out the breaks inside torch; ``user_only``: it leaves them out;
+    ``unlogged``: why its count is a lower bound, where a second witness saw more than its log)."""
     lines = [headline]
+    if unlogged is not None:
+        lines.append(f"    a lower bound: {unlogged}")
     if kind.events == "health":
         lines += [f"    a lower bound: {event.reason}" for event in health
                   if event.what == kind.lower_bound_signal][:1]
@@ -320,7 +354,7 @@ def format_budget_failure(snapshot: TestSnapshot, budget: RecompileBudget, over:
     them (:func:`~..judge.verdict.processes_over_budget`), written here, not judged again.
     """
     from ..judge.floors import floor_count, why_too_few
-    from ..judge.verdict import budget_count, processes_over_budget
+    from ..judge.verdict import budget_count, processes_over_budget, unlogged_in
 
     # Without children the test's own process is the only one, and its headline names none.
     if not snapshot.with_children:
@@ -330,6 +364,7 @@ def format_budget_failure(snapshot: TestSnapshot, budget: RecompileBudget, over:
     parts = []
     for process, kinds_over in over_by_process:
         label = f"{process.label}: " if snapshot.with_children else ""
+        unlogged = unlogged_in(process)
         parts += [
             explain(kind, label + kind.headline(budget_count(process, kind, budget),
                                                 budget.allowed(kind) or 0, budget.describe(kind)),
@@ -338,7 +373,7 @@ def format_budget_failure(snapshot: TestSnapshot, budget: RecompileBudget, over:
                     health=process.signals(kind.health_signals) + lower_bound(process, kind),
                     health_not_counted=_outside_the_call(process, kind),
                     budget_source=budget.source(kind) or "",
-                    user_only=budget.counts_user_only(kind))
+                    user_only=budget.counts_user_only(kind), unlogged=unlogged.get(kind.key))
             for kind in KINDS if kind.key in kinds_over and not kind.is_floor
         ]
     for kind in KINDS:

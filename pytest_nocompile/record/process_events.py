@@ -4,14 +4,25 @@ counted per kind and phase. Loaded with a test's first event."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from ..vocabulary.events import CompileEvent, HealthEvent, RecompileEvent, RecompileLimitHit
-from ..vocabulary.graph_break_events import GraphBreakEvent
-from ..vocabulary.kinds import COUNTED_KINDS, BudgetKind
+from ..vocabulary.events import (
+    METRICS_WITNESS,
+    CodeLocation,
+    CompileEvent,
+    HealthEvent,
+    RecompileEvent,
+    RecompileLimitHit,
+    recompile_attempt,
+    unlogged_recompile,
+)
+from ..vocabulary.graph_break_events import GraphBreakEvent, unlogged_graph_break
+from ..vocabulary.kinds import COUNTED_KINDS, LOGS_NOT_READ, BudgetKind
 from ..vocabulary.measures import Amount
+from ..vocabulary.resume_names import RESUME_PREFIX
 
 if TYPE_CHECKING:
+    from ..observe.metrics_entries import MetricsGraph
     from ..observe.sink import Event
     from ..vocabulary.events import Phase, ProcessInfo
 
@@ -20,7 +31,8 @@ class ProcessEvents:
     """One process's events in a test: the test's own (``info`` None) or a child's that reported."""
 
     __slots__ = ("info", "world", "recompiles", "limit_hits", "graph_breaks", "compiles", "health",
-                 "problems", "call_counts", "_pending", "_break_places", "changes", "_counts")
+                 "problems", "call_counts", "_pending", "_unconfirmed", "_break_places",
+                 "_attempts", "changes", "_counts")
 
     def __init__(self, info: Optional[ProcessInfo] = None) -> None:
         self.info = info
@@ -35,8 +47,12 @@ class ProcessEvents:
         self.problems: list[str] = []  # why a child could not watch itself
         self.call_counts: Optional[dict[str, Amount]] = None  # fixed when the test's call ended
         self._pending: Optional[RecompileEvent] = None  # the last recompile, until a graph compiles
+        # a limit hit whose warning was not read: one only while its attempt compiles no graph
+        self._unconfirmed: Optional[RecompileLimitHit] = None
         # made at the first graph break
         self._break_places: Optional[set[tuple[str, str, int, str]]] = None
+        # the recompiles' attempts, "0/1", that a record or a compile id told of (made at the first)
+        self._attempts: Optional[set[str]] = None
         # Events added so far, counted after each is in (a compiling thread may add one while
         # counts() runs), and counts() as of that many: the judge, the result and the
         # properties read one dict. Every add_* counts here: 0 is "nothing recorded" (the record's
@@ -52,11 +68,66 @@ class ProcessEvents:
         self.recompiles.append(event)
         self._pending = event
         self.changes += 1
+        attempt = recompile_attempt(event.compile_id)
+        if attempt is not None:
+            self._attempts_told().add(attempt)
 
     def add_compile(self, event: CompileEvent) -> None:
+        """A graph compiled; its second witnesses: its compile id may tell of a recompile, and a
+        resume function of a graph break, that no record came for (both then counted)."""
         self.compiles.append(event)
         self._pending = None
         self.changes += 1
+        if self._unconfirmed is not None and self._unconfirmed.compile_id == event.compile_id:
+            self._not_refused(self._unconfirmed)
+        # Where a log could not be switched on at all, its kind is not measured (LOGS_NOT_READ):
+        # no second witness makes it a count the test is judged on.
+        attempt = recompile_attempt(event.compile_id)
+        if (attempt is not None and attempt not in self._attempts_told()
+                and "recompiles" not in LOGS_NOT_READ):
+            self._attempts_told().add(attempt)
+            self.recompiles.append(unlogged_recompile(event))
+        compiling = event.compiling
+        if (compiling is not None and compiling.function.startswith(RESUME_PREFIX)
+                and "graph_breaks" not in LOGS_NOT_READ):
+            unlogged = unlogged_graph_break(event, self.graph_breaks)
+            if unlogged is not None:
+                self.add_graph_break(unlogged)
+
+    def add_metrics_graphs(self, graphs: Sequence[MetricsGraph]) -> None:
+        """The graphs torch's compilation metrics say the call compiled: each that no record of
+        the call's came for (by its compile id; without ids, those past the records' count) is a
+        compile of its own, told by that witness."""
+        if "graph_code" in LOGS_NOT_READ:  # not measured: see add_compile
+            return
+        logged = [event for event in self.compiles if event.phase == "call"]
+        if all(graph.compile_id is not None for graph in graphs):
+            # "0/0_1", a restart of the trace: the same frame's attempt, whichever the two give
+            ids = {(event.compile_id or "").partition("_")[0] for event in logged}
+            unlogged = [graph for graph in graphs
+                        if (graph.compile_id or "").partition("_")[0] not in ids]
+        else:
+            unlogged = list(graphs[len(logged):])
+        for graph in unlogged:
+            self.compiles.append(CompileEvent(
+                graph.compile_id, phase="call",
+                compiling=CodeLocation(graph.filename, graph.line, graph.function),
+                witness=METRICS_WITNESS))
+            self.changes += 1
+
+    def _attempts_told(self) -> set[str]:
+        attempts = self._attempts
+        if attempts is None:
+            attempts = self._attempts = set()
+        return attempts
+
+    def _not_refused(self, hit: RecompileLimitHit) -> None:
+        """The attempt a warning not read came in compiled a graph: it was no refusal, and its
+        recompile counts again."""
+        self._unconfirmed = None
+        self.limit_hits.remove(hit)
+        if hit.refused is not None:
+            self.recompiles.append(hit.refused)
 
     def add_graph_break(self, event: GraphBreakEvent) -> None:
         """A graph break, unless the same one (phase, place in user code,
@@ -79,15 +150,23 @@ class ProcessEvents:
 
     def add_limit_hit(self, hit: RecompileLimitHit) -> None:
         """A limit hit; the recompile dynamo logged just before it, for the same compile, was
-        refused: it moves here."""
+        refused: it moves here.
+
+        A warning whose text was not read (``hit.read`` False) is a limit hit only as such a
+        refusal, and only while its attempt compiles no graph (:meth:`add_compile` undoes it).
+        """
         pending = self._pending
         if (pending is not None and self.recompiles and self.recompiles[-1] is pending
                 and _same_attempt(pending, hit)):
             self.recompiles.pop()
             hit = replace(hit, refused=pending)
+        elif not hit.read:
+            return  # no recompile refused: another warning of dynamo's, not a limit hit
         self._pending = None
         self.limit_hits.append(hit)
         self.changes += 1
+        if not hit.read:
+            self._unconfirmed = hit
 
     def add_health(self, event: HealthEvent) -> None:
         """A health event; one of amount 0 with a reason gives torch's reason for the

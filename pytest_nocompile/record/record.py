@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Iterator, Optional, Protocol
+from typing import TYPE_CHECKING, Iterator, Optional, Protocol, Sequence
 
 from ..vocabulary.kinds import BudgetKind
 from ..vocabulary.measures import Amount
@@ -33,6 +33,7 @@ from ..vocabulary.measures import Amount
 if TYPE_CHECKING:
     import pytest
 
+    from ..observe.metrics_entries import MetricsGraph
     from ..observe.sink import Event
     from ..vocabulary.events import (
         CompileEvent,
@@ -199,6 +200,12 @@ class RecompileRecord:
             for child in self.children.values():
                 child.call_counts = child.counts()
         self.phase = "teardown"
+
+    def add_metrics_graphs(self, graphs: Sequence[MetricsGraph]) -> None:
+        """The graphs torch's compilation metrics say this process compiled in the call (read as
+        it ends): a second witness of its compiles (:meth:`ProcessEvents.add_metrics_graphs`)."""
+        if graphs:
+            self.own.add_metrics_graphs(graphs)
 
     def end_setup(self) -> None:
         """Setup ended: what comes before a call (none, if setup failed) is not counted."""

@@ -54,6 +54,8 @@ _HEADER = re.compile(r"^Recompiling function (?P<function>\S+) in "
                      r"(?P<filename>.+):(?P<line>\d+)\s*$")
 _COMPILE_ID = re.compile(r"^(?P<compile_id>\d+/\d+(?:_\d+)?):\s*(?P<rest>.*)$")
 _STACK_FILE = re.compile(r'^\s*File "(?P<filename>.+)", line (?P<line>\d+), in (?P<function>.+)$')
+# "triggered by the following guard failure(s):", "guard 0 failures:" (recompiles_verbose)
+_REASONS_HEADING = re.compile(r"^(?:triggered by\b.*|guard \d+ failures?):$")
 _SOURCE_SEPARATOR = re.compile(r"\s{2,}# ")
 _HINT = re.compile(r"^(?P<rest>.*?)\s+\(HINT: (?P<hint>.*)\)\s*$")
 # A size guard's comment ends in the place inside torch that made it:
@@ -158,6 +160,8 @@ class RecompileEvent:
     thread: str | None = None
     process: ProcessInfo | None = None  # None: the test's own process
     module: CompiledModule | None = None
+    # what saw it where its log record did not come (COMPILE_ID_WITNESS), else None
+    witness: str | None = None
 
     @property
     def guards(self) -> tuple[str, ...]:
@@ -178,7 +182,42 @@ class RecompileEvent:
     def code_place(self) -> str:
         """:attr:`code_name` with the place of the code: ``scale (test_x.py:4)``;
         a resume function's name has its place."""
+        if self.function == UNPARSED:
+            return "a function pytest-nocompile could not name"
         return code_place(self.function, self.filename, self.line, self.module)
+
+    @property
+    def first_reason(self) -> str:
+        """The first failed guard's first line, as a one-line report gives it, or why there is
+        none (:func:`no_reason`)."""
+        if self.reasons:
+            return str(self.reasons[0]).splitlines()[0]
+        return no_reason(self.witness, self.unread)
+
+    @property
+    def unread(self) -> str | None:
+        """torch's text that the parser could not read, or None: the whole message where its
+        header was not read; the lines after the header where they name no reason this parser
+        knows (where torch wrote none after its heading, it gave no reason)."""
+        if self.witness is not None:
+            return None  # no text came: its compile id alone told of it
+        if self.function == UNPARSED:
+            return self.message
+        if self.reasons:
+            return None
+        body = [line for line in self.message.splitlines()[1:]
+                if line.strip() and not _REASONS_HEADING.match(line.strip())]
+        return "\n".join(body) or None
+
+
+def no_reason(witness: str | None, unread: str | None) -> str:
+    """What a report says for a recompile without a reason read: that no record came for it (a
+    second witness told of it), that its text was not read, or that torch gave none."""
+    if witness is not None:
+        return f"(no recompile record: counted from its {witness})"
+    if unread is not None:
+        return "(its text not read: in a form pytest-nocompile does not know)"
+    return "(torch gave no reason)"
 
 
 def code_place(function: str, filename: str, line: int,
@@ -296,6 +335,18 @@ class RecompileLimitHit:
     refused: RecompileEvent | None = None
     # the id of the compile dynamo refused, where torch gives one: how the record finds the attempt
     compile_id: str | None = field(default=None, compare=False, repr=False)
+    # False: a warning in a form the parser does not know, taken as a limit hit because it came in
+    # a recompile's attempt that then compiled no graph (see ProcessEvents.add_limit_hit)
+    read: bool = True
+
+    @property
+    def headline(self) -> str:
+        """What dynamo did, as reports say it: ``dynamo hit config.recompile_limit (8) for f``."""
+        if self.read:
+            return f"dynamo hit config.{self.limit_name} ({self.limit}) for {self.function_name}"
+        refused = "?" if self.refused is None else self.refused.code_place
+        return (f"dynamo refused to recompile {refused}, with a warning pytest-nocompile could "
+                "not read (the refused attempt compiled no graph)")
 
     @property
     def function_name(self) -> str:
@@ -338,6 +389,37 @@ class CompileEvent:
     process: ProcessInfo | None = None  # None: the test's own process
     compiling: CodeLocation | None = None
     module: CompiledModule | None = None
+    # what saw it where its log record did not come (METRICS_WITNESS), else None
+    witness: str | None = None
+
+
+# The second witness of a compile: the frame's compilation-metrics entry says it compiled a graph.
+METRICS_WITNESS = "compilation metrics"
+
+# The second witness of a recompile: the compile id of a graph dynamo compiled says which attempt at
+# its frame it was, and an attempt of 1 or more is a recompile of that frame.
+COMPILE_ID_WITNESS = "compile id"
+_ATTEMPT = re.compile(r"^(?P<attempt>\d+/(?P<number>\d+))(?:_\d+)?$")
+
+
+def recompile_attempt(compile_id: str | None) -> str | None:
+    """``frame/attempt`` of a compile id whose attempt is 1 or more (``0/1``; ``0/1_2``, a restart
+    of it, is ``0/1``): a recompile of that frame. None for a frame's first compile, no id, or an id
+    in another form (compiled autograd's ``!0/0/0``)."""
+    if compile_id is None:
+        return None
+    found = _ATTEMPT.match(compile_id)
+    return None if found is None or found["number"] == "0" else found["attempt"]
+
+
+def unlogged_recompile(compile: CompileEvent) -> RecompileEvent:
+    """The recompile a graph's compile id tells of (:func:`recompile_attempt`), where no recompile
+    record came for its attempt: counted, with what was compiling, and no reason to show."""
+    code = compile.compiling
+    return RecompileEvent(code.function if code else UNPARSED,
+                          code.filename if code else UNKNOWN_FILE, code.line if code else 0, (), "",
+                          compile.phase, compile.compile_id, compile.user_code, compile.thread,
+                          compile.process, compile.module, witness=COMPILE_ID_WITNESS)
 
 
 @dataclass(frozen=True)
@@ -391,6 +473,26 @@ def parse_limit_warning(message: str, phase: Phase = "call",
         phase=phase,
         compile_id=compile_id,
     )
+
+
+def limit_hit_from_warning(message: str, phase: Phase = "call",
+                           compile_id: str | None = None) -> RecompileLimitHit | None:
+    """A warning dynamo logged: its limit hit as :func:`parse_limit_warning` reads it; where the
+    text is one it does not know but came inside a compile (``compile_id``), a hit whose text was
+    not read (``read=False``), which the record keeps only as the refusal of the recompile it came
+    in, and only while that attempt compiles no graph; else None.
+
+    A reworded limit warning is still a limit hit: a future torch must not turn one into a pass.
+    """
+    hit = parse_limit_warning(message, phase, compile_id)
+    if hit is not None or compile_id is None:
+        return hit
+    return RecompileLimitHit(UNREAD_LIMIT, 0, UNPARSED, message, phase, compile_id=compile_id,
+                             read=False)
+
+
+# The limit name of a hit whose warning was not read.
+UNREAD_LIMIT = "?"
 
 
 def _parse_reasons(lines: list[str], function_file: str) -> list[GuardFailure]:

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
+from .display_paths import display_path, is_torch_file
 from .events import (
     UNKNOWN_FILE,
     UNPARSED,
     CodeLocation,
+    CompileEvent,
     Phase,
     ProcessInfo,
     UnrecognisedMessage,
     innermost_frame,
 )
+from .resume_names import resume_point
 
 if TYPE_CHECKING:
     from .module_names import CompiledModule
@@ -60,6 +63,18 @@ class GraphBreakEvent:
     inside_torch: bool = False
     hints: tuple[str, ...] = ()
     link: str | None = None
+    # torch's text that the parser could not read (the whole message, or the exception after it),
+    # where it could not: shown raw, never passed over
+    unread: str | None = None
+    # what saw it where its log record did not come (RESUME_WITNESS), else None
+    witness: str | None = None
+
+    @property
+    def place(self) -> str:
+        """Where it broke, as reports say it: ``test_x.py:5``."""
+        if self.filename == UNKNOWN_FILE:
+            return "a place pytest-nocompile could not read"
+        return f"{display_path(self.filename)}:{self.line}"
 
 
 # torch >= 2.6: "Graph break in user code at FILE:LINE", the reason ("Reason: ..." in 2.6,
@@ -109,7 +124,7 @@ def graph_break_event(message: str, is_torch_file: Callable[[str], bool],
         event = parse_graph_break_message(message, phase)
     except UnrecognisedMessage:
         reason = message.splitlines()[0] if message else UNPARSED
-        return GraphBreakEvent(UNKNOWN_FILE, 0, reason, None, message, phase)
+        return GraphBreakEvent(UNKNOWN_FILE, 0, reason, None, message, phase, unread=message)
     return replace(event, inside_torch=True) if is_torch_file(event.filename) else event
 
 
@@ -165,5 +180,37 @@ def _stack_graph_break(body: list[str], message: str, phase: Phase) -> GraphBrea
     user_code = innermost_frame(stack)
     if user_code is None:
         raise UnrecognisedMessage(f"graph break message without a user frame: {message[:80]!r}")
+    # torch wrote an exception, but none this parser reads: its reason was there, not read
+    unread = ("\n".join(body[stripped.index(_TRACEBACK_START):])
+              if _TRACEBACK_START in stripped and reason == NO_GRAPH_BREAK_REASON else None)
     return GraphBreakEvent(user_code.filename, user_code.line, reason, None, message, phase,
-                           user_code)
+                           user_code, unread=unread)
+
+
+# The second witness of a graph break: dynamo compiles the code after it as a function of its own,
+# named for the break's line (torch_dynamo_resume_in_f_at_5).
+RESUME_WITNESS = "resume function"
+UNLOGGED_REASON = "(no graph-break record)"
+
+
+def broke_at(event: GraphBreakEvent, filename: str, line: int) -> bool:
+    """Whether a graph break is the one that a resume function of ``filename`` resumes after at
+    ``line``: its own place, or a call on its stack there (a break in a function it called)."""
+    if (event.filename, event.line) == (filename, line):
+        return True
+    return f'File "{filename}", line {line},' in event.message
+
+
+def unlogged_graph_break(compile: CompileEvent,
+                         recorded: Sequence[GraphBreakEvent]) -> GraphBreakEvent | None:
+    """The graph break a compiled resume function tells of, where none of ``recorded`` is the one it
+    resumes after; None for another compile, or one a record names."""
+    code = compile.compiling
+    point = None if code is None else resume_point(code.function)
+    if code is None or point is None or any(broke_at(event, code.filename, point.line)
+                                            for event in recorded):
+        return None
+    return GraphBreakEvent(code.filename, point.line, UNLOGGED_REASON, phase=compile.phase,
+                           user_code=compile.user_code, process=compile.process,
+                           module=compile.module, inside_torch=is_torch_file(code.filename),
+                           witness=RESUME_WITNESS)

@@ -55,7 +55,8 @@ class Watch:
     """A watched test: its budget and record from setup on, or why its marker is unusable."""
 
     __slots__ = ("budget", "record", "usage_error", "plan", "over", "found", "broken", "problem",
-                 "attached", "closed", "nodeid", "item", "reading", "feature_state")
+                 "attached", "closed", "nodeid", "item", "reading", "metrics_mark",
+                 "feature_state")
 
     def __init__(self, budget: RecompileBudget, record: Optional[RecompileRecord],
                  usage_error: Optional[str] = None, plan: Optional[Plan] = None) -> None:
@@ -77,6 +78,8 @@ class Watch:
         # When its call began: the health signals wanted, and whether its record heard the
         # sources that need no dynamo.
         self.reading: Optional[tuple[frozenset[str], bool]] = None
+        # where torch's compilation metrics stood when its call began (a compile's second witness)
+        self.metrics_mark: object = None
         # Each feature's own state for this test, under the feature's name
         # (pytest_nocompile.hookspecs).
         self.feature_state: dict[str, Any] = {}
@@ -222,16 +225,52 @@ def watch_of(config: pytest.Config, nodeid: str) -> Optional[Watch]:
     return config.stash.get(WATCHES_KEY, {}).get(nodeid)
 
 
-def end_warnings(record: RecompileRecord) -> list[pytest.PytestWarning]:
+def end_warnings(record: RecompileRecord, nodeid: str) -> list[pytest.PytestWarning]:
     """The warnings a test ends with: its processes' report problems, and each compile error dynamo
-    swallowed."""
+    swallowed (and, once per run, a log of torch's that a second witness found short)."""
     if record.empty():
         return []
+    say_unlogged_once(record, nodeid)
     if not record.any_health():  # a swallowed compile error is a health event: none was swallowed
         return [*record.child_warnings()]
     from .swallowed import swallowed_error_warnings
 
     return [*record.child_warnings(), *swallowed_error_warnings(record)]
+
+
+def say_unlogged_once(record: RecompileRecord, nodeid: str) -> None:
+    """Say once per run, in its summary, that this torch logged no record of a compile, a recompile
+    or a graph break that its second witness (compilation metrics, a compile id, a resume
+    function) showed: a log it writes where the plugin does not read it, or no more."""
+    for process in record.processes():
+        if process.compiles and "compiles.unlogged" not in _SAID_IN_SUMMARY:
+            graph = next((event for event in process.compiles if event.witness), None)
+            code = None if graph is None else graph.compiling
+            if graph is not None and code is not None:
+                from ..vocabulary.events import code_place
+
+                _say_unlogged("compiles", f"a graph of "
+                              f"{code_place(code.function, code.filename, code.line)} that its "
+                              f"compilation metrics entry {graph.compile_id}", nodeid)
+        if process.recompiles and "recompiles.unlogged" not in _SAID_IN_SUMMARY:
+            recompile = next((event for event in process.recompiles if event.witness), None)
+            if recompile is not None:
+                _say_unlogged("recompiles", f"a recompile of {recompile.code_place} that its "
+                              f"compile id {recompile.compile_id}", nodeid)
+        if process.graph_breaks and "graph_breaks.unlogged" not in _SAID_IN_SUMMARY:
+            graph_break = next((event for event in process.graph_breaks if event.witness), None)
+            if graph_break is not None:
+                _say_unlogged("graph_breaks", f"a graph break at {graph_break.place} that the "
+                              "function compiled to resume after it", nodeid)
+
+
+def _say_unlogged(key: str, what: str, nodeid: str) -> None:
+    from ..judge.installed_versions import distribution_version
+
+    _SAID_IN_SUMMARY[f"{key}.unlogged"] = (
+        f"torch {distribution_version('torch')} logged no record of {what} showed (in {nodeid}): "
+        f"counts of {key.replace('_', ' ')} read >= where so; run "
+        "`python -m pytest_nocompile doctor`")
 
 
 def warn_if_compiled_unwatched(item: pytest.Item) -> None:

@@ -208,6 +208,7 @@ class Watcher:
         if watch is None or watch.record is None or watch.plan is None:
             return (yield)
         watch.record.start_call()
+        watch.metrics_mark = _metrics_mark()
         # What its call reads (the signals wanted now, and whether the record hears now): the
         # kinds it does not read have no count.
         heard = watch.attached or (CAPTURE in sys.modules and _attached_early(watch.record))
@@ -236,6 +237,10 @@ class Watcher:
         assert watch.record is not None
         if CAPTURE in sys.modules:
             _settle(watch.record)
+        if watch.attached:  # dynamo came: what its metrics say compiled, a second witness
+            from ..observe.metrics_entries import graphs_since
+
+            watch.record.add_metrics_graphs(graphs_since(watch.metrics_mark))
         watch.record.end_call()
         if "pytest_nocompile_call_ended" in self._implemented:
             self.hook.pytest_nocompile_call_ended(watch=watch, error=error)
@@ -301,7 +306,8 @@ class Watcher:
         finally:
             if watch is not None:
                 self._close(watch)
-                warnings = end_warnings(watch.record) if watch.record is not None else []
+                warnings = ([] if watch.record is None
+                            else end_warnings(watch.record, item.nodeid))
                 if "pytest_nocompile_test_ended" in self._implemented:
                     for more in self.hook.pytest_nocompile_test_ended(watch=watch, failed=failed):
                         warnings += more
@@ -505,3 +511,13 @@ def _dynamo_state() -> ModuleType:
     from ..observe import dynamo_state
 
     return dynamo_state
+
+
+def _metrics_mark() -> object:
+    """Where torch's compilation metrics stand as a call begins (a compile's second witness); None
+    before dynamo came: every entry found later is the call's. Its module loads with dynamo."""
+    if arrival.DYNAMO not in sys.modules:
+        return None
+    from ..observe.metrics_entries import metrics_mark
+
+    return metrics_mark()

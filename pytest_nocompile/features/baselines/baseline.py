@@ -390,7 +390,7 @@ def explain_rise(result: TestResult, rose: list[str]) -> list[str]:
 def _recompile_lines(event: dict[str, Any], reason: Optional[dict[str, Any]] = None) -> list[str]:
     """A recompile in a line or three: what recompiled, the failed guard (``reason``, else its
     first), the user's line, the fix."""
-    from ...vocabulary.events import GuardFailure, code_place
+    from ...vocabulary.events import GuardFailure, code_place, no_reason
     from ...vocabulary.module_names import module_from_dict
 
     reasons = event.get("reasons") or []
@@ -402,7 +402,7 @@ def _recompile_lines(event: dict[str, Any], reason: Optional[dict[str, Any]] = N
         more = (f" (and {plural(others, 'other failed guard')})" if others > 0 and reason is None
                 else "")
     else:
-        guard, more = "(torch gave no reason)", ""
+        guard, more = no_reason(event.get("witness"), event.get("unread_text")), ""
     where = code_place(event["function"], event["filename"], event["line"],
                        module_from_dict(event.get("module")))
     lines = [f"    {_process_prefix(event)}recompiled {where}: "

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ...observe.user_code import is_torch_file
 from ...record.process_events import ProcessEvents
+from ...vocabulary.display_paths import is_torch_file
 
 if TYPE_CHECKING:
     from ...record.record import RecompileRecord
@@ -64,7 +64,12 @@ def _phase_at(record: RecompileRecord, moment: float) -> Phase:
 
 
 def _add_entry(record: RecompileRecord, line: ChildLine) -> None:
-    from ...vocabulary.events import CompileEvent, HealthEvent, parse_limit_warning, recompile_event
+    from ...vocabulary.events import (
+        CompileEvent,
+        HealthEvent,
+        limit_hit_from_warning,
+        recompile_event,
+    )
     from ...vocabulary.graph_break_events import graph_break_event
 
     child = _child(record, line.key, line.pid)
@@ -88,7 +93,7 @@ def _add_entry(record: RecompileRecord, line: ChildLine) -> None:
         child.add_compile(CompileEvent(line.compile_id, line.user_code, phase, line.thread, info,
                                        line.compiling, line.module))
     elif what == "limit":
-        hit = parse_limit_warning(line.message, phase, line.compile_id)
+        hit = limit_hit_from_warning(line.message, phase, line.compile_id)
         if hit is not None:
             child.add_limit_hit(replace(hit, process=info))
     elif what == "graph_break":

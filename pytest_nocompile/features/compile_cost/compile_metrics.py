@@ -31,9 +31,11 @@ made to not overlap, so they add up to the entry's total):
 from __future__ import annotations
 
 import collections
+import functools
 import sys
 from typing import Any, Callable, Collection, Optional
 
+from ...observe.metrics_entries import METRICS_DEQUE, UTILS, is_frame
 from .instruction_counter import InstructionCounting
 from .kinds import (
     COMPILE_INSTRUCTIONS,
@@ -41,9 +43,6 @@ from .kinds import (
     PART_SIGNALS,
     breakdown_text,
 )
-
-UTILS = "torch._dynamo.utils"
-METRICS_DEQUE = "_compilation_metrics"
 
 
 class _ReportingDeque(collections.deque):
@@ -113,21 +112,40 @@ class CompileMetricsSource:
             for signal, seconds in parts.items():
                 if seconds > 0:
                     self._emit(signal, round(seconds, 6))
-        if _is_frame(entry):  # dynamo's counter runs around frame compiles only
+        if is_frame(entry):  # dynamo's counter runs around frame compiles only
             counted = self.instructions.take()
             if counted is not None:
                 self._emit(COMPILE_INSTRUCTIONS, float(counted), getattr(entry, "co_name", None))
 
 
+# A frame's entry's total time, by the names torch 2.4 to 2.15 give it (the first one it has).
+FRAME_TOTAL_FIELDS = ("entire_frame_compile_time_s", "duration_us", "dynamo_time_before_restart_s")
+
+
 def compile_time_not_measured() -> Optional[str]:
-    """Why compile times cannot be read in this process (a torch that moved its metrics);
-    None when they can, or dynamo never came."""
+    """Why compile times cannot be read in this process (a torch that moved its metrics, or renamed
+    the fields of their entries); None when they can, or dynamo never came."""
     utils = sys.modules.get(UTILS)
-    if utils is None or isinstance(getattr(utils, METRICS_DEQUE, None), collections.deque):
+    if utils is None:
         return None
-    return (f"torch {getattr(sys.modules.get('torch'), '__version__', '?')} keeps no "
-            f"{UTILS}.{METRICS_DEQUE}, where the plugin reads each compile's "
-            "time (torch 2.4 to 2.14 do)")
+    torch_version = getattr(sys.modules.get("torch"), "__version__", "?")
+    if not isinstance(getattr(utils, METRICS_DEQUE, None), collections.deque):
+        return (f"torch {torch_version} keeps no {UTILS}.{METRICS_DEQUE}, where the plugin reads "
+                "each compile's time (torch 2.4 to 2.15 do)")
+    fields = _entry_fields(getattr(utils, "CompilationMetrics", None))
+    if fields is not None and fields.isdisjoint(FRAME_TOTAL_FIELDS):
+        return (f"torch {torch_version}'s {UTILS}.CompilationMetrics has none of the fields "
+                f"{', '.join(FRAME_TOTAL_FIELDS)}, where the plugin reads each compile's time "
+                "(a field renamed)")
+    return None
+
+
+@functools.cache  # asked at every test with a compile-time budget: the class is torch's, for good
+def _entry_fields(entry_class: Any) -> Optional[frozenset[str]]:
+    """The field names of torch's class of metrics entries, or None where it is not a dataclass
+    (nothing then says a field is missing)."""
+    fields = getattr(entry_class, "__dataclass_fields__", None)
+    return None if fields is None else frozenset(fields)
 
 
 def compile_seconds(entry: Any) -> Optional[tuple[float, dict[str, float], str]]:
@@ -138,12 +156,11 @@ def compile_seconds(entry: Any) -> Optional[tuple[float, dict[str, float], str]]
         # A run-time entry without autotuning records CUDA-graph recording: not compile time.
         return ((autotune, {f"{COMPILE_SECONDS}.autotune": autotune}, "autotuning at run time")
                 if autotune else None)
-    if not _is_frame(entry):
+    if not is_frame(entry):
         total = _seconds(entry, "backward_cumulative_compile_time_us", "duration_us",
                          "inductor_compile_time_s")
         return total, {f"{COMPILE_SECONDS}.backward": total}, "backward"
-    total = _seconds(entry, "entire_frame_compile_time_s", "duration_us",
-                     "dynamo_time_before_restart_s")
+    total = _seconds(entry, *FRAME_TOTAL_FIELDS)
     backend = min(_seconds(entry, "aot_autograd_cumulative_compile_time_us",
                            "backend_compile_time_s"), total)
     inductor = min(_seconds(entry, "inductor_cumulative_compile_time_us",
@@ -156,14 +173,6 @@ def compile_seconds(entry: Any) -> Optional[tuple[float, dict[str, float], str]]
         f"{COMPILE_SECONDS}.autotune": autotune,
     }
     return total, parts, str(getattr(entry, "co_name", None) or "a frame")
-
-
-def _is_frame(entry: Any) -> bool:
-    """A frame dynamo compiled, not a lazily compiled backward (2.4/2.5: its own class) nor a
-    run-time entry."""
-    return (getattr(entry, "is_forward", None) is not False
-            and not getattr(entry, "is_runtime", False)
-            and type(entry).__name__ != "BwdCompilationMetrics")
 
 
 def _seconds(entry: Any, *fields: str) -> float:

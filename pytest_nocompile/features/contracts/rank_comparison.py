@@ -130,10 +130,9 @@ def _difference(process: ProcessSnapshot, found: Summary, reference_process: Pro
                      f"{short_other}")
         first = _first_recompile(process, function) or _first_recompile(reference_process, function)
         if first is not None:
-            guard = (str(first.reasons[0]).splitlines()[0] if first.reasons
-                     else "(torch gave no reason)")
             lines.append("        first recompile "
-                         f"({_short(first.process, label(first.process))}): guard failed: {guard}")
+                         f"({_short(first.process, label(first.process))}): guard failed: "
+                         f"{first.first_reason}")
             if first.user_code is not None:
                 lines.append(f"        triggered by: {first.user_code}")
     return lines

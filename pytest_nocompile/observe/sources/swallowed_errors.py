@@ -60,17 +60,18 @@ class SwallowedErrors:
     def __init__(self, emit: Callable[..., None]) -> None:
         self._emit = emit  # DynamoLogs.emit_health
 
-    def read(self, record: logging.LogRecord, message: str) -> None:
+    def read(self, record: logging.LogRecord, message: str) -> bool:
         """Emit the record's swallowed error, if it tells of one (``message``: the record's,
-        formatted)."""
+        formatted); whether it did."""
         try:
             error = record.exc_info[1] if record.exc_info else None
             reason = compile_error_reason(message, error)
             if reason is None:
-                return  # another warning of convert_frame
+                return False  # another warning of convert_frame
             compile_id = getattr(error, "compile_id", None)
             self._emit(COMPILE_ERROR, 1, reason,
                        compile_id=None if compile_id is None else str(compile_id))
         # a record we cannot read is a signal we lack, not an error in the user's code
         except Exception:
-            pass
+            return False
+        return True
