@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from nocompile_testing import TORCH, RunPytest
+from nocompile_testing import HAS_COMPILE_IDS, TORCH, RunPytest
 from pytest_nocompile.judge.guard_classes import ALL_CLASSES
 
 HAZARDS = '''
@@ -99,9 +99,11 @@ ROWS = {
     "object id": ("test_object_id", None),
     "deallocated object": ("test_deallocated_object", None),
 }
-# Torch 2.4 and 2.5 compile a freed object's method anew, as a first compile: no recompile, so no
-# guard to name.
+# Torch 2.4 and 2.5 compile a freed object's method anew, with no recompile record: no guard to
+# name. On 2.5 its compile id (an attempt of 1 at the frame) still counts it, a second witness; 2.4
+# gives no compile ids.
 NOT_A_RECOMPILE = {"deallocated object"} if TORCH < (2, 6) else set()
+WITNESSED_ONLY = NOT_A_RECOMPILE if HAS_COMPILE_IDS else set()
 
 
 def test_every_row_with_a_fix_has_a_test_here() -> None:
@@ -112,7 +114,8 @@ def test_each_row_names_its_fix(pytester: pytest.Pytester, run: RunPytest) -> No
     pytester.makepyfile(test_rows=HAZARDS)
     result = run("-p", "no:randomly", "-p", "no:logging", "--max-recompiles=0",
                  "--nocompile-json=report.json")
-    result.assert_outcomes(failed=len(ROWS) - len(NOT_A_RECOMPILE), passed=len(NOT_A_RECOMPILE))
+    result.assert_outcomes(failed=len(ROWS) - len(NOT_A_RECOMPILE) + len(WITNESSED_ONLY),
+                           passed=len(NOT_A_RECOMPILE) - len(WITNESSED_ONLY))
     tests = {test["nodeid"].partition("::")[2]: test
              for test in json.loads((pytester.path / "report.json").read_text())["tests"]}
     # Each test's failure text, by its name: the text between its "____ name ____" header and the
@@ -121,6 +124,11 @@ def test_each_row_names_its_fix(pytester: pytest.Pytester, run: RunPytest) -> No
                      result.stdout.str().partition("short test summary info")[0], flags=re.M)
     failures = dict(zip(parts[1::2], parts[2::2]))
     for name, (test, subject) in ROWS.items():
+        if name in WITNESSED_ONLY:
+            events = tests[test]["recompile_events"]
+            assert events and {event["witness"] for event in events} == {"compile id"}, events
+            assert "no recompile record: counted from its compile id" in failures[test]
+            continue
         if name in NOT_A_RECOMPILE:
             assert tests[test]["recompiles"] == 0 and test not in failures
             continue
@@ -192,7 +200,7 @@ def test_an_int_step_counter_names_its_fix_as_an_argument_and_as_an_attribute(
     # from 2.5 the guard's compile id comes first (0/0: ).
     result.stdout.re_match_lines([
         r".*_ test_step_argument _.*",
-        r".*recompiles > max_recompiles\(0\).*",
+        r".*recompiles? > max_recompiles\(0\).*",  # one or two, by torch version
         r".*recompiled train_step.*",
         r"    guard failed: (?:\d+/\d+(?:_\d+)?: )?(?:L\['step'\]|step) == 0$",
         r"      usual fix: " + re.escape(
@@ -201,7 +209,7 @@ def test_an_int_step_counter_names_its_fix_as_an_argument_and_as_an_attribute(
     ])
     result.stdout.re_match_lines([
         r".*_ test_step_attribute _.*",
-        r".*recompiles > max_recompiles\(0\).*",
+        r".*recompiles? > max_recompiles\(0\).*",  # one or two, by torch version
         r".*TinyLM\.forward.*",
         r"    guard failed: (?:\d+/\d+(?:_\d+)?: )?(?:L\['self'\]|self)\.step == 0$",
         r"      usual fix: self\.step is a Python int that changes.*hold it in a tensor.*"
