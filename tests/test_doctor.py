@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from nocompile_testing import HAS_COMPILE_IDS
 from pytest_nocompile.judge.installed_versions import major_minor
 
 TORCH = torch.__version__
@@ -148,7 +147,6 @@ def test_a_reworded_recompile_message_is_seen_and_shown_raw(tmp_path: Path) -> N
     assert done.stdout.splitlines()[-1] == f"{ALL_SEEN}; 1 of their texts not read"
 
 
-@pytest.mark.skipif(not HAS_COMPILE_IDS, reason="a refusal is known by its compile id (2.5 on)")
 def test_a_reworded_limit_warning_is_still_a_limit_hit_and_shown_raw(tmp_path: Path) -> None:
     done = _doctor(tmp_path, "--eager-only", before="""
         import logging

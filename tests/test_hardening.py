@@ -11,7 +11,6 @@ import pytest
 from test_capture import STATE_CHECK_CONFTEST
 
 from nocompile_testing import (
-    HAS_COMPILE_IDS,
     RECOMPILE_ONCE,
     RunPytest,
     expect_lines,
@@ -71,17 +70,15 @@ def test_tests_that_reset_or_reconfigure_torch_logging(
         pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_reconfiguring=RECONFIGURING)
     result = run("-p", "no:logging", "-p", "no:randomly")
-    # the log state swapped: its recompile record is lost, but not its compile id (torch 2.5 on)
-    result.assert_outcomes(passed=1 if HAS_COMPILE_IDS else 2,
-                           failed=3 if HAS_COMPILE_IDS else 2, warnings=1)
-    if HAS_COMPILE_IDS:
-        expect_lines(result, [
-            "*_ test_swaps_the_log_state_behind_torchs_back _*",
-            "1 recompile > max_recompiles(0) (marker on the test)",
-            "    a lower bound: 1 recompile with no record in torch's recompiles log, counted "
-            "from compile ids",
-            "[1/1] recompiled scale (*)",
-            "    no recompile record: counted from its compile id 0/1 *"])
+    # the log state swapped: its recompile record is lost, but not its graph's compile id
+    result.assert_outcomes(passed=1, failed=3, warnings=1)
+    expect_lines(result, [
+        "*_ test_swaps_the_log_state_behind_torchs_back _*",
+        "1 recompile > max_recompiles(0) (marker on the test)",
+        "    a lower bound: 1 recompile with no record in torch's recompiles log, counted "
+        "from compile ids",
+        "[1/1] recompiled scale (*)",
+        "    no recompile record: counted from its compile id 0/1 *"])
     expect_lines(result, ["*_ test_set_logs_mid_test_is_still_counted _*",
                           "1 recompile > max_recompiles(0) (marker on the test)",
                           "[1/1] recompiled scale (*)",

@@ -21,7 +21,6 @@ from typing import Any, Optional
 import pytest
 
 from nocompile_testing import (
-    HAS_COMPILE_IDS,
     RECOMPILE_ONCE,
     RECOMPILE_ONCE_TEST,
     TORCH,
@@ -36,12 +35,12 @@ from pytest_nocompile.observe.metrics_entries import (
 )
 from pytest_nocompile.vocabulary.events import recompile_attempt
 
-NEEDS_COMPILE_IDS = pytest.mark.skipif(not HAS_COMPILE_IDS, reason="compile ids: torch 2.5 on")
 # torch 2.4 and 2.5 log no graph break for a data-dependent branch (compatibility.md)
 UNLOGGED_DATA_DEPENDENT_BREAKS = TORCH < (2, 6)
-# torch 2.5 compiles a freed optimizer's step again with no recompile record, where later torch
-# logs one ("got deallocated"); 2.4 gives no compile ids to tell it by
-UNLOGGED_FREED_ENTRIES = HAS_COMPILE_IDS and TORCH < (2, 6)
+# torch 2.4 and 2.5 compile a freed optimizer's step again with no recompile record, where later
+# torch logs one ("got deallocated"); its graph's compile id tells of it (2.4's graphs have compile
+# ids, though its recompile messages name none)
+UNLOGGED_FREED_ENTRIES = TORCH < (2, 6)
 
 
 def test_an_attempt_of_one_or_more_is_a_recompile() -> None:
@@ -108,7 +107,6 @@ RECOMPILES_LOGGER_RENAMED = _logger_moved("torch._dynamo.guards", "recompiles_lo
                                           "torch._dynamo.guard_failures.__recompiles")
 
 
-@NEEDS_COMPILE_IDS
 def test_a_recompile_its_log_did_not_show_is_counted_from_its_compile_id(
         pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makeconftest(RECOMPILES_LOGGER_RENAMED)
@@ -241,7 +239,6 @@ torch._guards.CompileId.__str__ = lambda self: f"{self.frame_id}-{self.frame_com
 """
 
 
-@NEEDS_COMPILE_IDS
 def test_compile_ids_in_another_form_leave_the_log_counting(
         pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makeconftest(COMPILE_ID_REWRITTEN)

@@ -17,7 +17,6 @@ from test_exact_counts import AT_THE_LIMIT
 
 from nocompile_testing import (
     DATA,
-    HAS_COMPILE_IDS,
     RECOMPILE_ONCE_TEST,
     RunPytest,
     expect_lines,
@@ -31,8 +30,6 @@ from pytest_nocompile.vocabulary.events import (
 from pytest_nocompile.vocabulary.graph_break_events import graph_break_event
 
 TORCH_VERSION = r"\d+\.\d+\S*"  # in a line of expect_lines' wildcards: any torch's version
-# the record knows a refusal, and a recompile without its log record, by the compile id
-NEEDS_COMPILE_IDS = pytest.mark.skipif(not HAS_COMPILE_IDS, reason="compile ids: torch 2.5 on")
 
 
 def _recordings(kind: str) -> list[tuple[str, str]]:
@@ -174,7 +171,6 @@ def test_x():
     assert event["unread_text"].startswith("Dynamo split a graph. Graph break")
 
 
-@NEEDS_COMPILE_IDS
 def test_a_reworded_limit_warning_is_still_a_limit_hit(
         pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makepyfile(test_limit=AT_THE_LIMIT.format(marker="@pytest.mark.max_recompiles(0)"))
@@ -221,7 +217,6 @@ setattr(convert_frame, NAME, checking)
 '''
 
 
-@NEEDS_COMPILE_IDS
 def test_a_warning_not_read_in_an_attempt_that_compiles_is_no_limit_hit(
         pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makeconftest(WARNS_WHILE_RECOMPILING)
