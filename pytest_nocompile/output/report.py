@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 from ..judge.guard_classes import classify
-from ..judge.installed_versions import distribution_version
 from ..vocabulary.events import (
     UNKNOWN_FILE,
     UNPARSED,
@@ -152,6 +151,8 @@ def format_limit_hits(hits: Iterable[RecompileLimitHit]) -> list[str]:
 
 def _log_not_read(log: str) -> str:
     """Why a count is a lower bound where its second witness saw more than its log."""
+    from ..judge.installed_versions import distribution_version  # here: rarely needed
+
     return (f"torch {distribution_version('torch')} logged none in its {log} log, so the count "
             "is a lower bound")
 
@@ -162,6 +163,8 @@ _RAW_LINES_SHOWN = 12  # of torch's text not read: enough to recognise it, not a
 def unread_lines(what: str, text: str) -> list[str]:
     """torch's text that the parser could not read, raw, under a line that says so and names the
     torch: nothing torch wrote is passed over as "no reason"."""
+    from ..judge.installed_versions import distribution_version  # here: rarely needed
+
     raw = text.splitlines() or [""]
     lines = [f"    not read: torch {distribution_version('torch')} wrote {what} in a form "
              "pytest-nocompile does not know; torch's text:",
