@@ -156,6 +156,16 @@ def recompile_once():
 """
 
 
+# The start of user test files with one explicit graph break (line 5).
+BREAK_ONCE = """
+import pytest, torch
+
+def broken(x):
+    x = x + 1
+    torch._dynamo.graph_break()
+    return x * 2
+"""
+
 # RECOMPILE_ONCE in a user's test under max_recompiles(0): what a simulated future torch runs.
 RECOMPILE_ONCE_TEST = RECOMPILE_ONCE + """
 @pytest.mark.max_recompiles(0)

@@ -21,6 +21,7 @@ from typing import Any, Optional
 import pytest
 
 from nocompile_testing import (
+    BREAK_ONCE,
     RECOMPILE_ONCE,
     RECOMPILE_ONCE_TEST,
     TORCH,
@@ -156,14 +157,7 @@ GRAPH_BREAKS_LOGGER_RENAMED = _logger_moved("torch._dynamo.symbolic_convert", "g
 def test_a_graph_break_its_log_did_not_show_is_counted_from_its_resume_function(
         pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makeconftest(GRAPH_BREAKS_LOGGER_RENAMED)
-    pytester.makepyfile(test_x="""
-import pytest, torch
-
-def broken(x):
-    x = x + 1
-    torch._dynamo.graph_break()
-    return x * 2
-
+    pytester.makepyfile(test_x=BREAK_ONCE + """
 @pytest.mark.max_graph_breaks(0)
 def test_x():
     compiled = torch.compile(broken, backend="eager")
@@ -254,13 +248,8 @@ def test_compile_ids_in_another_form_leave_the_log_counting(
 
 # Compiling again without a recompile record, as real code does: none of it is a hidden recompile
 # or graph break on the torch installed.
-COMPILES_AGAIN = RECOMPILE_ONCE + '''
+COMPILES_AGAIN = RECOMPILE_ONCE + BREAK_ONCE + '''
 import torch._dynamo
-
-def broken(x):
-    x = x + 1
-    torch._dynamo.graph_break()
-    return x * 2
 
 def test_recompiles_and_breaks():
     recompile_once()

@@ -16,6 +16,7 @@ import pytest
 from test_exact_counts import AT_THE_LIMIT
 
 from nocompile_testing import (
+    BREAK_ONCE,
     DATA,
     RECOMPILE_ONCE_TEST,
     RunPytest,
@@ -147,14 +148,7 @@ def test_reasons_in_a_form_not_known_are_shown_raw_not_as_no_reason(
 def test_a_reworded_graph_break_is_counted_and_shown_raw(
         pytester: pytest.Pytester, run: RunPytest) -> None:
     pytester.makeconftest(_rewording_conftest("__graph_breaks", 'f"Dynamo split a graph. {text}"'))
-    pytester.makepyfile(test_x="""
-import pytest, torch
-
-def broken(x):
-    x = x + 1
-    torch._dynamo.graph_break()
-    return x * 2
-
+    pytester.makepyfile(test_x=BREAK_ONCE + """
 @pytest.mark.max_graph_breaks(0)
 def test_x():
     torch.compile(broken, backend="eager")(torch.ones(2))

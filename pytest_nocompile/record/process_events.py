@@ -13,6 +13,7 @@ from ..vocabulary.events import (
     HealthEvent,
     RecompileEvent,
     RecompileLimitHit,
+    frame_attempt,
     recompile_attempt,
     unlogged_recompile,
 )
@@ -83,10 +84,11 @@ class ProcessEvents:
         # Where a log could not be switched on at all, its kind is not measured (LOGS_NOT_READ):
         # no second witness makes it a count the test is judged on.
         attempt = recompile_attempt(event.compile_id)
-        if (attempt is not None and attempt not in self._attempts_told()
-                and "recompiles" not in LOGS_NOT_READ):
-            self._attempts_told().add(attempt)
-            self.recompiles.append(unlogged_recompile(event))
+        if attempt is not None and "recompiles" not in LOGS_NOT_READ:
+            told = self._attempts_told()
+            if attempt not in told:
+                told.add(attempt)
+                self.recompiles.append(unlogged_recompile(event))
         compiling = event.compiling
         if (compiling is not None and compiling.function.startswith(RESUME_PREFIX)
                 and "graph_breaks" not in LOGS_NOT_READ):
@@ -102,10 +104,11 @@ class ProcessEvents:
             return
         logged = [event for event in self.compiles if event.phase == "call"]
         if all(graph.compile_id is not None for graph in graphs):
-            # "0/0_1", a restart of the trace: the same frame's attempt, whichever the two give
-            ids = {(event.compile_id or "").partition("_")[0] for event in logged}
+            # by the frame's attempt ("0/0_1", a restart of the trace, is "0/0"), whichever the two
+            # give; an id in a form not known, as it is
+            ids = {frame_attempt(event.compile_id) or event.compile_id for event in logged}
             unlogged = [graph for graph in graphs
-                        if (graph.compile_id or "").partition("_")[0] not in ids]
+                        if (frame_attempt(graph.compile_id) or graph.compile_id) not in ids]
         else:
             unlogged = list(graphs[len(logged):])
         for graph in unlogged:

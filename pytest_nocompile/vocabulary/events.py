@@ -399,17 +399,21 @@ METRICS_WITNESS = "compilation metrics"
 # The second witness of a recompile: the compile id of a graph dynamo compiled says which attempt at
 # its frame it was, and an attempt of 1 or more is a recompile of that frame.
 COMPILE_ID_WITNESS = "compile id"
-_ATTEMPT = re.compile(r"^(?P<attempt>\d+/(?P<number>\d+))(?:_\d+)?$")
+_ATTEMPT = re.compile(r"^(?P<attempt>\d+/\d+)(?:_\d+)?$")
+
+
+def frame_attempt(compile_id: str | None) -> str | None:
+    """``frame/attempt`` of a compile id (``0/1_2``, a restart of the trace, is ``0/1``); None for
+    no id or an id in another form (compiled autograd's ``!0/0/0``)."""
+    found = None if compile_id is None else _ATTEMPT.match(compile_id)
+    return None if found is None else found["attempt"]
 
 
 def recompile_attempt(compile_id: str | None) -> str | None:
-    """``frame/attempt`` of a compile id whose attempt is 1 or more (``0/1``; ``0/1_2``, a restart
-    of it, is ``0/1``): a recompile of that frame. None for a frame's first compile, no id, or an id
-    in another form (compiled autograd's ``!0/0/0``)."""
-    if compile_id is None:
-        return None
-    found = _ATTEMPT.match(compile_id)
-    return None if found is None or found["number"] == "0" else found["attempt"]
+    """:func:`frame_attempt` of a compile id whose attempt is 1 or more (``0/1``): a recompile of
+    that frame. None for a frame's first compile, no id, or an id in another form."""
+    attempt = frame_attempt(compile_id)
+    return None if attempt is None or attempt.endswith("/0") else attempt
 
 
 def unlogged_recompile(compile: CompileEvent) -> RecompileEvent:
