@@ -68,6 +68,43 @@ PRINT_BREAK_REASON = ("Failed to trace builtin operator" if HAS_GRAPH_BREAK_EXPL
 # the config dynamo names when a frame hits it
 LIMIT_CONFIG = "recompile_limit" if TORCH >= (2, 7) else "cache_size_limit"
 
+
+def metrics_count_cache_misses() -> bool:
+    """Whether torch's compilation-metrics entries count each compile's cache misses (2.10's do
+    not, 2.13's do). Imports dynamo: ask inside a test."""
+    try:
+        import torch._dynamo.utils
+    except ImportError:
+        return False
+    fields = getattr(torch._dynamo.utils.CompilationMetrics, "__dataclass_fields__", {})
+    return "inductor_fx_local_cache_miss_count" in fields
+
+# A future torch that renamed both cache counters: each compile still counts its misses in its
+# compilation-metrics entry (torch 2.7 on), which is the second witness.
+COUNTERS_RENAMED = """
+import torch._functorch._aot_autograd.autograd_cache as autograd_cache
+import torch._inductor.codecache as codecache
+from torch._dynamo.utils import counters
+
+class Renamed:
+    # counters[group] as torch's code reads it, each name renamed
+    def __init__(self, group):
+        self.group = group
+
+    def __getitem__(self, name):
+        return counters[self.group][name.replace("cache_", "cache_lookup_")]
+
+    def __setitem__(self, name, value):
+        counters[self.group][name.replace("cache_", "cache_lookup_")] = value
+
+class RenamedCounters(dict):
+    def __missing__(self, group):
+        return Renamed(group)
+
+for module in (codecache, autograd_cache):
+    module.counters = RenamedCounters()
+"""
+
 # A guard written the torch >= 2.7 way names locals bare: "n == 2", "self.factor == 2",
 # "tensor 'x' ...", "expected type of 'x' ...", "___check_obj_id(self.training, ...)". Up to 2.6
 # they read L['n'], L['self'].factor, 'L['x']', ___check_obj_id(L['self'].training, ...). Only these

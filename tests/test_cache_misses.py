@@ -9,13 +9,20 @@ inductor compile costs seconds, so the scenarios are few and share their runs.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
 import pytest
 from test_readme import Block, block_containing
 
-from nocompile_testing import TORCH, RunPytest, expect_lines
+from nocompile_testing import (
+    COUNTERS_RENAMED,
+    TORCH,
+    RunPytest,
+    expect_lines,
+    metrics_count_cache_misses,
+)
 from pytest_nocompile.features.caches.cache_bypass_reasons import (
     AUTOGRAD_BYPASS,
     FX_GRAPH_BYPASS,
@@ -288,3 +295,74 @@ def test_a_miss_names_the_function_compiled_in_this_process_and_in_a_child(
         "pid * (python -c *): 1 cache miss > max_cache_misses(0) (marker on the test)",
         "[1/1] inductor.fxgraph_cache_miss in compile 0/0 of scale (test_signals.py:12)",
     ])
+
+
+COLD = """
+import pytest
+import torch
+
+def shift(x):
+    return torch.cos(x) + 1
+
+@pytest.mark.max_cache_misses(0)
+def test_cold():
+    torch.compile(shift)(torch.ones(3))
+"""
+
+
+def test_misses_torchs_counters_did_not_count_are_counted_from_compilation_metrics(
+        pytester: pytest.Pytester, run: RunPytest, private_cache: Path) -> None:
+    if not metrics_count_cache_misses():
+        pytest.skip("torch's compilation metrics count cache misses from torch 2.7")
+    pytester.makeconftest(COUNTERS_RENAMED)
+    pytester.makepyfile(test_cold=COLD)
+    result = run("-W", "ignore::DeprecationWarning", "--nocompile-report",
+                 "--nocompile-json=report.json")
+    result.assert_outcomes(failed=1)
+    expect_lines(result, [
+        "2 cache misses > max_cache_misses(0) (marker on the test)",
+        "    a lower bound: 2 cache misses of inductor's FX graph cache and the AOTAutograd cache "
+        "with no rise of torch's counters, counted from compilation metrics",
+        "[1/2] inductor.fxgraph_cache_miss in compile 0/0 of shift (test_cold.py:4)",
+        "    reason: no rise of torch's counter inductor.fxgraph_cache_miss: counted from the "
+        "compilation metrics entry of compile 0/0",
+        "[2/2] aot_autograd.autograd_cache_miss in compile 0/0 of shift (test_cold.py:4)",
+        "    reason: no rise of torch's counter aot_autograd.autograd_cache_miss: counted from the "
+        "compilation metrics entry of compile 0/0",
+    ])
+    said = [line for line in result.stdout.lines if line.startswith("nocompile: torch ")]
+    assert len(said) == 1, said
+    assert said[0].endswith(
+        " did not count what its compilation metrics did: 2 cache misses of inductor's FX graph "
+        "cache and the AOTAutograd cache with no rise of torch's counters, counted from "
+        "compilation metrics (in test_cold.py::test_cold): counts of cache misses read >= where "
+        "so; run `python -m pytest_nocompile doctor`")
+    (entry,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert (entry["cache_misses"], entry["lower_bound"]) == (2, {
+        "cache_misses": "2 cache misses of inductor's FX graph cache and the AOTAutograd cache "
+                        "with no rise of torch's counters, counted from compilation metrics"})
+
+
+def test_the_metrics_witness_adds_only_what_the_counters_did_not_count() -> None:
+    from types import SimpleNamespace
+
+    from pytest_nocompile.features.caches.cache_witness import witnessed
+
+    def entry(compile_id: str, fx: int, aot: int, fx_remote_hits: int = 0) -> SimpleNamespace:
+        return SimpleNamespace(compile_id=compile_id, co_name="f", co_filename="/x.py",
+                               co_firstlineno=3, inductor_fx_local_cache_miss_count=fx,
+                               inductor_fx_remote_cache_hit_count=fx_remote_hits,
+                               aotautograd_local_cache_miss_count=aot)
+
+    entries = [entry("0/0", 1, 1), entry("0/1", 2, 1), entry("1/0", 1, 0, fx_remote_hits=1)]
+    counted = {"inductor.fxgraph_cache_miss": 3, "aot_autograd.autograd_cache_miss": 2}
+    assert witnessed(entries, counted) == []  # the counters saw it all; a remote hit is no miss
+    # one FX miss the counter did not see: the newest entry's
+    events = witnessed(entries, {**counted, "inductor.fxgraph_cache_miss": 2})
+    assert [(event.what, event.amount, event.compile_id) for event in events] == [
+        ("inductor.fxgraph_cache_miss", 1, "0/1"), ("cache_misses_unseen", 1, None)]
+    assert events[0].compiling is not None and events[0].compiling.function == "f"
+    assert events[1].reason == ("1 cache miss of inductor's FX graph cache with no rise of "
+                                "torch's counters, counted from compilation metrics")
+    # a torch whose entries count no misses: nothing
+    assert witnessed([SimpleNamespace(compile_id="0/0")], {}) == []

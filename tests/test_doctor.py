@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from nocompile_testing import COUNTERS_RENAMED, metrics_count_cache_misses
 from pytest_nocompile.judge.installed_versions import major_minor
 
 TORCH = torch.__version__
@@ -97,6 +98,10 @@ def test_every_signal_this_torch_has_is_seen_and_read(tmp_path: Path) -> None:
     new_enough = (major_minor(TORCH) or (0, 0)) >= (2, 5)
     state, detail = rows.pop(("cache misses", "inductor's FX graph cache counters"))
     assert (state, bool(detail)) == (("seen", False) if new_enough else ("not on this torch", True))
+    # their second witness, on a torch whose compilation metrics count the misses
+    state, detail = rows.pop(("cache misses", "compilation-metrics entry's miss counts"))
+    assert (state, bool(detail)) == (("seen", False) if metrics_count_cache_misses()
+                                     else ("not on this torch", True))
     assert rows.pop(("kernels", "inductor's kernel metrics")) == ("seen", "")
     # what this machine may lack: a hardware instruction counter, CUDA
     state, detail = rows.pop(("compile instructions", "torch's instruction counter"))
@@ -126,6 +131,21 @@ def test_a_renamed_recompiles_logger_is_dark_and_fails_while_the_attempt_number_
     assert last == (
         f"1 witness dark on torch {TORCH} (recompile): a gate that counts through one sees less "
         "than happened")
+
+
+def test_renamed_cache_counters_are_dark_while_the_compilation_metrics_still_see_the_miss(
+    tmp_path: Path,
+) -> None:
+    if not metrics_count_cache_misses():
+        pytest.skip("torch's compilation metrics count no cache misses here")
+    done = _doctor(tmp_path, before=COUNTERS_RENAMED)
+    assert (done.returncode, done.stderr) == (1, ""), done.stdout
+    rows = _rows(done.stdout)
+    assert rows[("cache misses", "inductor's FX graph cache counters")] == ("dark", "")
+    assert rows[("cache misses", "compilation-metrics entry's miss counts")] == ("seen", "")
+    assert done.stdout.splitlines()[-1] == (
+        f"1 witness dark on torch {TORCH} (cache misses): a gate that counts through one sees "
+        "less than happened")
 
 
 def test_a_reworded_recompile_message_is_seen_and_shown_raw(tmp_path: Path) -> None:

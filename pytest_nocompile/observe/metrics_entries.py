@@ -5,7 +5,9 @@ dynamo records one entry per frame it compiles, one per backward graph compiled 
 torch 2.7 one per autotuning at run time, appending each to the module-level deque
 ``torch._dynamo.utils._compilation_metrics`` (64 entries at most; user code clears it with
 ``clear_compilation_metrics()``). A frame's entry whose ``graph_op_count`` is 1 or more compiled a
-graph, which dynamo also logged to ``graph_code``: torch 2.4 to 2.15 alike.
+graph, which dynamo also logged to ``graph_code``: torch 2.4 to 2.15 alike. From torch 2.7 an
+entry also counts the compile caches' hits and misses of its compile (the caches feature's second
+witness of a cache miss).
 """
 
 from __future__ import annotations
@@ -51,18 +53,31 @@ def metrics_mark() -> object:
     return entries[-1] if entries else _NO_ENTRY
 
 
-def graphs_since(mark: object) -> list[MetricsGraph]:
-    """The graphs the entries recorded after ``mark`` say were compiled, oldest first (after None:
-    every entry's, dynamo came later). Entries
-    the deque dropped meanwhile (cleared, over 64) are not seen: a witness of at least, never of
-    more."""
+def entries_since(mark: object) -> list[Any]:
+    """The entries recorded after ``mark`` (:func:`metrics_mark`), oldest first. Entries the deque
+    dropped meanwhile (cleared, over 64) are not seen: a witness of at least, never of more."""
     entries = metrics_deque()
     if not entries or entries[-1] is mark:
         return []
-    graphs = []
+    since = []
     for entry in reversed(entries):
         if entry is mark:
             break
+        since.append(entry)
+    since.reverse()
+    return since
+
+
+def graphs_since(mark: object) -> list[MetricsGraph]:
+    """The graphs the entries recorded after ``mark`` say were compiled, oldest first (after None:
+    every entry's, dynamo came later)."""
+    return graphs_in(entries_since(mark))
+
+
+def graphs_in(entries: list[Any]) -> list[MetricsGraph]:
+    """The graphs ``entries`` say were compiled, in their order."""
+    graphs = []
+    for entry in entries:
         ops = getattr(entry, "graph_op_count", None)
         compile_id = getattr(entry, "compile_id", None)
         # compiled autograd's ("!0/0/0") is left out: its graphs are not the frames' of the test
@@ -72,5 +87,4 @@ def graphs_since(mark: object) -> list[MetricsGraph]:
                                        str(getattr(entry, "co_name", None) or "?"),
                                        str(getattr(entry, "co_filename", None) or "?"),
                                        int(getattr(entry, "co_firstlineno", None) or 0)))
-    graphs.reverse()
     return graphs

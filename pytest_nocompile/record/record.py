@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Iterator, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Protocol, Sequence
 
 from ..vocabulary.kinds import BudgetKind
 from ..vocabulary.measures import Amount
@@ -207,6 +207,22 @@ class RecompileRecord:
         if graphs:
             self.own.add_metrics_graphs(graphs)
 
+    def add_metrics_witnesses(self, entries: Sequence[Any], wanted: frozenset[str]) -> None:
+        """What the kinds read in the call (``wanted``: the signals) with a witness in torch's
+        compilation metrics (:attr:`~.kinds.BudgetKind.metrics_witness`) find in its ``entries``
+        that their signals did not count: events of this process's call."""
+        from ..vocabulary.kinds import resolve
+        from ..vocabulary.measures import sum_by_signal
+
+        for kind in kinds_with_metrics_witness():
+            if wanted.isdisjoint(kind.signals):
+                continue
+            own = self.own
+            counted = sum_by_signal((event.what, event.amount) for event in own.health
+                                    if event.phase == "call" and event.what in kind.signals)
+            for event in resolve(kind.metrics_witness)(entries, counted):
+                own.add(event)
+
     def end_setup(self) -> None:
         """Setup ended: what comes before a call (none, if setup failed) is not counted."""
         if self.phase == "setup":
@@ -321,3 +337,14 @@ class RecompileRecord:
     def add(self, event: Event) -> None:
         """An event of the test's own process, placed in the test's phase now."""
         self.own.add(event if event.phase == self.phase else replace(event, phase=self.phase))
+
+
+def kinds_with_metrics_witness() -> tuple[BudgetKind, ...]:
+    """The kinds with a witness in torch's compilation metrics (few: read at every call's end)."""
+    from ..vocabulary.kinds import KINDS
+
+    return KINDS.derived(_with_metrics_witness)
+
+
+def _with_metrics_witness(kinds: Sequence[BudgetKind]) -> tuple[BudgetKind, ...]:
+    return tuple(kind for kind in kinds if kind.metrics_witness)

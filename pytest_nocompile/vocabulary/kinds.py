@@ -114,6 +114,11 @@ class BudgetKind:
     # A signal whose event says its process's count is a lower bound (its reason: why some were not
     # seen); the failure, the table (">=") and the JSON report (lower_bound) say so.
     lower_bound_signal: str = ""
+    # "module:function" reading the compilation-metrics entries of a test's call for what its
+    # signals did not count: function(entries, counted) gives the events to add (its signals', and
+    # a lower_bound_signal one saying why), where ``counted`` is the call's totals by signal.
+    # Asked at the call's end where a signal of the kind was read and dynamo recorded entries.
+    metrics_witness: str = ""
     # The source of its signals, besides dynamo's logs and torch's counters: "module:Class", made
     # in every process that captures (children too) as Class(emit_health, wanted_signals), where
     # one of its ``signals`` is wanted. Kinds that share a source name the same one.

@@ -21,6 +21,7 @@ from ..vocabulary.kinds import resolve, why_not_measured
 if TYPE_CHECKING:
     from ..judge.budget import RecompileBudget
     from ..observe.capture import DynamoLogs
+    from ..record.process_events import ProcessEvents
     from ..record.record import RecompileRecord
     from ..record.snapshot import ProcessSnapshot
     from ..vocabulary.kinds import BudgetKind
@@ -262,15 +263,38 @@ def say_unlogged_once(record: RecompileRecord, nodeid: str) -> None:
             if graph_break is not None:
                 _say_unlogged("graph_breaks", f"a graph break at {graph_break.place} that the "
                               "function compiled to resume after it", nodeid)
+        if process.health:
+            _say_metrics_witnessed(process, nodeid)
+
+
+def _say_metrics_witnessed(process: ProcessEvents, nodeid: str) -> None:
+    """:func:`say_unlogged_once` for the kinds whose compilation-metrics witness made a count of
+    ``process`` a lower bound (its event's reason says what the signals did not count)."""
+    from ..record.record import kinds_with_metrics_witness
+
+    for kind in kinds_with_metrics_witness():
+        if f"{kind.key}.unlogged" in _SAID_IN_SUMMARY:
+            continue
+        said = process.signals((kind.lower_bound_signal,), None)
+        if said:
+            say_witnessed_once(kind.key, f"did not count what its compilation metrics did: "
+                               f"{said[0].reason}", nodeid)
 
 
 def _say_unlogged(key: str, what: str, nodeid: str) -> None:
+    say_witnessed_once(key, f"logged no record of {what} showed", nodeid)
+
+
+def say_witnessed_once(key: str, torch_missed: str, nodeid: str) -> None:
+    """Say once per run, in its summary, that this torch did not tell of what a second witness
+    showed in ``nodeid`` (``torch_missed``: "logged no record of a recompile of f (x.py:3) that its
+    compile id 0/1 showed"), so that counts of the kind ``key`` read >= where so."""
     from ..judge.installed_versions import distribution_version
 
-    _SAID_IN_SUMMARY[f"{key}.unlogged"] = (
-        f"torch {distribution_version('torch')} logged no record of {what} showed (in {nodeid}): "
+    _SAID_IN_SUMMARY.setdefault(f"{key}.unlogged", (
+        f"torch {distribution_version('torch')} {torch_missed} (in {nodeid}): "
         f"counts of {key.replace('_', ' ')} read >= where so; run "
-        "`python -m pytest_nocompile doctor`")
+        "`python -m pytest_nocompile doctor`"))
 
 
 def warn_if_compiled_unwatched(item: pytest.Item) -> None:

@@ -238,9 +238,13 @@ class Watcher:
         if CAPTURE in sys.modules:
             _settle(watch.record)
         if watch.attached:  # dynamo came: what its metrics say compiled, a second witness
-            from ..observe.metrics_entries import graphs_since
+            from ..observe.metrics_entries import entries_since, graphs_in
 
-            watch.record.add_metrics_graphs(graphs_since(watch.metrics_mark))
+            entries = entries_since(watch.metrics_mark)
+            if entries:
+                watch.record.add_metrics_graphs(graphs_in(entries))
+                if watch.reading is not None:
+                    watch.record.add_metrics_witnesses(entries, watch.reading[0])
         watch.record.end_call()
         if "pytest_nocompile_call_ended" in self._implemented:
             self.hook.pytest_nocompile_call_ended(watch=watch, error=error)

@@ -5,6 +5,10 @@ from __future__ import annotations
 from ...exceptions import CacheMissBudgetExceeded
 from ...vocabulary.kinds import BudgetKind
 
+# The event saying a count of misses is a lower bound: compilation metrics told of misses that
+# torch's counters did not count (.cache_witness).
+CACHE_MISSES_UNSEEN = "cache_misses_unseen"
+
 CACHE_MISSES = BudgetKind(
     key="cache_misses",
     marker="max_cache_misses",
@@ -27,5 +31,7 @@ CACHE_MISSES = BudgetKind(
     shown_key="cache_hits",
     since_torch=(2, 5),
     since_torch_has="with the AOTAutograd cache's counters",
+    lower_bound_signal=CACHE_MISSES_UNSEEN,
+    metrics_witness=f"{__package__}.cache_witness:witnessed",
     source=f"{__package__}.cache_bypass_reasons:CacheBypassReasons",
 )

@@ -177,16 +177,37 @@ def inductor() -> list[Finding]:
     import torch
     import torch._inductor.config as inductor_config
 
+    from ...observe.metrics_entries import entries_since, metrics_mark
+
     scale = random.random()  # a graph no earlier run cached
     kinds = [KINDS_BY_KEY[key] for key in ("cache_misses", "kernels") if key in KINDS_BY_KEY]
     with _captured(_kind_signals(*(kind.key for kind in kinds))) as events, \
             inductor_config.patch(fx_graph_cache=True):
+        mark = metrics_mark()
         torch.compile(lambda x: (x * scale).sin() + 1)(torch.ones(8))
+        entries = entries_since(mark)
     witnesses = {"cache_misses": "inductor's FX graph cache counters",
                  "kernels": "inductor's kernel metrics"}
-    return [_unless_absent(kind, lambda kind=kind: seen_if(  # type: ignore[misc]
+    findings = [_unless_absent(kind, lambda kind=kind: seen_if(  # type: ignore[misc]
         kind.column, witnesses[kind.key], bool(_health(events, *kind.signals))))
         for kind in kinds]
+    if "cache_misses" in KINDS_BY_KEY:
+        findings.insert(1, _cache_misses_in_metrics(KINDS_BY_KEY["cache_misses"], entries))
+    return findings
+
+
+def _cache_misses_in_metrics(kind: Any, entries: list[Any]) -> Finding:
+    """The second witness of the probe's cache misses: its compilation-metrics entries."""
+    from ...vocabulary.kinds import resolve
+    from ..caches.cache_witness import metrics_count_misses
+
+    witness = "compilation-metrics entry's miss counts"
+    if not metrics_count_misses():
+        return Finding(kind.column, witness, NOT_ON_THIS_TORCH,
+                       "its compilation-metrics entries count no cache misses")
+    # what the witness finds where the counters counted nothing: every miss it saw
+    return _unless_absent(kind, lambda: seen_if(
+        kind.column, witness, bool(resolve(kind.metrics_witness)(entries, {}))))
 
 
 def syncs() -> list[Finding]:
