@@ -188,3 +188,18 @@ def test_the_log_source_arms_for_exactly_the_signals_this_reader_emits() -> None
     from pytest_nocompile.features.cudagraphs.cudagraph_logs import CudagraphLogs
 
     assert CudagraphLogs.signals == {RERECORD, SKIP}
+
+
+def test_a_reason_in_a_new_wording_is_shown_raw_and_marked_not_read() -> None:
+    # a future torch that rewords "Re-recording function=..., reason=...": the re-record is still
+    # counted by its second recording, and its reason is not "torch gave no reason"
+    recording = "[0/0] Recording function=partition_0, cuda_graph_id={}, inputs: []"
+    reworded = ("[0/0] partition_0 must re-record: static input data pointer changed.\n"
+                "input name: arg0_1. data pointer changed from 0x1 to 0x2.")
+    assert read_all([recording.format(0), reworded, recording.format(1)]) == [
+        (RERECORD, "partition_0 of compile 0/0 recorded again: torch's reason not read (a form "
+                   "pytest-nocompile does not know): [0/0] partition_0 must re-record: static "
+                   "input data pointer changed.")]
+    # an unread message is one recording's: the next re-record without one gave no reason
+    assert read_all([recording.format(0), reworded, recording.format(1), recording.format(2)])[
+        1] == (RERECORD, "partition_0 of compile 0/0 recorded again: torch gave no reason")

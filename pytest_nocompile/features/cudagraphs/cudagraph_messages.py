@@ -22,7 +22,10 @@ log on the ``cudagraphs`` artifact (older torch: skips on ``perf_hints``):
 :class:`CudagraphTracker` turns a thread's sequence of them into skips and
 re-records: a re-record is a recording of a function (compile id, name and
 mode) that was recorded before in the same tree manager, with the last
-``Re-recording`` reason given for it, else the new size that made it.
+``Re-recording`` reason given for it, else the new size that made it. A
+message about a re-record that none of these forms reads (a new wording)
+is shown raw as its reason, marked not read: "torch gave no reason" only
+where torch logged none.
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ _WARMUP = re.compile(r"^\[(?P<compile_id>[^\]]*)\] Running warmup function=(?P<f
                      r"(?:, mode=(?P<mode>\w+))?")
 _NEW_TREE = re.compile(r"^(?:\[[^\]]*\] )?[Rr]ecording cudagraph tree for "
                        r"(?:symint key (?P<key>.+)|graph without symints)")
+# a message of a re-record's that none of the patterns above read: a reason in a new wording
+_MENTIONS_RERECORD = re.compile(r"re-?record", re.IGNORECASE)
+MAX_UNREAD = 200  # characters of an unread reason's first line, shown raw
 _INPUT = re.compile(r"input name: (?P<name>[^\s.]+)\. data pointer changed from \S+ to \S+\. "
                     r"input stack trace: (?P<trace>.*?)(?=\ninput name: |\Z)",
                     re.DOTALL)
@@ -99,6 +105,8 @@ class _ThreadState:
     sizes: dict[int, set[str]] = field(default_factory=dict)
     # a new tree's symint key not seen before among keys of as many ints
     new_size: Optional[str] = None
+    # the last message about a re-record in a form not read, since the last recording
+    unread: Optional[str] = None
 
 
 class CudagraphTracker:
@@ -146,8 +154,11 @@ class CudagraphTracker:
                 reason["reason"])
             return None
         tree = _NEW_TREE.match(message)
-        if tree is not None and tree["key"] is not None:
-            _new_tree(state, tree["key"])
+        if tree is not None:
+            if tree["key"] is not None:
+                _new_tree(state, tree["key"])
+        elif _MENTIONS_RERECORD.search(message):
+            state.unread = message
         return None
 
     def _recorded(self, state: _ThreadState, recording: re.Match[str]) -> Optional[tuple[str, str]]:
@@ -162,6 +173,7 @@ class CudagraphTracker:
             state.recorded.clear()
         key = (compile_id, function, recording["mode"] or "")
         reason = state.reasons.pop((compile_id, function), None)
+        unread, state.unread = state.unread, None
         warmed = state.warmed.pop(key, 0)
         if warmed > 1:
             state.warmed[key] = warmed - 1
@@ -176,7 +188,18 @@ class CudagraphTracker:
             reason, state.new_size = f"a new size (symint key {state.new_size})", None
         of_compile = f" of compile {compile_id}" if compile_id else ""
         return RERECORD, (f"{function}{of_compile} recorded again: "
-                          f"{reason or 'torch gave no reason'}")
+                          f"{reason or _not_read(unread) or 'torch gave no reason'}")
+
+
+def _not_read(message: Optional[str]) -> Optional[str]:
+    """A reason torch gave in a form not read, shown raw (its first line), or None where it gave
+    none."""
+    if message is None:
+        return None
+    first = message.strip().partition("\n")[0]
+    if len(first) > MAX_UNREAD:
+        first = first[: MAX_UNREAD - 1] + "…"
+    return f"torch's reason not read (a form pytest-nocompile does not know): {first}"
 
 
 def _new_tree(state: _ThreadState, size: str) -> None:
