@@ -14,6 +14,7 @@ from examples.ranks_alike import spawn_ranks
 BACKEND = "eager"
 
 
+@pytest.mark.spawns_ranks
 @pytest.mark.same_across_ranks
 def test_ranks_on_even_batches_compile_alike(tmp_path: Path) -> None:
     spawn_ranks(str(tmp_path), backend=BACKEND)

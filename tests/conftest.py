@@ -16,9 +16,18 @@ from nocompile_testing import OUTER_RUN_VARIABLES, RunPytest
 FRESH_INTERPRETER = "fresh_interpreter"  # the marker, registered in pyproject.toml
 # The environment as each test starts, before its fixtures change it: the fork server's.
 TEST_START_ENVIRONMENT = pytest.StashKey[dict[str, str]]()
+# What a spawned gloo rank's abort at its exit reads as (torch.multiprocessing.spawn's error).
+RANK_ABORTED_AT_EXIT = "terminated with signal SIGABRT"
+
+
 @pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slowest tests first, dealt to xdist's workers in turn (:func:`dealt_slowest_first`)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slowest tests first, dealt to xdist's workers in turn (:func:`dealt_slowest_first`);
+    tests that spawn ranks rerun where one aborted at its exit, and for nothing else."""
+    if config.pluginmanager.hasplugin("rerunfailures"):
+        for item in items:
+            if item.get_closest_marker("spawns_ranks") is not None:
+                item.add_marker(pytest.mark.flaky(reruns=2, only_rerun=[RANK_ABORTED_AT_EXIT]))
     items[:] = dealt_slowest_first(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 

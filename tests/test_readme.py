@@ -102,7 +102,9 @@ def test_every_python_block_is_run_or_marked_a_fragment() -> None:
     assert len(PYTHON_SNIPPETS) >= 5
 
 
-@pytest.mark.parametrize("block", PYTHON_SNIPPETS, ids=lambda block: block.name)
+@pytest.mark.parametrize("block", [
+    pytest.param(block, marks=pytest.mark.spawns_ranks) if "mp.spawn(" in block.text else block
+    for block in PYTHON_SNIPPETS], ids=lambda block: block.name)
 def test_python_snippet_runs_as_written(block: Block, pytester: pytest.Pytester,
                                         run: RunPytest) -> None:
     if not block.holds_on(TORCH):
