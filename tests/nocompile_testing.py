@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import re
 from pathlib import Path
 from typing import Protocol, Sequence
@@ -71,16 +72,17 @@ LIMIT_CONFIG = "recompile_limit" if TORCH >= (2, 7) else "cache_size_limit"
 
 def metrics_count_cache_misses() -> bool:
     """Whether torch's compilation-metrics entries count each compile's cache misses (2.10's do
-    not, 2.13's do). Imports dynamo: ask inside a test."""
-    try:
-        import torch._dynamo.utils
-    except ImportError:
+    not, 2.13's do): read from its source, as importing dynamo inside a pytester test would be
+    undone at its end (pytester restores ``sys.modules``), and a second import of dynamo fails."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
         return False
-    fields = getattr(torch._dynamo.utils.CompilationMetrics, "__dataclass_fields__", {})
-    return "inductor_fx_local_cache_miss_count" in fields
+    source = Path(spec.origin).parent / "_dynamo" / "utils.py"
+    return source.is_file() and "inductor_fx_local_cache_miss_count:" in source.read_text()
+
 
 # A future torch that renamed both cache counters: each compile still counts its misses in its
-# compilation-metrics entry (torch 2.7 on), which is the second witness.
+# compilation-metrics entry (where torch's entries count them), which is the second witness.
 COUNTERS_RENAMED = """
 import torch._functorch._aot_autograd.autograd_cache as autograd_cache
 import torch._inductor.codecache as codecache
