@@ -104,8 +104,8 @@ def lower_bound_event(unseen: Sequence[HealthEvent]) -> HealthEvent:
 
 def _compiled(entry: Any) -> Optional[CodeLocation]:
     """The frame an entry's compile was of, where it names one."""
-    function = getattr(entry, "co_name", None)
+    function, line = getattr(entry, "co_name", None), getattr(entry, "co_firstlineno", None)
     if not function:
         return None
     return CodeLocation(str(getattr(entry, "co_filename", None) or "?"),
-                        int(getattr(entry, "co_firstlineno", None) or 0), str(function))
+                        line if isinstance(line, int) else 0, str(function))
