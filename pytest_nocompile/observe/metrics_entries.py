@@ -5,9 +5,9 @@ dynamo records one entry per frame it compiles, one per backward graph compiled 
 torch 2.7 one per autotuning at run time, appending each to the module-level deque
 ``torch._dynamo.utils._compilation_metrics`` (64 entries at most; user code clears it with
 ``clear_compilation_metrics()``). A frame's entry whose ``graph_op_count`` is 1 or more compiled a
-graph, which dynamo also logged to ``graph_code``: torch 2.4 to 2.15 alike. From torch 2.7 an
+graph, which dynamo also logged to ``graph_code``: torch 2.4 to 2.15 alike. From torch 2.11 an
 entry also counts the compile caches' hits and misses of its compile (the caches feature's second
-witness of a cache miss).
+witness of a cache miss; 2.10 has no such field).
 """
 
 from __future__ import annotations
@@ -43,6 +43,15 @@ class MetricsGraph(NamedTuple):
     function: str
     filename: str
     line: int
+
+
+def entry_frame(entry: Any) -> tuple[str, str, int]:
+    """The frame an entry's compile was of: its function (``""`` where the entry names none), file
+    and first line (0 where not a number)."""
+    line = getattr(entry, "co_firstlineno", None)
+    return (str(getattr(entry, "co_name", None) or ""),
+            str(getattr(entry, "co_filename", None) or "?"),
+            line if isinstance(line, int) and not isinstance(line, bool) else 0)
 
 
 def metrics_mark() -> object:
@@ -83,8 +92,7 @@ def graphs_in(entries: list[Any]) -> list[MetricsGraph]:
         # compiled autograd's ("!0/0/0") is left out: its graphs are not the frames' of the test
         if (isinstance(ops, int) and ops > 0 and is_frame(entry)
                 and not str(compile_id).startswith("!")):
+            function, filename, line = entry_frame(entry)
             graphs.append(MetricsGraph(None if compile_id is None else str(compile_id),
-                                       str(getattr(entry, "co_name", None) or "?"),
-                                       str(getattr(entry, "co_filename", None) or "?"),
-                                       int(getattr(entry, "co_firstlineno", None) or 0)))
+                                       function or "?", filename, line))
     return graphs

@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
+from ...observe.metrics_entries import entry_frame
 from ...vocabulary.events import CodeLocation, HealthEvent
 from ...vocabulary.measures import plural
 from .kind import CACHE_MISSES_UNSEEN
@@ -44,7 +45,6 @@ WITNESSED_CACHES = (
     WitnessedCache("aot_autograd.autograd_cache_miss", "aotautograd_local_cache_miss_count",
                    "aotautograd_remote_cache_hit_count", "the AOTAutograd cache"),
 )
-METRICS_WITNESS = "compilation metrics"
 
 
 def witnessed(entries: Sequence[Any], counted: Mapping[str, float]) -> list[HealthEvent]:
@@ -104,8 +104,5 @@ def lower_bound_event(unseen: Sequence[HealthEvent]) -> HealthEvent:
 
 def _compiled(entry: Any) -> Optional[CodeLocation]:
     """The frame an entry's compile was of, where it names one."""
-    function, line = getattr(entry, "co_name", None), getattr(entry, "co_firstlineno", None)
-    if not function:
-        return None
-    return CodeLocation(str(getattr(entry, "co_filename", None) or "?"),
-                        line if isinstance(line, int) else 0, str(function))
+    function, filename, line = entry_frame(entry)
+    return CodeLocation(filename, line, function) if function else None

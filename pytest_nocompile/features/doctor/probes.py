@@ -23,6 +23,7 @@ from .findings import DARK, NOT_HERE, NOT_ON_THIS_TORCH, Finding, read_if, seen_
 
 if TYPE_CHECKING:
     from ...record.process_events import ProcessEvents
+    from ...vocabulary.kinds import BudgetKind
 
 _ATTEMPT = re.compile(r"(\d+)/(\d+)")  # a compile id's frame and attempt: "0/1"
 
@@ -196,7 +197,7 @@ def inductor() -> list[Finding]:
     return findings
 
 
-def _cache_misses_in_metrics(kind: Any, entries: list[Any]) -> Finding:
+def _cache_misses_in_metrics(kind: BudgetKind, entries: list[Any]) -> Finding:
     """The second witness of the probe's cache misses: its compilation-metrics entries."""
     from ...vocabulary.kinds import resolve
     from ..caches.cache_witness import metrics_count_misses
